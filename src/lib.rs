@@ -1,0 +1,10 @@
+//! helm-locker: makes Helm the only way to change what Helm installed.
+//!
+//! Data flows one way: release Secret -> [`release`] -> [`manifest`] -> [`index`]; and
+//! AdmissionReview -> [`admission`] -> [`decide`] (with [`compare`]) -> response. These modules
+//! are pure and synchronous; I/O lives in the binary's shell.
+
+pub mod manifest;
+pub mod quantity;
+pub mod release;
+pub mod tree;

@@ -1,0 +1,500 @@
+//! Helm's release storage format: a release Secret -> [`Release`].
+//!
+//! `data.release` is base64 (the Secret encoding) of base64 (Helm's) of gzip of JSON; Helm reads
+//! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Errors name
+//! what is wrong and never quote the payload: release Secrets carry chart values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Decompressed releases larger than this are refused (a gzip bomb must not take the server).
+pub const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
+const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
+pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+
+/// Helm's release statuses (`helm.sh/helm/v3/pkg/release/status.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Status {
+    Unknown,
+    Deployed,
+    Uninstalled,
+    Superseded,
+    Failed,
+    Uninstalling,
+    PendingInstall,
+    PendingUpgrade,
+    PendingRollback,
+}
+
+impl Status {
+    pub const ALL: [Status; 9] = [
+        Status::Unknown,
+        Status::Deployed,
+        Status::Uninstalled,
+        Status::Superseded,
+        Status::Failed,
+        Status::Uninstalling,
+        Status::PendingInstall,
+        Status::PendingUpgrade,
+        Status::PendingRollback,
+    ];
+
+    /// Unknown strings are kept as [`Status::Unknown`], as Helm does.
+    pub fn parse(s: &str) -> Status {
+        Status::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .unwrap_or(Status::Unknown)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Unknown => "unknown",
+            Status::Deployed => "deployed",
+            Status::Uninstalled => "uninstalled",
+            Status::Superseded => "superseded",
+            Status::Failed => "failed",
+            Status::Uninstalling => "uninstalling",
+            Status::PendingInstall => "pending-install",
+            Status::PendingUpgrade => "pending-upgrade",
+            Status::PendingRollback => "pending-rollback",
+        }
+    }
+
+    /// Helm is changing the release right now: its objects must be open.
+    pub fn is_helm_at_work(self) -> bool {
+        matches!(
+            self,
+            Status::PendingInstall
+                | Status::PendingUpgrade
+                | Status::PendingRollback
+                | Status::Uninstalling
+        )
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A hook: run by Helm at a lifecycle event, never part of the release's locked objects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hook {
+    pub name: String,
+    pub kind: String,
+    pub manifest: String,
+}
+
+/// One revision of a Helm release.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Release {
+    pub name: String,
+    pub namespace: String,
+    pub revision: u64,
+    pub status: Status,
+    pub description: String,
+    pub notes: String,
+    pub chart: String,
+    /// Helm 4: `ssa` (server-side apply) or `csa` (client-side); absent in Helm 3 releases.
+    pub apply_method: Option<String>,
+    pub manifest: String,
+    pub hooks: Vec<Hook>,
+}
+
+/// Which base64 layer failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    Secret,
+    Helm,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("data.release is not base64 ({} encoding layer)", match .0 { Layer::Secret => "Secret", Layer::Helm => "Helm's" })]
+    NotBase64(Layer),
+    #[error("release payload has the gzip magic but does not decompress ({0})")]
+    NotGzip(String),
+    #[error("release payload is larger than {MAX_RELEASE_BYTES} bytes once decompressed")]
+    TooLarge,
+    #[error("release payload is not JSON ({0})")]
+    NotJson(String),
+    #[error("release JSON is missing field `{0}`")]
+    MissingField(&'static str),
+}
+
+/// Describes a JSON error by category and position only: serde_json's messages can quote
+/// values, and release payloads hold chart values and Secrets.
+pub fn describe_json_error(e: &serde_json::Error) -> String {
+    let what = match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "unexpected type",
+        serde_json::error::Category::Eof => "unexpected end",
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
+}
+
+/// Decodes the value of a Secret's `data.release` (both base64 layers).
+pub fn decode_data_release(value: &str) -> Result<Release, DecodeError> {
+    let helm_layer = decode_base64(value.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
+    decode_helm_payload(&helm_layer)
+}
+
+/// Decodes Helm's own encoding: base64 of (optionally gzipped) JSON.
+pub fn decode_helm_payload(helm_base64: &[u8]) -> Result<Release, DecodeError> {
+    let bytes = decode_base64(helm_base64).ok_or(DecodeError::NotBase64(Layer::Helm))?;
+    let json = if bytes.starts_with(&GZIP_MAGIC) {
+        let mut out = Vec::with_capacity(bytes.len() * 4);
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .take(MAX_RELEASE_BYTES + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| DecodeError::NotGzip(e.kind().to_string()))?;
+        if out.len() as u64 > MAX_RELEASE_BYTES {
+            return Err(DecodeError::TooLarge);
+        }
+        out
+    } else {
+        bytes
+    };
+    decode_release_json(&json)
+}
+
+fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
+    let engine = &base64::engine::general_purpose::STANDARD;
+    match engine.decode(input) {
+        Ok(bytes) => Some(bytes),
+        Err(_) => {
+            // Wrapped or indented input (a pasted value): ignore ASCII whitespace.
+            let compact: Vec<u8> = input.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
+            engine.decode(compact).ok()
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawRelease {
+    name: Option<String>,
+    namespace: Option<String>,
+    version: Option<i64>,
+    info: Option<RawInfo>,
+    chart: Option<RawChart>,
+    manifest: Option<String>,
+    #[serde(default)]
+    hooks: Option<Vec<RawHook>>,
+    apply_method: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawInfo {
+    status: Option<String>,
+    description: Option<String>,
+    notes: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawChart {
+    metadata: Option<RawChartMetadata>,
+}
+
+#[derive(Deserialize)]
+struct RawChartMetadata {
+    name: Option<String>,
+    version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawHook {
+    name: Option<String>,
+    kind: Option<String>,
+    manifest: Option<String>,
+}
+
+/// Decodes the release JSON itself.
+pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
+    let raw: RawRelease =
+        serde_json::from_slice(json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
+    let info = raw.info.ok_or(DecodeError::MissingField("info"))?;
+    let revision = raw.version.ok_or(DecodeError::MissingField("version"))?;
+    let chart = raw
+        .chart
+        .and_then(|c| c.metadata)
+        .map(|m| format!("{}-{}", m.name.unwrap_or_default(), m.version.unwrap_or_default()))
+        .unwrap_or_default();
+    Ok(Release {
+        name: raw.name.filter(|n| !n.is_empty()).ok_or(DecodeError::MissingField("name"))?,
+        namespace: raw.namespace.unwrap_or_default(),
+        revision: u64::try_from(revision).map_err(|_| DecodeError::MissingField("version"))?,
+        status: Status::parse(info.status.as_deref().ok_or(DecodeError::MissingField("info.status"))?),
+        description: info.description.unwrap_or_default(),
+        notes: info.notes.unwrap_or_default(),
+        chart,
+        apply_method: raw.apply_method.filter(|m| !m.is_empty()),
+        manifest: raw.manifest.unwrap_or_default(),
+        hooks: raw
+            .hooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| Hook {
+                name: h.name.unwrap_or_default(),
+                kind: h.kind.unwrap_or_default(),
+                manifest: h.manifest.unwrap_or_default(),
+            })
+            .collect(),
+    })
+}
+
+/// Where a release revision is stored.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A decoded release Secret.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReleaseSecret {
+    pub secret: SecretRef,
+    pub labels: BTreeMap<String, String>,
+    pub release: Release,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("not a Helm release Secret (kind {kind:?}, type {secret_type:?})")]
+    NotAReleaseSecret { kind: String, secret_type: String },
+    #[error("Secret has no data.release")]
+    NoReleaseData,
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// One entry of a release file: a decoded Secret, or why a Secret could not be decoded
+/// (by name only).
+pub type SecretResult = Result<ReleaseSecret, (Option<SecretRef>, SecretError)>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("not valid JSON ({0})")]
+    NotJson(String),
+    #[error("not valid YAML{0}")]
+    NotYaml(String),
+    #[error("expected a Secret, a List of Secrets, or a data.release value")]
+    UnexpectedShape,
+}
+
+/// Reads release Secrets as `kubectl get secret -o json|yaml` prints them: one Secret, a `List`,
+/// several YAML documents, or the bare value of `data.release`.
+pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
+    let trimmed = text.trim_start();
+    let documents: Vec<Value> = if trimmed.starts_with('{') {
+        vec![serde_json::from_str(trimmed).map_err(|e| FileError::NotJson(describe_json_error(&e)))?]
+    } else {
+        let options = serde_saphyr::options! { with_snippet: false };
+        serde_saphyr::from_multiple_with_options::<Value>(text, options)
+            .map_err(|e| FileError::NotYaml(yaml_error_location(&e)))?
+    };
+    let mut out = Vec::new();
+    for doc in documents {
+        collect_secrets(&doc, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn yaml_error_location(e: &serde_saphyr::Error) -> String {
+    e.location()
+        .map(|l| format!(" (line {} column {})", l.line(), l.column()))
+        .unwrap_or_default()
+}
+
+fn collect_secrets(doc: &Value, out: &mut Vec<SecretResult>) -> Result<(), FileError> {
+    match doc {
+        Value::Null => Ok(()),
+        Value::String(data_release) => {
+            out.push(decode_data_release(data_release).map(bare_secret).map_err(|e| (None, e.into())));
+            Ok(())
+        }
+        Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
+            for item in map.get("items").and_then(Value::as_array).into_iter().flatten() {
+                collect_secrets(item, out)?;
+            }
+            Ok(())
+        }
+        Value::Object(_) => {
+            out.push(decode_secret(doc));
+            Ok(())
+        }
+        _ => Err(FileError::UnexpectedShape),
+    }
+}
+
+fn bare_secret(release: Release) -> ReleaseSecret {
+    ReleaseSecret {
+        secret: SecretRef {
+            namespace: release.namespace.clone(),
+            name: format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+        },
+        labels: BTreeMap::new(),
+        release,
+    }
+}
+
+/// Decodes one Secret object (as JSON).
+pub fn decode_secret(secret: &Value) -> SecretResult {
+    let text = |p: &str| secret.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    let secret_ref = SecretRef {
+        namespace: text("/metadata/namespace"),
+        name: text("/metadata/name"),
+    };
+    let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
+    let (kind, secret_type) = (text("/kind"), text("/type"));
+    if kind != "Secret" || (!secret_type.is_empty() && secret_type != RELEASE_SECRET_TYPE) {
+        return fail(SecretError::NotAReleaseSecret { kind, secret_type });
+    }
+    let Some(data) = secret.pointer("/data/release").and_then(Value::as_str) else {
+        return fail(SecretError::NoReleaseData);
+    };
+    let mut release = match decode_data_release(data) {
+        Ok(release) => release,
+        Err(e) => return fail(e.into()),
+    };
+    if release.namespace.is_empty() {
+        release.namespace = secret_ref.namespace.clone();
+    }
+    let labels = secret
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ReleaseSecret { secret: secret_ref, labels, release })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn encode(json: &str, gzip: bool) -> String {
+        let payload = if gzip {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(json.as_bytes()).unwrap();
+            enc.finish().unwrap()
+        } else {
+            json.as_bytes().to_vec()
+        };
+        let b64 = base64::engine::general_purpose::STANDARD;
+        b64.encode(b64.encode(payload))
+    }
+
+    const MINIMAL: &str = r#"{"name":"web","namespace":"shop","version":3,"info":{"status":"pending-upgrade","description":"Upgrading"},"manifest":"---\nkind: ConfigMap\n","hooks":[{"name":"h","kind":"Job","manifest":"kind: Job\n"}],"apply_method":"ssa"}"#;
+
+    #[test]
+    fn decodes_gzipped_and_plain_payloads_alike() {
+        for gzip in [true, false] {
+            let r = decode_data_release(&encode(MINIMAL, gzip)).unwrap();
+            assert_eq!((r.name.as_str(), r.namespace.as_str(), r.revision), ("web", "shop", 3));
+            assert_eq!(r.status, Status::PendingUpgrade);
+            assert_eq!(r.apply_method.as_deref(), Some("ssa"));
+            assert_eq!(r.hooks.len(), 1);
+            assert_eq!(r.manifest, "---\nkind: ConfigMap\n");
+        }
+    }
+
+    #[test]
+    fn every_status_round_trips_and_unknown_strings_are_unknown() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), s);
+        }
+        assert_eq!(Status::parse("exploded"), Status::Unknown);
+        let at_work: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_helm_at_work()).collect();
+        assert_eq!(
+            at_work,
+            [Status::Uninstalling, Status::PendingInstall, Status::PendingUpgrade, Status::PendingRollback]
+        );
+    }
+
+    #[test]
+    fn errors_say_which_layer_is_wrong() {
+        assert!(matches!(decode_data_release("%%%"), Err(DecodeError::NotBase64(Layer::Secret))));
+        let b64 = base64::engine::general_purpose::STANDARD;
+        assert!(matches!(decode_data_release(&b64.encode("%%%")), Err(DecodeError::NotBase64(Layer::Helm))));
+        let bad_gzip = b64.encode(b64.encode([0x1f, 0x8b, 0x08, 0, 1, 2, 3]));
+        assert!(matches!(decode_data_release(&bad_gzip), Err(DecodeError::NotGzip(_))));
+        assert!(matches!(decode_data_release(&encode("{not json", false)), Err(DecodeError::NotJson(_))));
+        assert!(matches!(
+            decode_data_release(&encode(r#"{"name":"x","version":1}"#, true)),
+            Err(DecodeError::MissingField("info"))
+        ));
+        assert!(matches!(
+            decode_data_release(&encode(r#"{"name":"x","info":{"status":"deployed"}}"#, true)),
+            Err(DecodeError::MissingField("version"))
+        ));
+    }
+
+    #[test]
+    fn json_errors_do_not_quote_the_payload() {
+        let secret_value = r#"{"name":"x","version":"hunter2-password","info":{"status":"deployed"}}"#;
+        let err = decode_data_release(&encode(secret_value, true)).unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn gzip_bombs_are_refused() {
+        // 300 MiB of zeros compress to ~300 KiB.
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1024 * 1024];
+        for _ in 0..300 {
+            enc.write_all(&zeros).unwrap();
+        }
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let data = b64.encode(b64.encode(enc.finish().unwrap()));
+        assert!(matches!(decode_data_release(&data), Err(DecodeError::TooLarge)));
+    }
+
+    #[test]
+    fn reads_a_secret_a_list_yaml_and_a_bare_value() {
+        let data = encode(MINIMAL, true);
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": "sh.helm.release.v1.web.v3", "namespace": "shop", "labels": {"owner": "helm"}},
+            "data": {"release": data}
+        });
+        let list = serde_json::json!({"kind": "List", "items": [secret, {"kind": "ConfigMap", "metadata": {"name": "x"}}]});
+        let from_list = parse_release_file(&list.to_string()).unwrap();
+        assert_eq!(from_list.len(), 2);
+        let first = from_list[0].as_ref().unwrap();
+        assert_eq!(first.secret.name, "sh.helm.release.v1.web.v3");
+        assert_eq!(first.labels["owner"], "helm");
+        assert!(matches!(from_list[1], Err((_, SecretError::NotAReleaseSecret { .. }))));
+
+        let yaml = format!(
+            "apiVersion: v1\nkind: Secret\ntype: helm.sh/release.v1\nmetadata:\n  name: a\n  namespace: shop\ndata:\n  release: {data}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n  namespace: shop\n"
+        );
+        let from_yaml = parse_release_file(&yaml).unwrap();
+        assert_eq!(from_yaml.len(), 2);
+        assert_eq!(from_yaml[0].as_ref().unwrap().release.revision, 3);
+        assert!(matches!(&from_yaml[1], Err((Some(s), SecretError::NoReleaseData)) if s.name == "b"));
+
+        let bare = parse_release_file(&format!("{data}\n")).unwrap();
+        assert_eq!(bare[0].as_ref().unwrap().secret.name, "sh.helm.release.v1.web.v3");
+        assert!(matches!(parse_release_file("{"), Err(FileError::NotJson(_))));
+        assert!(matches!(parse_release_file("- 1\n- 2\n"), Err(FileError::UnexpectedShape)));
+    }
+}
