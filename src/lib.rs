@@ -4,6 +4,8 @@
 //! AdmissionReview -> [`admission`] -> [`decide`] (with [`compare`]) -> response. These modules
 //! are pure and synchronous; I/O lives in the binary's shell.
 
+pub mod compare;
+pub mod index;
 pub mod manifest;
 pub mod quantity;
 pub mod release;

@@ -1,0 +1,574 @@
+//! The lock index: every release by (namespace, name) with its revisions, and every object the
+//! newest revision of each release owns, keyed by group, kind, namespace and name.
+//!
+//! An [`Index`] is an immutable value built from persistent maps: cloning it is O(1) and an
+//! update touches only the entries of the release it changes. The server reads snapshots from a
+//! [`SharedIndex`] on every request without locks while the release source swaps in new ones.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::manifest::{parse_manifest, ManifestObject, SkippedDocument};
+use crate::release::{Release, ReleaseSecret, SecretRef, Status};
+use crate::tree::Tree;
+
+/// A release's identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReleaseKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ReleaseKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ReleaseKey { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl fmt::Display for ReleaseKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the index keeps of a revision: everything but the manifest text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Revision {
+    pub revision: u64,
+    pub status: Status,
+    pub description: String,
+    pub notes: String,
+    pub chart: String,
+    pub apply_method: Option<String>,
+    pub secret: SecretRef,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// An object a release locks, with the chart's content.
+#[derive(Debug, PartialEq)]
+pub struct LockedObject {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    /// Resolved: the chart's namespace, else the release's for namespaced kinds; `None` for
+    /// cluster-scoped kinds.
+    pub namespace: Option<String>,
+    pub name: String,
+    pub content: Tree,
+    pub release: ReleaseKey,
+}
+
+impl LockedObject {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+}
+
+/// A release and the objects of its newest revision.
+#[derive(Debug)]
+pub struct ReleaseState {
+    pub key: ReleaseKey,
+    pub revisions: BTreeMap<u64, Revision>,
+    /// Objects of the newest revision, or `None` when the newest revision's Secret was removed
+    /// while older ones remain (the source must supply the revision again; nothing is locked
+    /// meanwhile).
+    pub objects: Option<Vec<Arc<LockedObject>>>,
+    pub skipped: Vec<SkippedDocument>,
+}
+
+impl ReleaseState {
+    pub fn newest(&self) -> Option<&Revision> {
+        self.revisions.values().next_back()
+    }
+
+    /// The state of a release is its newest revision's status.
+    pub fn status(&self) -> Status {
+        self.newest().map_or(Status::Unknown, |r| r.status)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Claim {
+    object: Arc<LockedObject>,
+    /// Registered under "no namespace" too because the kind's scope is unknown (a custom
+    /// resource without `metadata.namespace`): matches a cluster-scoped request.
+    alias: bool,
+}
+
+/// Two releases render the same object; the one with the smaller (namespace, name) wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    pub object: String,
+    pub winner: ReleaseKey,
+    pub losers: Vec<ReleaseKey>,
+}
+
+/// What an update did, for logs and metrics.
+#[derive(Debug, Default, PartialEq)]
+pub struct UpdateReport {
+    /// The release whose objects were re-indexed, if any.
+    pub reindexed: Option<ReleaseKey>,
+    pub conflicts: Vec<Conflict>,
+    /// The newest revision disappeared but older ones remain: re-read this release.
+    pub needs_reload: Option<ReleaseKey>,
+}
+
+#[derive(Clone, Default)]
+pub struct Index {
+    releases: imbl::HashMap<ReleaseKey, Arc<ReleaseState>>,
+    objects: imbl::HashMap<u64, Arc<[Claim]>>,
+    secrets: imbl::HashMap<SecretRef, (ReleaseKey, u64)>,
+    object_count: usize,
+}
+
+impl fmt::Debug for Index {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Index").field("releases", &self.releases.len()).field("objects", &self.object_count).finish()
+    }
+}
+
+impl Index {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn from_secrets(secrets: impl IntoIterator<Item = ReleaseSecret>) -> Self {
+        let mut index = Index::new();
+        for secret in secrets {
+            index.upsert(secret);
+        }
+        index
+    }
+
+    pub fn release_count(&self) -> usize {
+        self.releases.len()
+    }
+
+    pub fn object_count(&self) -> usize {
+        self.object_count
+    }
+
+    pub fn release(&self, key: &ReleaseKey) -> Option<&Arc<ReleaseState>> {
+        self.releases.get(key)
+    }
+
+    /// Releases sorted by namespace and name.
+    pub fn releases(&self) -> Vec<&Arc<ReleaseState>> {
+        let mut all: Vec<_> = self.releases.values().collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all
+    }
+
+    /// Adds or replaces one revision of a release (a Secret was created or updated).
+    pub fn upsert(&mut self, secret: ReleaseSecret) -> UpdateReport {
+        let ReleaseSecret { secret: secret_ref, labels, release } = secret;
+        let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
+        let mut report = UpdateReport::default();
+        // A Secret that now holds another revision (or release) first leaves its old place.
+        if let Some((old_key, old_revision)) = self.secrets.get(&secret_ref).cloned() {
+            if old_key != key || old_revision != release.revision {
+                report = self.remove_secret(&secret_ref);
+            }
+        }
+        let previous = self.releases.get(&key).cloned();
+        let mut revisions = previous.as_ref().map(|p| p.revisions.clone()).unwrap_or_default();
+        let newest_before = revisions.keys().next_back().copied();
+        revisions.insert(release.revision, revision_of(&release, secret_ref.clone(), labels));
+        self.secrets.insert(secret_ref, (key.clone(), release.revision));
+
+        let is_newest = newest_before.is_none_or(|n| release.revision >= n);
+        let state = if is_newest {
+            if let Some(previous) = &previous {
+                self.unclaim(previous);
+            }
+            let manifest = parse_manifest(&release.manifest);
+            let objects: Vec<_> = manifest.objects.into_iter().map(|o| Arc::new(locked_object(o, &key))).collect();
+            report.reindexed = Some(key.clone());
+            ReleaseState { key: key.clone(), revisions, objects: Some(objects), skipped: manifest.skipped }
+        } else {
+            let previous = previous.expect("an older revision implies a known release");
+            ReleaseState {
+                key: key.clone(),
+                revisions,
+                objects: previous.objects.clone(),
+                skipped: previous.skipped.clone(),
+            }
+        };
+        let state = Arc::new(state);
+        if is_newest {
+            report.conflicts = self.claim(&state);
+        }
+        self.releases.insert(key, state);
+        report
+    }
+
+    /// Forgets the revision a Secret held (the Secret was deleted).
+    pub fn remove_secret(&mut self, secret: &SecretRef) -> UpdateReport {
+        let mut report = UpdateReport::default();
+        let Some((key, revision)) = self.secrets.remove(secret) else { return report };
+        let Some(previous) = self.releases.get(&key).cloned() else { return report };
+        let mut revisions = previous.revisions.clone();
+        revisions.remove(&revision);
+        let was_newest = previous.newest().map(|r| r.revision) == Some(revision);
+        if revisions.is_empty() {
+            self.unclaim(&previous);
+            self.releases.remove(&key);
+            report.reindexed = Some(key);
+            return report;
+        }
+        let objects = if was_newest {
+            self.unclaim(&previous);
+            report.reindexed = Some(key.clone());
+            report.needs_reload = Some(key.clone());
+            None
+        } else {
+            previous.objects.clone()
+        };
+        let skipped = if was_newest { Vec::new() } else { previous.skipped.clone() };
+        self.releases.insert(key.clone(), Arc::new(ReleaseState { key, revisions, objects, skipped }));
+        report
+    }
+
+    /// Forgets a whole release.
+    pub fn remove_release(&mut self, key: &ReleaseKey) {
+        if let Some(previous) = self.releases.remove(key) {
+            self.unclaim(&previous);
+            for revision in previous.revisions.values() {
+                self.secrets.remove(&revision.secret);
+            }
+        }
+    }
+
+    fn claim(&mut self, state: &ReleaseState) -> Vec<Conflict> {
+        let mut conflicts = Vec::new();
+        for object in state.objects.iter().flatten() {
+            let ns = object.namespace.as_deref();
+            self.add_claim(object_hash(&object.group, &object.kind, ns, &object.name), Claim { object: object.clone(), alias: false });
+            if ns.is_some() && scope_of(&object.group, &object.kind) == Scope::Unknown && !object.content.pointer("/metadata/namespace").is_some_and(|n| n.as_str().is_some_and(|s| !s.is_empty())) {
+                self.add_claim(object_hash(&object.group, &object.kind, None, &object.name), Claim { object: object.clone(), alias: true });
+            }
+            self.object_count += 1;
+            let (winner, losers) = self.claimants(&object.group, &object.kind, ns, &object.name);
+            if !losers.is_empty() {
+                conflicts.push(Conflict { object: describe(object), winner, losers });
+            }
+        }
+        conflicts
+    }
+
+    fn add_claim(&mut self, hash: u64, claim: Claim) {
+        let mut claims: Vec<Claim> = self.objects.get(&hash).map(|c| c.to_vec()).unwrap_or_default();
+        claims.push(claim);
+        claims.sort_by(|a, b| (a.alias, &a.object.release).cmp(&(b.alias, &b.object.release)));
+        self.objects.insert(hash, claims.into());
+    }
+
+    fn unclaim(&mut self, state: &ReleaseState) {
+        for object in state.objects.iter().flatten() {
+            let ns = object.namespace.as_deref();
+            let mut hashes = vec![object_hash(&object.group, &object.kind, ns, &object.name)];
+            if ns.is_some() {
+                hashes.push(object_hash(&object.group, &object.kind, None, &object.name));
+            }
+            for hash in hashes {
+                if let Some(claims) = self.objects.get(&hash) {
+                    let kept: Vec<Claim> = claims.iter().filter(|c| !Arc::ptr_eq(&c.object, object)).cloned().collect();
+                    if kept.is_empty() {
+                        self.objects.remove(&hash);
+                    } else if kept.len() != claims.len() {
+                        self.objects.insert(hash, kept.into());
+                    }
+                }
+            }
+            self.object_count -= 1;
+        }
+    }
+
+    fn claimants(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> (ReleaseKey, Vec<ReleaseKey>) {
+        let mut owners = self
+            .objects
+            .get(&object_hash(group, kind, namespace, name))
+            .into_iter()
+            .flat_map(|c| c.iter())
+            .filter(|c| !c.alias && c.object.matches(group, kind, namespace, name))
+            .map(|c| c.object.release.clone());
+        let winner = owners.next().expect("just claimed");
+        (winner, owners.collect())
+    }
+
+    /// Every object claimed by more than one release.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        let mut out = Vec::new();
+        for state in self.releases() {
+            for object in state.objects.iter().flatten() {
+                let (winner, losers) = self.claimants(&object.group, &object.kind, object.namespace.as_deref(), &object.name);
+                if !losers.is_empty() && winner == state.key {
+                    out.push(Conflict { object: describe(object), winner, losers });
+                }
+            }
+        }
+        out
+    }
+
+    /// The locked object with this identity, if a release owns one. The API version does not
+    /// matter; `namespace` is the request's (`None` for cluster-scoped objects). This is the
+    /// hot path: no allocation.
+    pub fn lookup(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Arc<LockedObject>> {
+        let claims = self.objects.get(&object_hash(group, kind, namespace, name))?;
+        claims.iter().find(|c| c.object.matches_request(group, kind, namespace, name, c.alias)).map(|c| &c.object)
+    }
+}
+
+impl LockedObject {
+    fn matches(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
+        self.name == name && self.group == group && self.kind.eq_ignore_ascii_case(kind) && self.namespace.as_deref() == namespace
+    }
+
+    fn matches_request(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str, alias: bool) -> bool {
+        if alias {
+            namespace.is_none() && self.name == name && self.group == group && self.kind.eq_ignore_ascii_case(kind)
+        } else {
+            self.matches(group, kind, namespace, name)
+        }
+    }
+}
+
+fn describe(object: &LockedObject) -> String {
+    match &object.namespace {
+        Some(ns) => format!("{} {}/{}", object.kind, ns, object.name),
+        None => format!("{} {}", object.kind, object.name),
+    }
+}
+
+fn revision_of(release: &Release, secret: SecretRef, labels: BTreeMap<String, String>) -> Revision {
+    Revision {
+        revision: release.revision,
+        status: release.status,
+        description: release.description.clone(),
+        notes: release.notes.clone(),
+        chart: release.chart.clone(),
+        apply_method: release.apply_method.clone(),
+        secret,
+        labels,
+    }
+}
+
+fn locked_object(object: ManifestObject, release: &ReleaseKey) -> LockedObject {
+    let namespace = match scope_of(&object.group, &object.kind) {
+        Scope::Cluster => None,
+        Scope::Namespaced | Scope::Unknown => Some(object.namespace.unwrap_or_else(|| release.namespace.clone())),
+    };
+    LockedObject {
+        group: object.group,
+        version: object.version,
+        kind: object.kind,
+        namespace,
+        name: object.name,
+        content: object.content,
+        release: release.clone(),
+    }
+}
+
+/// Hashes an object identity; kind is case-insensitive (a `scale` request names the resource).
+fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(group.as_bytes());
+    h.write_u8(0xff);
+    for b in kind.bytes() {
+        h.write_u8(b.to_ascii_lowercase());
+    }
+    h.write_u8(0xff);
+    namespace.hash(&mut h);
+    h.write(name.as_bytes());
+    h.finish()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+    /// A kind this build does not know (custom resources): namespaced when the chart gives no
+    /// namespace, but also matched by a cluster-scoped request.
+    Unknown,
+}
+
+/// The scope of built-in kinds (Kubernetes 1.20 through 1.33).
+pub fn scope_of(group: &str, kind: &str) -> Scope {
+    const CLUSTER: &[(&str, &str)] = &[
+        ("", "Namespace"), ("", "Node"), ("", "PersistentVolume"), ("", "ComponentStatus"),
+        ("rbac.authorization.k8s.io", "ClusterRole"), ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"), ("apiregistration.k8s.io", "APIService"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        ("storage.k8s.io", "StorageClass"), ("storage.k8s.io", "CSIDriver"), ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"), ("scheduling.k8s.io", "PriorityClass"),
+        ("networking.k8s.io", "IngressClass"), ("networking.k8s.io", "IPAddress"), ("networking.k8s.io", "ServiceCIDR"),
+        ("node.k8s.io", "RuntimeClass"), ("policy", "PodSecurityPolicy"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"), ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    ];
+    const NAMESPACED_GROUPS: &[&str] = &[
+        "", "apps", "batch", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io",
+        "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "storage.k8s.io", "extensions",
+    ];
+    if CLUSTER.iter().any(|(g, k)| *g == group && *k == kind) {
+        Scope::Cluster
+    } else if NAMESPACED_GROUPS.contains(&group) {
+        Scope::Namespaced
+    } else {
+        Scope::Unknown
+    }
+}
+
+/// An index shared between one writer (the release source) and many readers (requests).
+#[derive(Default)]
+pub struct SharedIndex {
+    current: ArcSwap<Index>,
+}
+
+impl SharedIndex {
+    pub fn new(index: Index) -> Self {
+        SharedIndex { current: ArcSwap::from_pointee(index) }
+    }
+
+    /// The current snapshot; cheap, lock-free, and unaffected by later updates.
+    pub fn snapshot(&self) -> Arc<Index> {
+        self.current.load_full()
+    }
+
+    /// Applies a change to a copy and publishes it. Call from one writer at a time.
+    pub fn update<T>(&self, change: impl FnOnce(&mut Index) -> T) -> T {
+        let mut next = Index::clone(&self.current.load());
+        let out = change(&mut next);
+        self.current.store(Arc::new(next));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::Release;
+
+    fn secret(ns: &str, name: &str, revision: u64, status: Status, manifest: &str) -> ReleaseSecret {
+        ReleaseSecret {
+            secret: SecretRef { namespace: ns.into(), name: format!("sh.helm.release.v1.{name}.v{revision}") },
+            labels: BTreeMap::new(),
+            release: Release {
+                name: name.into(),
+                namespace: ns.into(),
+                revision,
+                status,
+                description: String::new(),
+                notes: String::new(),
+                chart: "c-1".into(),
+                apply_method: None,
+                manifest: manifest.into(),
+                hooks: vec![],
+            },
+        }
+    }
+
+    const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
+
+    #[test]
+    fn namespaces_resolve_by_scope_and_version_does_not_matter() {
+        let index = Index::from_secrets([secret("shop", "shop", 1, Status::Deployed, APP)]);
+        assert_eq!(index.object_count(), 4);
+        let web = index.lookup("apps", "Deployment", Some("shop"), "web").unwrap();
+        assert_eq!(web.release, ReleaseKey::new("shop", "shop"));
+        assert!(index.lookup("apps", "Deployment", Some("other"), "web").is_none());
+        assert!(index.lookup("apps", "Deployment", None, "web").is_none());
+        assert!(index.lookup("", "Deployment", Some("shop"), "web").is_none());
+        // Cluster-scoped: the chart's namespace is ignored, as the API server does.
+        assert!(index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "reader").is_some());
+        // A custom resource of unknown scope matches in the release namespace and cluster-wide.
+        assert!(index.lookup("example.com", "Widget", Some("shop"), "w").is_some());
+        assert!(index.lookup("example.com", "Widget", None, "w").is_some());
+        assert!(index.lookup("example.com", "Widget", Some("x"), "w").is_none());
+        // An explicit namespace wins over the release's.
+        assert!(index.lookup("", "ConfigMap", Some("elsewhere"), "other").is_some());
+        // Kind is matched without case (a scale request derives it from the resource name).
+        assert!(index.lookup("apps", "deployment", Some("shop"), "web").is_some());
+    }
+
+    #[test]
+    fn the_newest_revision_is_the_state_and_owns_the_objects() {
+        let mut index = Index::from_secrets([secret("shop", "shop", 1, Status::Deployed, APP)]);
+        index.upsert(secret("shop", "shop", 2, Status::PendingUpgrade, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n"));
+        let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
+        assert_eq!(state.status(), Status::PendingUpgrade);
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+        assert!(index.lookup("apps", "Deployment", Some("shop"), "web").is_none());
+        // Helm marks the old revision superseded: objects of the newest stay.
+        index.upsert(secret("shop", "shop", 1, Status::Superseded, APP));
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+        assert_eq!(index.object_count(), 1);
+        assert_eq!(index.release(&ReleaseKey::new("shop", "shop")).unwrap().revisions.len(), 2);
+    }
+
+    #[test]
+    fn removing_secrets_and_releases_touches_only_their_own_entries() {
+        let mut index = Index::from_secrets([
+            secret("a", "a", 1, Status::Deployed, APP),
+            secret("b", "b", 1, Status::Deployed, APP),
+        ]);
+        let before = index.clone();
+        index.remove_release(&ReleaseKey::new("a", "a"));
+        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_none());
+        assert!(index.lookup("apps", "Deployment", Some("b"), "web").is_some());
+        // The earlier snapshot is unaffected.
+        assert!(before.lookup("apps", "Deployment", Some("a"), "web").is_some());
+        // Deleting the only Secret removes the release.
+        let report = index.remove_secret(&SecretRef { namespace: "b".into(), name: "sh.helm.release.v1.b.v1".into() });
+        assert_eq!(report.reindexed, Some(ReleaseKey::new("b", "b")));
+        assert_eq!((index.release_count(), index.object_count()), (0, 0));
+    }
+
+    #[test]
+    fn losing_the_newest_revision_unlocks_and_asks_for_a_reload() {
+        let mut index = Index::from_secrets([
+            secret("a", "a", 1, Status::Superseded, APP),
+            secret("a", "a", 2, Status::Deployed, APP),
+        ]);
+        let report = index.remove_secret(&SecretRef { namespace: "a".into(), name: "sh.helm.release.v1.a.v2".into() });
+        assert_eq!(report.needs_reload, Some(ReleaseKey::new("a", "a")));
+        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_none());
+        index.upsert(secret("a", "a", 1, Status::Deployed, APP));
+        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_some());
+    }
+
+    #[test]
+    fn two_releases_claiming_one_object_resolve_deterministically() {
+        let cluster_role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: shared}\n";
+        for order in [["zeta", "alpha"], ["alpha", "zeta"]] {
+            let mut index = Index::new();
+            let mut reports = Vec::new();
+            for ns in order {
+                reports.push(index.upsert(secret(ns, "r", 1, Status::Deployed, cluster_role)));
+            }
+            let owner = index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared").unwrap();
+            assert_eq!(owner.release, ReleaseKey::new("alpha", "r"));
+            let conflict = Conflict { object: "ClusterRole shared".into(), winner: ReleaseKey::new("alpha", "r"), losers: vec![ReleaseKey::new("zeta", "r")] };
+            assert_eq!(reports[1].conflicts, [conflict.clone()]);
+            assert_eq!(index.conflicts(), [conflict]);
+            index.remove_release(&ReleaseKey::new("alpha", "r"));
+            assert_eq!(index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared").unwrap().release, ReleaseKey::new("zeta", "r"));
+        }
+    }
+
+    #[test]
+    fn shared_index_snapshots_are_stable_across_updates() {
+        let shared = SharedIndex::new(Index::new());
+        let before = shared.snapshot();
+        shared.update(|index| index.upsert(secret("a", "a", 1, Status::Deployed, APP)));
+        assert_eq!(before.release_count(), 0);
+        assert_eq!(shared.snapshot().release_count(), 1);
+    }
+}
