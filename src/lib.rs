@@ -4,7 +4,10 @@
 //! AdmissionReview -> [`admission`] -> [`decide`] (with [`compare`]) -> response. These modules
 //! are pure and synchronous; I/O lives in the binary's shell.
 
+pub mod admission;
 pub mod compare;
+pub mod config;
+pub mod decide;
 pub mod index;
 pub mod manifest;
 pub mod quantity;

@@ -1,0 +1,279 @@
+//! What helm-locker enforces: modes, exemptions, ignore rules and which releases are locked.
+//! Plain data with defaults; the server reads it from flags, environment and `--config FILE`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::index::{LockedObject, ReleaseKey};
+use std::collections::BTreeMap;
+
+/// What happens to a write that changes a locked field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Reject the write with a message (validating webhook).
+    #[default]
+    Deny,
+    /// Let it through with an admission warning, which kubectl prints.
+    Warn,
+    /// Let it through with the locked fields put back (mutating webhook).
+    Repair,
+    /// Do not lock.
+    Off,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Deny => "deny",
+            Mode::Warn => "warn",
+            Mode::Repair => "repair",
+            Mode::Off => "off",
+        }
+    }
+}
+
+/// Identities whose writes are never blocked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Exemptions {
+    /// User names, e.g. `system:kube-controller-manager`.
+    pub users: Vec<String>,
+    /// Groups, e.g. `system:nodes`.
+    pub groups: Vec<String>,
+    /// Every service account in these namespaces (the control plane's controllers live in
+    /// `kube-system`).
+    pub service_account_namespaces: Vec<String>,
+    /// Single service accounts as `namespace/name` (helm-locker's own, a GitOps controller...).
+    pub service_accounts: Vec<String>,
+}
+
+impl Default for Exemptions {
+    fn default() -> Self {
+        Exemptions {
+            users: vec!["system:kube-controller-manager".into(), "system:kube-scheduler".into()],
+            groups: vec!["system:nodes".into()],
+            service_account_namespaces: vec!["kube-system".into()],
+            service_accounts: vec![],
+        }
+    }
+}
+
+impl Exemptions {
+    pub fn exempts(&self, username: &str, groups: &[impl AsRef<str>]) -> bool {
+        if self.users.iter().any(|u| u == username) || groups.iter().any(|g| self.groups.iter().any(|e| e == g.as_ref())) {
+            return true;
+        }
+        match username.strip_prefix("system:serviceaccount:").and_then(|sa| sa.split_once(':')) {
+            Some((ns, name)) => {
+                self.service_account_namespaces.iter().any(|n| n == ns)
+                    || self.service_accounts.iter().any(|s| s.split_once('/') == Some((ns, name)))
+            }
+            None => false,
+        }
+    }
+}
+
+/// Which objects a rule applies to; an unset field matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Target {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Target {
+    pub fn matches(&self, object: &LockedObject) -> bool {
+        let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        eq(&self.group, &object.group)
+            && eq(&self.kind, &object.kind)
+            && eq(&self.namespace, object.namespace.as_deref().unwrap_or(""))
+            && eq(&self.name, &object.name)
+    }
+}
+
+/// Fields left free (like Flux's drift-detection ignore rules): JSON pointers, where a `*`
+/// segment matches any key or list index.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IgnoreRule {
+    pub paths: Vec<String>,
+    pub target: Target,
+}
+
+/// Mode for the releases a rule selects (first matching rule wins).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReleaseRule {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub mode: Mode,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Mode for releases no rule in `releases` selects.
+    pub mode: Mode,
+    pub exempt: Exemptions,
+    pub ignore: Vec<IgnoreRule>,
+    pub releases: Vec<ReleaseRule>,
+    /// Lock only releases in these namespaces (empty: all).
+    pub namespaces: Vec<String>,
+    /// Never lock releases in these namespaces.
+    pub exclude_namespaces: Vec<String>,
+    /// Lock only releases whose Secret labels match this selector (`k=v,k!=v,k,!k`).
+    pub release_selector: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::Deny,
+            exempt: Exemptions::default(),
+            ignore: vec![],
+            releases: vec![],
+            namespaces: vec![],
+            exclude_namespaces: vec![],
+            release_selector: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid label selector {0:?}: use k=v, k!=v, k or !k, separated by commas")]
+pub struct SelectorError(String);
+
+/// Checks the parts of a configuration that serde cannot.
+pub fn validate(config: &Config) -> Result<(), String> {
+    if let Some(selector) = &config.release_selector {
+        parse_selector(selector).map_err(|e| e.to_string())?;
+    }
+    for rule in &config.ignore {
+        for path in &rule.paths {
+            if !path.starts_with('/') {
+                return Err(format!("ignore path {path:?} is not a JSON pointer (it must start with /)"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    NotExists(String),
+}
+
+fn parse_selector(selector: &str) -> Result<Vec<Requirement>, SelectorError> {
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|part| {
+            let valid = |k: &str| !k.is_empty() && !k.contains(['=', '!', ' ']);
+            let req = if let Some((k, v)) = part.split_once("!=") {
+                Requirement::NotEquals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                Requirement::Equals(k.trim().into(), v.trim().into())
+            } else if let Some(k) = part.strip_prefix('!') {
+                Requirement::NotExists(k.trim().into())
+            } else {
+                Requirement::Exists(part.into())
+            };
+            let key = match &req {
+                Requirement::Equals(k, _) | Requirement::NotEquals(k, _) | Requirement::Exists(k) | Requirement::NotExists(k) => k,
+            };
+            if valid(key) { Ok(req) } else { Err(SelectorError(selector.into())) }
+        })
+        .collect()
+}
+
+impl Config {
+    /// The mode that applies to a release, `Off` when the release is not selected at all.
+    pub fn mode_for(&self, release: &ReleaseKey, labels: &BTreeMap<String, String>) -> Mode {
+        let ns = release.namespace.as_str();
+        if (!self.namespaces.is_empty() && !self.namespaces.iter().any(|n| n == ns))
+            || self.exclude_namespaces.iter().any(|n| n == ns)
+            || !self.selects(labels)
+        {
+            return Mode::Off;
+        }
+        self.releases
+            .iter()
+            .find(|r| {
+                r.namespace.as_deref().is_none_or(|n| n == ns) && r.name.as_deref().is_none_or(|n| n == release.name)
+            })
+            .map_or(self.mode, |r| r.mode)
+    }
+
+    fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        let Some(selector) = &self.release_selector else { return true };
+        // Validated at load; an invalid selector selects nothing rather than everything.
+        let Ok(requirements) = parse_selector(selector) else { return false };
+        requirements.iter().all(|r| match r {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::NotExists(k) => !labels.contains_key(k),
+        })
+    }
+
+    /// Ignored JSON pointers for one object.
+    pub fn ignored_paths<'a>(&'a self, object: &LockedObject) -> Vec<&'a str> {
+        self.ignore
+            .iter()
+            .filter(|rule| rule.target.matches(object))
+            .flat_map(|rule| rule.paths.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_exemptions_cover_the_control_plane_but_not_people() {
+        let e = Exemptions::default();
+        assert!(e.exempts("system:kube-controller-manager", &[] as &[&str]));
+        assert!(e.exempts("system:serviceaccount:kube-system:deployment-controller", &[] as &[&str]));
+        assert!(e.exempts("system:node:n1", &["system:nodes"]));
+        assert!(!e.exempts("admin", &["system:masters", "system:authenticated"]));
+        assert!(!e.exempts("system:serviceaccount:shop:default", &[] as &[&str]));
+        let own = Exemptions { service_accounts: vec!["locker/helm-locker".into()], ..Exemptions::default() };
+        assert!(own.exempts("system:serviceaccount:locker:helm-locker", &[] as &[&str]));
+        assert!(!own.exempts("system:serviceaccount:locker:other", &[] as &[&str]));
+    }
+
+    #[test]
+    fn modes_follow_namespaces_rules_and_selectors() {
+        let config: Config = serde_saphyr::from_str(
+            "mode: deny\nexcludeNamespaces: [dev]\nreleases:\n- {namespace: shop, name: legacy, mode: warn}\n- {namespace: shop, mode: repair}\nreleaseSelector: owner=helm,!skip\n",
+        )
+        .unwrap();
+        validate(&config).unwrap();
+        let labels: BTreeMap<String, String> = [("owner".to_string(), "helm".to_string())].into();
+        assert_eq!(config.mode_for(&ReleaseKey::new("shop", "legacy"), &labels), Mode::Warn);
+        assert_eq!(config.mode_for(&ReleaseKey::new("shop", "web"), &labels), Mode::Repair);
+        assert_eq!(config.mode_for(&ReleaseKey::new("other", "web"), &labels), Mode::Deny);
+        assert_eq!(config.mode_for(&ReleaseKey::new("dev", "web"), &labels), Mode::Off);
+        let skipped: BTreeMap<String, String> = [("owner".into(), "helm".into()), ("skip".into(), "1".into())].into();
+        assert_eq!(config.mode_for(&ReleaseKey::new("other", "web"), &skipped), Mode::Off);
+        let only: Config = Config { namespaces: vec!["a".into()], ..Config::default() };
+        assert_eq!(only.mode_for(&ReleaseKey::new("b", "x"), &labels), Mode::Off);
+    }
+
+    #[test]
+    fn bad_configuration_is_reported() {
+        assert!(serde_saphyr::from_str::<Config>("mode: maybe\n").is_err());
+        assert!(serde_saphyr::from_str::<Config>("unknownField: 1\n").is_err());
+        let bad_selector = Config { release_selector: Some("a=b,=c".into()), ..Config::default() };
+        assert!(validate(&bad_selector).unwrap_err().contains("label selector"));
+        let bad_path = Config { ignore: vec![IgnoreRule { paths: vec!["spec.replicas".into()], target: Target::default() }], ..Config::default() };
+        assert!(validate(&bad_path).unwrap_err().contains("JSON pointer"));
+    }
+}
