@@ -1,0 +1,98 @@
+//! Release Secrets from files and folders (`inspect`, `review`, `serve --releases-dir`).
+
+use std::path::{Path, PathBuf};
+
+use crate::release::{parse_release_file, ReleaseSecret, SecretRef};
+
+/// A file or Secret that could not be used; the others still are.
+#[derive(Debug)]
+pub struct LoadProblem {
+    pub file: PathBuf,
+    pub secret: Option<SecretRef>,
+    pub error: String,
+}
+
+impl std::fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.secret {
+            Some(s) => write!(f, "{}: Secret {s}: {}", self.file.display(), self.error),
+            None => write!(f, "{}: {}", self.file.display(), self.error),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub secrets: Vec<ReleaseSecret>,
+    pub problems: Vec<LoadProblem>,
+}
+
+/// Files with these extensions are read from folders.
+pub fn is_release_file(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml"))
+}
+
+/// The release files under `paths` (files as given, folders recursively), sorted.
+pub fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut stack = vec![path.clone()];
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(&dir)? {
+                    let entry = entry?.path();
+                    let hidden = entry.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+                    if entry.is_dir() && !hidden {
+                        stack.push(entry);
+                    } else if is_release_file(&entry) && !hidden {
+                        files.push(entry);
+                    }
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Reads every release Secret under `paths` (`-` reads standard input).
+pub fn load(paths: &[PathBuf]) -> Loaded {
+    let mut loaded = Loaded::default();
+    let files = match release_files(paths) {
+        Ok(files) => files,
+        Err(e) => {
+            loaded.problems.push(LoadProblem { file: paths.first().cloned().unwrap_or_default(), secret: None, error: e.to_string() });
+            return loaded;
+        }
+    };
+    for file in files {
+        let text = if file.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(&file)
+        };
+        let text = match text {
+            Ok(text) => text,
+            Err(e) => {
+                loaded.problems.push(LoadProblem { file, secret: None, error: e.to_string() });
+                continue;
+            }
+        };
+        match parse_release_file(&text) {
+            Ok(entries) => {
+                for entry in entries {
+                    match entry {
+                        Ok(secret) => loaded.secrets.push(secret),
+                        Err((secret, error)) => {
+                            loaded.problems.push(LoadProblem { file: file.clone(), secret, error: error.to_string() })
+                        }
+                    }
+                }
+            }
+            Err(e) => loaded.problems.push(LoadProblem { file, secret: None, error: e.to_string() }),
+        }
+    }
+    loaded
+}

@@ -1,0 +1,3 @@
+//! Where releases come from.
+
+pub mod files;
