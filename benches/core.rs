@@ -1,1 +1,159 @@
-fn main(){}
+//! The pure core's hot paths: `cargo bench --bench core`.
+//!
+//! - decide() for an object no release owns (the fast path every unrelated write takes);
+//! - decide() for a write to a locked ~20 KB Deployment (parsing object and oldObject included);
+//! - re-indexing one release of 200 objects in an index of 1,000 releases;
+//! - index memory against the decompressed manifest bytes (printed once).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use helm_locker::admission::parse_review;
+use helm_locker::config::Config;
+use helm_locker::decide::decide;
+use helm_locker::index::Index;
+use helm_locker::release::{Release, ReleaseSecret, SecretRef, Status};
+use serde_json::json;
+
+fn manifest(release: &str, objects: usize) -> String {
+    let mut out = String::new();
+    for i in 0..objects {
+        out.push_str(&format!(
+            "---\n# Source: app/templates/o{i}.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {release}-web-{i}\n  labels:\n    app.kubernetes.io/name: app\n    app.kubernetes.io/instance: {release}\n    app.kubernetes.io/managed-by: Helm\nspec:\n  replicas: 3\n  selector:\n    matchLabels: {{app.kubernetes.io/name: app, app.kubernetes.io/instance: {release}}}\n  template:\n    metadata:\n      labels: {{app.kubernetes.io/name: app, app.kubernetes.io/instance: {release}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        env:\n        - {{name: A, value: \"1\"}}\n        resources:\n          limits: {{cpu: \"0.5\", memory: 1Gi}}\n        ports:\n        - containerPort: 80\n"
+        ));
+    }
+    out
+}
+
+fn secret(ns: &str, name: &str, objects: usize) -> ReleaseSecret {
+    ReleaseSecret {
+        secret: SecretRef {
+            namespace: ns.into(),
+            name: format!("sh.helm.release.v1.{name}.v1"),
+        },
+        labels: BTreeMap::new(),
+        release: Release {
+            name: name.into(),
+            namespace: ns.into(),
+            revision: 1,
+            status: Status::Deployed,
+            description: String::new(),
+            notes: String::new(),
+            chart: "app-1.0.0".into(),
+            apply_method: Some("ssa".into()),
+            manifest: manifest(name, objects),
+            hooks: vec![],
+        },
+    }
+}
+
+fn cluster(releases: usize, objects: usize) -> Index {
+    Index::from_secrets((0..releases).map(|i| secret(&format!("ns{i}"), &format!("r{i}"), objects)))
+}
+
+fn big_deployment(name: &str, replicas: u32) -> serde_json::Value {
+    let env: Vec<_> = (0..300)
+        .map(|i| json!({"name": format!("VAR_{i}"), "value": format!("value-{i}")}))
+        .collect();
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "ns1", "labels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1", "app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1"}},
+            "template": {"metadata": {"labels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.25", "env": env, "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}, "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}})
+}
+
+fn review(
+    kind: &str,
+    group: &str,
+    name: &str,
+    object: serde_json::Value,
+    old: serde_json::Value,
+) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "kind": {"group": group, "version": "v1", "kind": kind}, "resource": {"group": group, "version": "v1", "resource": "x"},
+        "name": name, "namespace": "ns1", "operation": "UPDATE", "userInfo": {"username": "admin", "groups": ["system:masters"]},
+        "object": object, "oldObject": old}})
+    .to_string()
+}
+
+fn benches(c: &mut Criterion) {
+    let index = cluster(1_000, 30);
+    let config = Config::default();
+
+    let unowned = review(
+        "ConfigMap",
+        "",
+        "not-in-any-chart",
+        json!({"data": {"a": "b"}}),
+        json!({"data": {}}),
+    );
+    let parsed = parse_review(unowned.as_bytes()).unwrap();
+    let mut group = c.benchmark_group("decide");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("unowned object", |b| {
+        b.iter(|| decide(black_box(&index), &config, black_box(&parsed.request)).unwrap())
+    });
+
+    let locked = review(
+        "Deployment",
+        "apps",
+        "r1-web-1",
+        big_deployment("r1-web-1", 7),
+        big_deployment("r1-web-1", 3),
+    );
+    println!(
+        "locked Deployment review: {} bytes (object and oldObject)",
+        locked.len()
+    );
+    let parsed_locked = parse_review(locked.as_bytes()).unwrap();
+    assert!(!decide(&index, &config, &parsed_locked.request)
+        .unwrap()
+        .is_allowed());
+    group.bench_function("locked 20 KB Deployment", |b| {
+        b.iter(|| {
+            decide(
+                black_box(&index),
+                &config,
+                black_box(&parsed_locked.request),
+            )
+            .unwrap()
+        })
+    });
+    group.bench_function("parse review + unowned", |b| {
+        b.iter(|| {
+            let r = parse_review(black_box(unowned.as_bytes())).unwrap();
+            decide(&index, &config, &r.request).unwrap().is_allowed()
+        })
+    });
+    group.finish();
+
+    let big_release = secret("ns5", "r5", 200);
+    let mut group = c.benchmark_group("index");
+    let text = big_release.release.manifest.clone();
+    group.bench_function("parse the manifest of 200 objects (YAML only)", |b| {
+        b.iter(|| helm_locker::manifest::parse_manifest(black_box(&text)))
+    });
+    group.bench_function("re-index one release of 200 objects", |b| {
+        b.iter_batched(
+            || index.clone(),
+            |mut idx| idx.upsert(big_release.clone()),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+
+    let manifest_bytes: usize = (0..1_000)
+        .map(|i| manifest(&format!("r{i}"), 30).len())
+        .sum();
+    let tree_bytes: usize = index
+        .releases()
+        .iter()
+        .flat_map(|s| s.objects.iter().flatten())
+        .map(|o| o.content.heap_bytes() + std::mem::size_of_val(&o.content))
+        .sum();
+    println!("manifests: {manifest_bytes} bytes decompressed; chart trees in the index: {tree_bytes} bytes ({:.2}x)", tree_bytes as f64 / manifest_bytes as f64);
+}
+
+criterion_group!(core, benches);
+criterion_main!(core);

@@ -115,7 +115,9 @@ impl<'a> Request<'a> {
         self.old_object.filter(|o| o.get() != "null")
     }
     pub fn field_manager(&self) -> Option<&str> {
-        self.options.as_ref().and_then(|o| o.field_manager.as_deref())
+        self.options
+            .as_ref()
+            .and_then(|o| o.field_manager.as_deref())
     }
 }
 
@@ -152,7 +154,8 @@ pub enum ReviewError {
 }
 
 pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    let raw: RawReview = serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(describe_json_error(&e)))?;
+    let raw: RawReview =
+        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(describe_json_error(&e)))?;
     let kind = raw.kind.unwrap_or_default();
     if kind != "AdmissionReview" {
         return Err(ReviewError::NotAdmissionReview(kind.into_owned()));
@@ -161,7 +164,10 @@ pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     if api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1" {
         return Err(ReviewError::UnsupportedVersion(api_version.into_owned()));
     }
-    let request = raw.request.filter(|r| r.get() != "null").ok_or(ReviewError::NoRequest)?;
+    let request = raw
+        .request
+        .filter(|r| r.get() != "null")
+        .ok_or(ReviewError::NoRequest)?;
     let request: Request = serde_json::from_str(request.get()).map_err(|e| {
         // Name the field without quoting values (requests can carry Secrets).
         let msg = e.to_string();
@@ -172,7 +178,10 @@ pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
             .unwrap_or_default();
         ReviewError::BadRequest(format!("{field}{}", describe_json_error(&e)))
     })?;
-    Ok(Review { api_version, request })
+    Ok(Review {
+        api_version,
+        request,
+    })
 }
 
 #[derive(Serialize)]
@@ -209,13 +218,25 @@ struct Status<'a> {
 /// The AdmissionReview response for a decision: allowed, denied (HTTP 200, `allowed: false`,
 /// code 403, reason Forbidden), allowed with a warning, or allowed with a base64 JSON patch.
 pub fn render_response(api_version: &str, uid: &str, decision: &Decision) -> Vec<u8> {
-    let mut response = Response { uid, allowed: true, status: None, warnings: &[], patch_type: None, patch: None };
+    let mut response = Response {
+        uid,
+        allowed: true,
+        status: None,
+        warnings: &[],
+        patch_type: None,
+        patch: None,
+    };
     let warning;
     match decision {
         Decision::Allow(_) => {}
         Decision::Deny(locked) => {
             response.allowed = false;
-            response.status = Some(Status { code: 403, reason: "Forbidden", message: &locked.message, status: "Failure" });
+            response.status = Some(Status {
+                code: 403,
+                reason: "Forbidden",
+                message: &locked.message,
+                status: "Failure",
+            });
         }
         Decision::Warn(locked) => {
             warning = [locked.message.as_str()];
@@ -229,12 +250,21 @@ pub fn render_response(api_version: &str, uid: &str, decision: &Decision) -> Vec
             response.patch_type = Some("JSONPatch");
         }
     }
-    serde_json::to_vec(&ResponseReview { api_version, kind: "AdmissionReview", response }).expect("a response serializes")
+    serde_json::to_vec(&ResponseReview {
+        api_version,
+        kind: "AdmissionReview",
+        response,
+    })
+    .expect("a response serializes")
 }
 
 /// The allow-everything response, for a request whose body is unusable but carries a uid.
 pub fn render_allowed(api_version: &str, uid: &str) -> Vec<u8> {
-    render_response(api_version, uid, &Decision::Allow(crate::decide::Allowed::NotOwned))
+    render_response(
+        api_version,
+        uid,
+        &Decision::Allow(crate::decide::Allowed::NotOwned),
+    )
 }
 
 #[cfg(test)]
@@ -248,7 +278,15 @@ mod tests {
         let review = parse_review(REVIEW.as_bytes()).unwrap();
         let r = &review.request;
         assert_eq!(review.api_version, "admission.k8s.io/v1");
-        assert_eq!((r.uid.as_ref(), r.kind.kind.as_ref(), r.namespace(), r.name()), ("u1", "Deployment", Some("shop"), Some("web")));
+        assert_eq!(
+            (
+                r.uid.as_ref(),
+                r.kind.kind.as_ref(),
+                r.namespace(),
+                r.name()
+            ),
+            ("u1", "Deployment", Some("shop"), Some("web"))
+        );
         assert_eq!(r.operation, Operation::Update);
         assert_eq!(r.user_info.groups, ["system:masters"]);
         assert_eq!(r.object().unwrap().get(), r#"{"a":"with \"escapes\""}"#);
@@ -259,14 +297,30 @@ mod tests {
     #[test]
     fn bad_bodies_say_what_is_wrong() {
         assert!(matches!(parse_review(b"{"), Err(ReviewError::NotJson(_))));
-        assert!(matches!(parse_review(b"[]"), Err(ReviewError::NotAdmissionReview(_))));
-        assert_eq!(parse_review(br#"{"kind":"Pod"}"#).unwrap_err(), ReviewError::NotAdmissionReview("Pod".into()));
-        assert!(matches!(parse_review(br#"{"kind":"AdmissionReview","apiVersion":"v2"}"#), Err(ReviewError::UnsupportedVersion(_))));
-        assert_eq!(parse_review(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#).unwrap_err(), ReviewError::NoRequest);
+        assert!(matches!(
+            parse_review(b"[]"),
+            Err(ReviewError::NotAdmissionReview(_))
+        ));
+        assert_eq!(
+            parse_review(br#"{"kind":"Pod"}"#).unwrap_err(),
+            ReviewError::NotAdmissionReview("Pod".into())
+        );
+        assert!(matches!(
+            parse_review(br#"{"kind":"AdmissionReview","apiVersion":"v2"}"#),
+            Err(ReviewError::UnsupportedVersion(_))
+        ));
+        assert_eq!(
+            parse_review(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#)
+                .unwrap_err(),
+            ReviewError::NoRequest
+        );
         let no_uid = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"operation":"CREATE","kind":{}}}"#;
         let err = parse_review(no_uid).unwrap_err().to_string();
         assert!(err.contains("uid"), "{err}");
         let secret = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"x","operation":"hunter2","kind":{}}}"#;
-        assert!(!parse_review(secret).unwrap_err().to_string().contains("hunter2"));
+        assert!(!parse_review(secret)
+            .unwrap_err()
+            .to_string()
+            .contains("hunter2"));
     }
 }

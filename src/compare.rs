@@ -26,8 +26,17 @@ pub struct Change {
 
 /// Finds the changes a request makes to locked fields. `ignore` holds JSON pointers (a `*`
 /// segment matches any key or index) whose subtrees are free.
-pub fn locked_changes(chart: &Tree, new: &Value, old: Option<&Value>, ignore: &[&str]) -> Vec<Change> {
-    let mut walk = Walk { ignore, changes: Vec::new(), path: String::new() };
+pub fn locked_changes(
+    chart: &Tree,
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let mut walk = Walk {
+        ignore,
+        changes: Vec::new(),
+        path: String::new(),
+    };
     if let (Tree::Map(entries), Value::Object(new_map)) = (chart, new) {
         let old_map = old.and_then(Value::as_object);
         for (key, chart_value) in entries.iter() {
@@ -51,9 +60,20 @@ pub fn locked_changes_at(
     old: Option<&Value>,
     ignore: &[&str],
 ) -> Vec<Change> {
-    let Some(chart_value) = chart.pointer(pointer) else { return Vec::new() };
-    let mut walk = Walk { ignore, changes: Vec::new(), path: pointer.to_string() };
-    walk.visit(chart_value, new.pointer(pointer), old.and_then(|o| o.pointer(pointer)), false);
+    let Some(chart_value) = chart.pointer(pointer) else {
+        return Vec::new();
+    };
+    let mut walk = Walk {
+        ignore,
+        changes: Vec::new(),
+        path: pointer.to_string(),
+    };
+    walk.visit(
+        chart_value,
+        new.pointer(pointer),
+        old.and_then(|o| o.pointer(pointer)),
+        false,
+    );
     walk.changes
 }
 
@@ -64,7 +84,14 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn child(&mut self, key: &str, chart: &Tree, new: &Map<String, Value>, old: Option<&Map<String, Value>>, quantity_parent: bool) {
+    fn child(
+        &mut self,
+        key: &str,
+        chart: &Tree,
+        new: &Map<String, Value>,
+        old: Option<&Map<String, Value>>,
+        quantity_parent: bool,
+    ) {
         let len = self.path.len();
         push_segment(&mut self.path, key);
         let quantity = quantity_parent || key == "sizeLimit";
@@ -85,7 +112,10 @@ impl Walk<'_> {
                 }
             }
             (Tree::List(items), Some(Value::Array(new_items))) => {
-                let old_items = old.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let old_items = old
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
                 if let Some(key) = merge_key(last_segment(&self.path), items) {
                     for item in items.iter() {
                         let position = new_items.iter().position(|n| key.matches(item, n));
@@ -98,7 +128,11 @@ impl Walk<'_> {
                         self.visit(item, position.map(|i| &new_items[i]), old_item, quantity);
                         self.path.truncate(len);
                     }
-                } else if items.len() == new_items.len() && items.iter().any(|i| matches!(i, Tree::Map(_) | Tree::List(_))) {
+                } else if items.len() == new_items.len()
+                    && items
+                        .iter()
+                        .any(|i| matches!(i, Tree::Map(_) | Tree::List(_)))
+                {
                     for (i, item) in items.iter().enumerate() {
                         let len = self.path.len();
                         push_segment(&mut self.path, &i.to_string());
@@ -152,8 +186,17 @@ pub fn is_ignored(path: &str, ignore: &[&str]) -> bool {
 fn holds_quantities(field: &str) -> bool {
     matches!(
         field,
-        "limits" | "requests" | "hard" | "capacity" | "allocatable" | "overhead" | "default"
-            | "defaultRequest" | "max" | "min" | "maxLimitRequestRatio"
+        "limits"
+            | "requests"
+            | "hard"
+            | "capacity"
+            | "allocatable"
+            | "overhead"
+            | "default"
+            | "defaultRequest"
+            | "max"
+            | "min"
+            | "maxLimitRequestRatio"
     )
 }
 
@@ -180,7 +223,9 @@ impl MergeKey {
 fn merge_key(field: &str, items: &[Tree]) -> Option<MergeKey> {
     let all_have = |key: &str| !items.is_empty() && items.iter().all(|i| i.get(key).is_some());
     let fields: &'static [(&'static str, Option<&'static str>)] = match field {
-        "ports" if all_have("containerPort") => &[("containerPort", None), ("protocol", Some("TCP"))],
+        "ports" if all_have("containerPort") => {
+            &[("containerPort", None), ("protocol", Some("TCP"))]
+        }
         "ports" if all_have("port") => &[("port", None), ("protocol", Some("TCP"))],
         "volumeMounts" if all_have("mountPath") => &[("mountPath", None)],
         "volumeDevices" if all_have("devicePath") => &[("devicePath", None)],
@@ -189,7 +234,11 @@ fn merge_key(field: &str, items: &[Tree]) -> Option<MergeKey> {
             &[("topologyKey", None), ("whenUnsatisfiable", None)]
         }
         "conditions" if all_have("type") => &[("type", None)],
-        _ if all_have("name") && items.iter().all(|i| i.get("name").and_then(Tree::as_str).is_some()) => {
+        _ if all_have("name")
+            && items
+                .iter()
+                .all(|i| i.get("name").and_then(Tree::as_str).is_some()) =>
+        {
             &[("name", None)]
         }
         _ => return None,
@@ -209,14 +258,24 @@ fn is_empty_json(v: &Value) -> bool {
 /// Whether the live value carries everything the chart sets, as the API server would store it.
 /// Maps compare as subsets (the server adds defaults); lists compare position by position.
 pub fn chart_eq(chart: &Tree, live: Option<&Value>, quantity: bool) -> bool {
-    let Some(live) = live.filter(|v| !v.is_null()) else { return chart.is_empty_value() };
+    let Some(live) = live.filter(|v| !v.is_null()) else {
+        return chart.is_empty_value();
+    };
     match (chart, live) {
         (Tree::Null, v) => is_empty_json(v),
         (Tree::Map(entries), Value::Object(map)) => entries.iter().all(|(k, c)| {
-            chart_eq(c, map.get(&**k), quantity || holds_quantities(k) || &**k == "sizeLimit")
+            chart_eq(
+                c,
+                map.get(&**k),
+                quantity || holds_quantities(k) || &**k == "sizeLimit",
+            )
         }),
         (Tree::List(items), Value::Array(live_items)) => {
-            items.len() == live_items.len() && items.iter().zip(live_items).all(|(c, l)| chart_eq(c, Some(l), quantity))
+            items.len() == live_items.len()
+                && items
+                    .iter()
+                    .zip(live_items)
+                    .all(|(c, l)| chart_eq(c, Some(l), quantity))
         }
         (Tree::Map(_) | Tree::List(_), v) => chart.is_empty_value() && is_empty_json(v),
         (scalar, v) => scalar_eq(scalar, v, quantity),
@@ -255,11 +314,15 @@ pub fn json_eq(a: Option<&Value>, b: Option<&Value>, quantity: bool) -> bool {
         (None, None) => true,
         (None, Some(_)) | (Some(_), None) => false,
         (Some(Value::Object(x)), Some(Value::Object(y))) => {
-            x.iter().all(|(k, v)| json_eq(Some(v), y.get(k), quantity || holds_quantities(k)))
+            x.iter()
+                .all(|(k, v)| json_eq(Some(v), y.get(k), quantity || holds_quantities(k)))
                 && y.iter().all(|(k, v)| x.contains_key(k) || is_empty_json(v))
         }
         (Some(Value::Array(x)), Some(Value::Array(y))) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(Some(p), Some(q), quantity))
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(p, q)| json_eq(Some(p), Some(q), quantity))
         }
         (Some(x), Some(y)) => {
             x == y
@@ -269,7 +332,9 @@ pub fn json_eq(a: Option<&Value>, b: Option<&Value>, quantity: bool) -> bool {
                     }
                     _ => false,
                 }
-                || (quantity && Quantity::from_json(x).is_some() && Quantity::from_json(x) == Quantity::from_json(y))
+                || (quantity
+                    && Quantity::from_json(x).is_some()
+                    && Quantity::from_json(x) == Quantity::from_json(y))
         }
     }
 }
@@ -301,23 +366,55 @@ mod tests {
     }
 
     fn paths(chart: Value, new: Value, old: Option<Value>) -> Vec<String> {
-        locked_changes(&tree(chart), &new, old.as_ref(), &[]).into_iter().map(|c| c.path).collect()
+        locked_changes(&tree(chart), &new, old.as_ref(), &[])
+            .into_iter()
+            .map(|c| c.path)
+            .collect()
     }
 
     #[test]
     fn a_changed_chart_field_is_a_change_and_an_unset_field_is_free() {
         let chart = json!({"spec": {"replicas": 3}});
-        assert_eq!(paths(chart.clone(), json!({"spec": {"replicas": 7, "paused": true}}), Some(json!({"spec": {"replicas": 3}}))), ["/spec/replicas"]);
-        assert!(paths(chart, json!({"spec": {"replicas": 3, "paused": true}, "status": {"x": 1}}), Some(json!({"spec": {"replicas": 3}}))).is_empty());
+        assert_eq!(
+            paths(
+                chart.clone(),
+                json!({"spec": {"replicas": 7, "paused": true}}),
+                Some(json!({"spec": {"replicas": 3}}))
+            ),
+            ["/spec/replicas"]
+        );
+        assert!(paths(
+            chart,
+            json!({"spec": {"replicas": 3, "paused": true}, "status": {"x": 1}}),
+            Some(json!({"spec": {"replicas": 3}}))
+        )
+        .is_empty());
     }
 
     #[test]
     fn drift_that_already_happened_does_not_block_other_writes_and_going_back_is_allowed() {
         let chart = json!({"spec": {"replicas": 3, "image": "a"}});
         let old = json!({"spec": {"replicas": 5, "image": "a"}});
-        assert!(paths(chart.clone(), json!({"spec": {"replicas": 5, "image": "a", "x": 1}}), Some(old.clone())).is_empty());
-        assert!(paths(chart.clone(), json!({"spec": {"replicas": 3, "image": "a"}}), Some(old.clone())).is_empty());
-        assert_eq!(paths(chart, json!({"spec": {"replicas": 6, "image": "a"}}), Some(old)), ["/spec/replicas"]);
+        assert!(paths(
+            chart.clone(),
+            json!({"spec": {"replicas": 5, "image": "a", "x": 1}}),
+            Some(old.clone())
+        )
+        .is_empty());
+        assert!(paths(
+            chart.clone(),
+            json!({"spec": {"replicas": 3, "image": "a"}}),
+            Some(old.clone())
+        )
+        .is_empty());
+        assert_eq!(
+            paths(
+                chart,
+                json!({"spec": {"replicas": 6, "image": "a"}}),
+                Some(old)
+            ),
+            ["/spec/replicas"]
+        );
     }
 
     #[test]
@@ -335,14 +432,36 @@ mod tests {
         let changed = json!({"resources": {"limits": {"cpu": "600m", "memory": "1Gi"}, "requests": {"cpu": "1"}}});
         assert_eq!(paths(chart, changed, Some(live)), ["/resources/limits/cpu"]);
         // In a ConfigMap "0.5" and "500m" are different strings.
-        assert_eq!(paths(json!({"data": {"x": "0.5"}}), json!({"data": {"x": "500m"}}), None), ["/data/x"]);
+        assert_eq!(
+            paths(
+                json!({"data": {"x": "0.5"}}),
+                json!({"data": {"x": "500m"}}),
+                None
+            ),
+            ["/data/x"]
+        );
     }
 
     #[test]
     fn int_or_string_and_empty_values() {
-        assert!(paths(json!({"spec": {"targetPort": 80}}), json!({"spec": {"targetPort": "80"}}), None).is_empty());
-        assert!(paths(json!({"spec": {"a": null, "b": {}, "c": []}}), json!({"spec": {}}), None).is_empty());
-        assert!(paths(json!({"metadata": {"labels": {}}}), json!({"metadata": {}}), None).is_empty());
+        assert!(paths(
+            json!({"spec": {"targetPort": 80}}),
+            json!({"spec": {"targetPort": "80"}}),
+            None
+        )
+        .is_empty());
+        assert!(paths(
+            json!({"spec": {"a": null, "b": {}, "c": []}}),
+            json!({"spec": {}}),
+            None
+        )
+        .is_empty());
+        assert!(paths(
+            json!({"metadata": {"labels": {}}}),
+            json!({"metadata": {}}),
+            None
+        )
+        .is_empty());
     }
 
     #[test]
@@ -375,13 +494,17 @@ mod tests {
         let mut new = live.clone();
         new["containers"][2]["image"] = json!("nginx:1.27");
         new["containers"][2]["env"][1]["value"] = json!("9");
-        assert_eq!(paths(chart.clone(), new.clone(), Some(live.clone())), ["/containers/2/env/1/value", "/containers/2/image"]);
+        assert_eq!(
+            paths(chart.clone(), new.clone(), Some(live.clone())),
+            ["/containers/2/env/1/value", "/containers/2/image"]
+        );
         let mut repaired = new;
         let changes = locked_changes(&tree(chart.clone()), &repaired, Some(&live), &[]);
         json_patch::patch(&mut repaired, &repair_patch(&changes)).unwrap();
         assert_eq!(repaired, live);
         // Removing a chart container is a change at the list's append position.
-        let removed = json!({"containers": [live["containers"][0].clone(), live["containers"][2].clone()]});
+        let removed =
+            json!({"containers": [live["containers"][0].clone(), live["containers"][2].clone()]});
         assert_eq!(paths(chart, removed, Some(live)), ["/containers/-"]);
     }
 
@@ -391,17 +514,31 @@ mod tests {
         let old = chart.clone();
         let mut new = chart.clone();
         new["rules"][0]["verbs"] = json!(["get", "list", "watch"]);
-        assert_eq!(paths(chart.clone(), new, Some(old.clone())), ["/rules/0/verbs"]);
+        assert_eq!(
+            paths(chart.clone(), new, Some(old.clone())),
+            ["/rules/0/verbs"]
+        );
         let added_rule = json!({"rules": [chart["rules"][0].clone(), {"verbs": ["*"]}]});
         assert_eq!(paths(chart, added_rule, Some(old)), ["/rules"]);
     }
 
     #[test]
     fn ignored_pointers_and_wildcards_free_their_subtrees() {
-        let chart = tree(json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}}));
+        let chart = tree(
+            json!({"spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}}),
+        );
         let new = json!({"spec": {"replicas": 9, "template": {"spec": {"containers": [{"name": "a", "image": "y"}]}}}});
-        assert_eq!(locked_changes(&chart, &new, None, &["/spec/replicas"]).len(), 1);
-        assert!(locked_changes(&chart, &new, None, &["/spec/replicas", "/spec/template/spec/containers/*/image"]).is_empty());
+        assert_eq!(
+            locked_changes(&chart, &new, None, &["/spec/replicas"]).len(),
+            1
+        );
+        assert!(locked_changes(
+            &chart,
+            &new,
+            None,
+            &["/spec/replicas", "/spec/template/spec/containers/*/image"]
+        )
+        .is_empty());
         assert!(locked_changes(&chart, &new, None, &["/spec"]).is_empty());
         assert!(!is_ignored("/spec/replicasX", &["/spec/replicas"]));
     }
@@ -411,10 +548,25 @@ mod tests {
         let chart = tree(json!({"spec": {"replicas": 3, "template": {}}}));
         let scale_new = json!({"kind": "Scale", "spec": {"replicas": 5}});
         let scale_old = json!({"kind": "Scale", "spec": {"replicas": 3}});
-        let changes = locked_changes_at(&chart, "/spec/replicas", &scale_new, Some(&scale_old), &[]);
-        assert_eq!(changes, [Change { path: "/spec/replicas".into(), chart: json!(3), requested: Some(json!(5)) }]);
+        let changes =
+            locked_changes_at(&chart, "/spec/replicas", &scale_new, Some(&scale_old), &[]);
+        assert_eq!(
+            changes,
+            [Change {
+                path: "/spec/replicas".into(),
+                chart: json!(3),
+                requested: Some(json!(5))
+            }]
+        );
         let no_replicas = tree(json!({"spec": {}}));
-        assert!(locked_changes_at(&no_replicas, "/spec/replicas", &scale_new, Some(&scale_old), &[]).is_empty());
+        assert!(locked_changes_at(
+            &no_replicas,
+            "/spec/replicas",
+            &scale_new,
+            Some(&scale_old),
+            &[]
+        )
+        .is_empty());
     }
 
     #[test]
@@ -425,6 +577,9 @@ mod tests {
         assert_eq!(changes[0].path, "/metadata/labels/app.kubernetes.io~1name");
         let mut repaired = new;
         json_patch::patch(&mut repaired, &repair_patch(&changes)).unwrap();
-        assert_eq!(repaired["metadata"]["labels"]["app.kubernetes.io/name"], "shop");
+        assert_eq!(
+            repaired["metadata"]["labels"]["app.kubernetes.io/name"],
+            "shop"
+        );
     }
 }

@@ -50,7 +50,10 @@ pub struct Exemptions {
 impl Default for Exemptions {
     fn default() -> Self {
         Exemptions {
-            users: vec!["system:kube-controller-manager".into(), "system:kube-scheduler".into()],
+            users: vec![
+                "system:kube-controller-manager".into(),
+                "system:kube-scheduler".into(),
+            ],
             groups: vec!["system:nodes".into()],
             service_account_namespaces: vec!["kube-system".into()],
             service_accounts: vec![],
@@ -60,13 +63,23 @@ impl Default for Exemptions {
 
 impl Exemptions {
     pub fn exempts(&self, username: &str, groups: &[impl AsRef<str>]) -> bool {
-        if self.users.iter().any(|u| u == username) || groups.iter().any(|g| self.groups.iter().any(|e| e == g.as_ref())) {
+        if self.users.iter().any(|u| u == username)
+            || groups
+                .iter()
+                .any(|g| self.groups.iter().any(|e| e == g.as_ref()))
+        {
             return true;
         }
-        match username.strip_prefix("system:serviceaccount:").and_then(|sa| sa.split_once(':')) {
+        match username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|sa| sa.split_once(':'))
+        {
             Some((ns, name)) => {
                 self.service_account_namespaces.iter().any(|n| n == ns)
-                    || self.service_accounts.iter().any(|s| s.split_once('/') == Some((ns, name)))
+                    || self
+                        .service_accounts
+                        .iter()
+                        .any(|s| s.split_once('/') == Some((ns, name)))
             }
             None => false,
         }
@@ -153,7 +166,9 @@ pub fn validate(config: &Config) -> Result<(), String> {
     for rule in &config.ignore {
         for path in &rule.paths {
             if !path.starts_with('/') {
-                return Err(format!("ignore path {path:?} is not a JSON pointer (it must start with /)"));
+                return Err(format!(
+                    "ignore path {path:?} is not a JSON pointer (it must start with /)"
+                ));
             }
         }
     }
@@ -185,9 +200,16 @@ fn parse_selector(selector: &str) -> Result<Vec<Requirement>, SelectorError> {
                 Requirement::Exists(part.into())
             };
             let key = match &req {
-                Requirement::Equals(k, _) | Requirement::NotEquals(k, _) | Requirement::Exists(k) | Requirement::NotExists(k) => k,
+                Requirement::Equals(k, _)
+                | Requirement::NotEquals(k, _)
+                | Requirement::Exists(k)
+                | Requirement::NotExists(k) => k,
             };
-            if valid(key) { Ok(req) } else { Err(SelectorError(selector.into())) }
+            if valid(key) {
+                Ok(req)
+            } else {
+                Err(SelectorError(selector.into()))
+            }
         })
         .collect()
 }
@@ -205,15 +227,20 @@ impl Config {
         self.releases
             .iter()
             .find(|r| {
-                r.namespace.as_deref().is_none_or(|n| n == ns) && r.name.as_deref().is_none_or(|n| n == release.name)
+                r.namespace.as_deref().is_none_or(|n| n == ns)
+                    && r.name.as_deref().is_none_or(|n| n == release.name)
             })
             .map_or(self.mode, |r| r.mode)
     }
 
     fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        let Some(selector) = &self.release_selector else { return true };
+        let Some(selector) = &self.release_selector else {
+            return true;
+        };
         // Validated at load; an invalid selector selects nothing rather than everything.
-        let Ok(requirements) = parse_selector(selector) else { return false };
+        let Ok(requirements) = parse_selector(selector) else {
+            return false;
+        };
         requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
@@ -240,11 +267,17 @@ mod tests {
     fn default_exemptions_cover_the_control_plane_but_not_people() {
         let e = Exemptions::default();
         assert!(e.exempts("system:kube-controller-manager", &[] as &[&str]));
-        assert!(e.exempts("system:serviceaccount:kube-system:deployment-controller", &[] as &[&str]));
+        assert!(e.exempts(
+            "system:serviceaccount:kube-system:deployment-controller",
+            &[] as &[&str]
+        ));
         assert!(e.exempts("system:node:n1", &["system:nodes"]));
         assert!(!e.exempts("admin", &["system:masters", "system:authenticated"]));
         assert!(!e.exempts("system:serviceaccount:shop:default", &[] as &[&str]));
-        let own = Exemptions { service_accounts: vec!["locker/helm-locker".into()], ..Exemptions::default() };
+        let own = Exemptions {
+            service_accounts: vec!["locker/helm-locker".into()],
+            ..Exemptions::default()
+        };
         assert!(own.exempts("system:serviceaccount:locker:helm-locker", &[] as &[&str]));
         assert!(!own.exempts("system:serviceaccount:locker:other", &[] as &[&str]));
     }
@@ -257,23 +290,56 @@ mod tests {
         .unwrap();
         validate(&config).unwrap();
         let labels: BTreeMap<String, String> = [("owner".to_string(), "helm".to_string())].into();
-        assert_eq!(config.mode_for(&ReleaseKey::new("shop", "legacy"), &labels), Mode::Warn);
-        assert_eq!(config.mode_for(&ReleaseKey::new("shop", "web"), &labels), Mode::Repair);
-        assert_eq!(config.mode_for(&ReleaseKey::new("other", "web"), &labels), Mode::Deny);
-        assert_eq!(config.mode_for(&ReleaseKey::new("dev", "web"), &labels), Mode::Off);
-        let skipped: BTreeMap<String, String> = [("owner".into(), "helm".into()), ("skip".into(), "1".into())].into();
-        assert_eq!(config.mode_for(&ReleaseKey::new("other", "web"), &skipped), Mode::Off);
-        let only: Config = Config { namespaces: vec!["a".into()], ..Config::default() };
-        assert_eq!(only.mode_for(&ReleaseKey::new("b", "x"), &labels), Mode::Off);
+        assert_eq!(
+            config.mode_for(&ReleaseKey::new("shop", "legacy"), &labels),
+            Mode::Warn
+        );
+        assert_eq!(
+            config.mode_for(&ReleaseKey::new("shop", "web"), &labels),
+            Mode::Repair
+        );
+        assert_eq!(
+            config.mode_for(&ReleaseKey::new("other", "web"), &labels),
+            Mode::Deny
+        );
+        assert_eq!(
+            config.mode_for(&ReleaseKey::new("dev", "web"), &labels),
+            Mode::Off
+        );
+        let skipped: BTreeMap<String, String> =
+            [("owner".into(), "helm".into()), ("skip".into(), "1".into())].into();
+        assert_eq!(
+            config.mode_for(&ReleaseKey::new("other", "web"), &skipped),
+            Mode::Off
+        );
+        let only: Config = Config {
+            namespaces: vec!["a".into()],
+            ..Config::default()
+        };
+        assert_eq!(
+            only.mode_for(&ReleaseKey::new("b", "x"), &labels),
+            Mode::Off
+        );
     }
 
     #[test]
     fn bad_configuration_is_reported() {
         assert!(serde_saphyr::from_str::<Config>("mode: maybe\n").is_err());
         assert!(serde_saphyr::from_str::<Config>("unknownField: 1\n").is_err());
-        let bad_selector = Config { release_selector: Some("a=b,=c".into()), ..Config::default() };
-        assert!(validate(&bad_selector).unwrap_err().contains("label selector"));
-        let bad_path = Config { ignore: vec![IgnoreRule { paths: vec!["spec.replicas".into()], target: Target::default() }], ..Config::default() };
+        let bad_selector = Config {
+            release_selector: Some("a=b,=c".into()),
+            ..Config::default()
+        };
+        assert!(validate(&bad_selector)
+            .unwrap_err()
+            .contains("label selector"));
+        let bad_path = Config {
+            ignore: vec![IgnoreRule {
+                paths: vec!["spec.replicas".into()],
+                target: Target::default(),
+            }],
+            ..Config::default()
+        };
         assert!(validate(&bad_path).unwrap_err().contains("JSON pointer"));
     }
 }

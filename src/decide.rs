@@ -20,7 +20,11 @@ pub enum Allowed {
     /// A subresource other than `scale` (status, token, eviction...): never the chart's.
     Subresource,
     /// Rule 2: Helm is changing the release (`confirmed`: seen by a fresh read, rule 7).
-    HelmAtWork { release: ReleaseKey, status: Status, confirmed: bool },
+    HelmAtWork {
+        release: ReleaseKey,
+        status: Status,
+        confirmed: bool,
+    },
     /// Rule 3: the release is not locked (its status, or the configured mode).
     NotLocked { release: ReleaseKey, reason: String },
     /// Rule 4: an exempt identity.
@@ -79,13 +83,23 @@ impl Decision {
     /// One sentence on why, for `review --explain` and debug logs.
     pub fn explain(&self) -> String {
         match self {
-            Decision::Allow(Allowed::NotOwned) => "allowed: no Helm release owns this object".into(),
-            Decision::Allow(Allowed::Subresource) => "allowed: this subresource is not locked (only scale is)".into(),
-            Decision::Allow(Allowed::HelmAtWork { release, status, .. }) => {
+            Decision::Allow(Allowed::NotOwned) => {
+                "allowed: no Helm release owns this object".into()
+            }
+            Decision::Allow(Allowed::Subresource) => {
+                "allowed: this subresource is not locked (only scale is)".into()
+            }
+            Decision::Allow(Allowed::HelmAtWork {
+                release, status, ..
+            }) => {
                 format!("allowed: Helm is working on release {release} ({status})")
             }
-            Decision::Allow(Allowed::NotLocked { release, reason }) => format!("allowed: release {release} is not locked ({reason})"),
-            Decision::Allow(Allowed::Exempt { release, user }) => format!("allowed: {user} is exempt from the lock of release {release}"),
+            Decision::Allow(Allowed::NotLocked { release, reason }) => {
+                format!("allowed: release {release} is not locked ({reason})")
+            }
+            Decision::Allow(Allowed::Exempt { release, user }) => {
+                format!("allowed: {user} is exempt from the lock of release {release}")
+            }
             Decision::Allow(Allowed::NoLockedChange { release }) => {
                 format!("allowed: the object belongs to release {release}, but no field the chart sets changes")
             }
@@ -100,7 +114,11 @@ impl Decision {
 pub fn confirm(decision: Decision, fresh_status: Option<Status>) -> Decision {
     match (&decision, fresh_status) {
         (Decision::Deny(l) | Decision::Repair(l, _), Some(status)) if status.is_helm_at_work() => {
-            Decision::Allow(Allowed::HelmAtWork { release: l.release.clone(), status, confirmed: true })
+            Decision::Allow(Allowed::HelmAtWork {
+                release: l.release.clone(),
+                status,
+                confirmed: true,
+            })
         }
         _ => decision,
     }
@@ -126,37 +144,79 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
         return Ok(Decision::Allow(Allowed::NotOwned));
     };
     let release = object.release.clone();
-    let Some(state) = index.release(&release) else { return Ok(Decision::Allow(Allowed::NotOwned)) };
-    let Some(newest) = state.newest() else { return Ok(Decision::Allow(Allowed::NotOwned)) };
+    let Some(state) = index.release(&release) else {
+        return Ok(Decision::Allow(Allowed::NotOwned));
+    };
+    let Some(newest) = state.newest() else {
+        return Ok(Decision::Allow(Allowed::NotOwned));
+    };
     if newest.status.is_helm_at_work() {
-        return Ok(Decision::Allow(Allowed::HelmAtWork { release, status: newest.status, confirmed: false }));
+        return Ok(Decision::Allow(Allowed::HelmAtWork {
+            release,
+            status: newest.status,
+            confirmed: false,
+        }));
     }
     if newest.status != Status::Deployed {
-        let reason = format!("its newest revision {} is {}", newest.revision, newest.status);
+        let reason = format!(
+            "its newest revision {} is {}",
+            newest.revision, newest.status
+        );
         return Ok(Decision::Allow(Allowed::NotLocked { release, reason }));
     }
     let mode = config.mode_for(&release, &newest.labels);
     if mode == Mode::Off {
-        return Ok(Decision::Allow(Allowed::NotLocked { release, reason: "mode off".into() }));
+        return Ok(Decision::Allow(Allowed::NotLocked {
+            release,
+            reason: "mode off".into(),
+        }));
     }
     let user = &request.user_info;
     if config.exempt.exempts(&user.username, &user.groups) {
-        return Ok(Decision::Allow(Allowed::Exempt { release, user: user.username.to_string() }));
+        return Ok(Decision::Allow(Allowed::Exempt {
+            release,
+            user: user.username.to_string(),
+        }));
     }
     let describe = describe_object(&object);
     let locked = |delete, changes: Vec<Change>| {
-        let message = message(&describe, &release, newest.revision, newest.status, delete, &changes);
-        Locked { release: release.clone(), revision: newest.revision, status: newest.status, object: describe.clone(), delete, changes, message }
+        let message = message(
+            &describe,
+            &release,
+            newest.revision,
+            newest.status,
+            delete,
+            &changes,
+        );
+        Locked {
+            release: release.clone(),
+            revision: newest.revision,
+            status: newest.status,
+            object: describe.clone(),
+            delete,
+            changes,
+            message,
+        }
     };
     if request.operation == Operation::Delete {
         let l = locked(true, Vec::new());
-        return Ok(if mode == Mode::Warn { Decision::Warn(l) } else { Decision::Deny(l) });
+        return Ok(if mode == Mode::Warn {
+            Decision::Warn(l)
+        } else {
+            Decision::Deny(l)
+        });
     }
     let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
     let old = parse_object(request.old_object(), "oldObject")?;
     let ignore = config.ignored_paths(&object);
     let changes = if scale {
-        locked_changes_at(&object.content, "/spec/replicas", &new, old.as_ref(), &ignore)
+        locked_changes_at(
+            &object.content,
+            "/spec/replicas",
+            &new,
+            old.as_ref(),
+            &ignore,
+        )
     } else {
         locked_changes(&object.content, &new, old.as_ref(), &ignore)
     };
@@ -174,15 +234,25 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
     })
 }
 
-fn parse_object(raw: Option<&serde_json::value::RawValue>, field: &'static str) -> Result<Option<Value>, DecideError> {
+fn parse_object(
+    raw: Option<&serde_json::value::RawValue>,
+    field: &'static str,
+) -> Result<Option<Value>, DecideError> {
     raw.map(|raw| serde_json::from_str(raw.get()))
         .transpose()
-        .map_err(|e| DecideError::BadObject { field, reason: describe_json_error(&e) })
+        .map_err(|e| DecideError::BadObject {
+            field,
+            reason: describe_json_error(&e),
+        })
 }
 
 /// The request's object in the index: a `scale` request names the parent by resource, and a
 /// DELETE issued by a collection delete (namespace controller) has its name only in `oldObject`.
-fn find_object<'i>(index: &'i Index, request: &Request, scale: bool) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
+fn find_object<'i>(
+    index: &'i Index,
+    request: &Request,
+    scale: bool,
+) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
     let namespace = request.namespace();
     let name_from_old;
     let name = match request.name() {
@@ -197,9 +267,14 @@ fn find_object<'i>(index: &'i Index, request: &Request, scale: bool) -> Result<O
             struct Named {
                 metadata: Option<Meta>,
             }
-            let Some(old) = request.old_object().or(request.object()) else { return Ok(None) };
-            let named: Named = serde_json::from_str(old.get())
-                .map_err(|e| DecideError::BadObject { field: "oldObject", reason: describe_json_error(&e) })?;
+            let Some(old) = request.old_object().or(request.object()) else {
+                return Ok(None);
+            };
+            let named: Named =
+                serde_json::from_str(old.get()).map_err(|e| DecideError::BadObject {
+                    field: "oldObject",
+                    reason: describe_json_error(&e),
+                })?;
             name_from_old = named.metadata.map(|m| m.name).unwrap_or_default();
             if name_from_old.is_empty() {
                 return Ok(None);
@@ -211,7 +286,9 @@ fn find_object<'i>(index: &'i Index, request: &Request, scale: bool) -> Result<O
         return Ok(index.lookup(&request.kind.group, &request.kind.kind, namespace, name));
     }
     let (group, plural) = (&request.resource.group, request.resource.resource.as_ref());
-    Ok(singular_candidates(plural).into_iter().find_map(|kind| index.lookup(group, kind, namespace, name)))
+    Ok(singular_candidates(plural)
+        .into_iter()
+        .find_map(|kind| index.lookup(group, kind, namespace, name)))
 }
 
 /// Kinds a plural resource name may stand for (`deployments` -> `deployment`; the index
@@ -236,8 +313,16 @@ fn describe_object(object: &LockedObject) -> String {
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
 
-fn message(object: &str, release: &ReleaseKey, revision: u64, status: Status, delete: bool, changes: &[Change]) -> String {
-    let head = format!("{object} is locked by Helm release {release} (revision {revision}, {status})");
+fn message(
+    object: &str,
+    release: &ReleaseKey,
+    revision: u64,
+    status: Status,
+    delete: bool,
+    changes: &[Change],
+) -> String {
+    let head =
+        format!("{object} is locked by Helm release {release} (revision {revision}, {status})");
     if delete {
         return format!(
             "{head}: deleting it is not allowed. Remove it from the chart and run helm upgrade, or helm uninstall the release, or ask an admin."
@@ -247,14 +332,29 @@ fn message(object: &str, release: &ReleaseKey, revision: u64, status: Status, de
         .iter()
         .take(MAX_CHANGES_IN_MESSAGE)
         .map(|c| match &c.requested {
-            Some(v) => format!("{} is {} in the chart, this request sets {}", c.path, show(&c.chart), show(v)),
-            None => format!("{} is {} in the chart, this request removes it", c.path, show(&c.chart)),
+            Some(v) => format!(
+                "{} is {} in the chart, this request sets {}",
+                c.path,
+                show(&c.chart),
+                show(v)
+            ),
+            None => format!(
+                "{} is {} in the chart, this request removes it",
+                c.path,
+                show(&c.chart)
+            ),
         })
         .collect();
     if changes.len() > MAX_CHANGES_IN_MESSAGE {
-        parts.push(format!("and {} more", changes.len() - MAX_CHANGES_IN_MESSAGE));
+        parts.push(format!(
+            "and {} more",
+            changes.len() - MAX_CHANGES_IN_MESSAGE
+        ));
     }
-    format!("{head}: {}. Change it with helm upgrade, or ask an admin.", parts.join("; "))
+    format!(
+        "{head}: {}. Change it with helm upgrade, or ask an admin.",
+        parts.join("; ")
+    )
 }
 
 fn show(value: &Value) -> String {
@@ -263,7 +363,10 @@ fn show(value: &Value) -> String {
     if text.len() <= MAX {
         return text;
     }
-    let cut = (0..=MAX).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    let cut = (0..=MAX)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
     format!("{}...", &text[..cut])
 }
 
@@ -279,7 +382,10 @@ mod tests {
 
     fn index(status: Status) -> Index {
         Index::from_secrets([ReleaseSecret {
-            secret: SecretRef { namespace: "shop".into(), name: "sh.helm.release.v1.shop.v2".into() },
+            secret: SecretRef {
+                namespace: "shop".into(),
+                name: "sh.helm.release.v1.shop.v2".into(),
+            },
             labels: BTreeMap::new(),
             release: Release {
                 name: "shop".into(),
@@ -301,7 +407,17 @@ mod tests {
                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "web", "image": image, "imagePullPolicy": "IfNotPresent"}]}}}})
     }
 
-    fn review(op: &str, kind: Value, resource: Value, sub: Option<&str>, name: &str, ns: Option<&str>, user: &str, object: Value, old: Value) -> String {
+    fn review(
+        op: &str,
+        kind: Value,
+        resource: Value,
+        sub: Option<&str>,
+        name: &str,
+        ns: Option<&str>,
+        user: &str,
+        object: Value,
+        old: Value,
+    ) -> String {
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "u", "kind": kind, "resource": resource, "subResource": sub, "name": name, "namespace": ns,
             "operation": op, "userInfo": {"username": user, "groups": ["system:authenticated"]},
@@ -309,80 +425,220 @@ mod tests {
     }
 
     fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
-        decide(index, config, &parse_review(body.as_bytes()).unwrap().request).unwrap()
+        decide(
+            index,
+            config,
+            &parse_review(body.as_bytes()).unwrap().request,
+        )
+        .unwrap()
     }
 
     fn deploy_update(user: &str, new: Value, old: Value) -> String {
-        review("UPDATE", json!({"group": "apps", "version": "v1", "kind": "Deployment"}), json!({"group": "apps", "version": "v1", "resource": "deployments"}), None, "web", Some("shop"), user, new, old)
+        review(
+            "UPDATE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            None,
+            "web",
+            Some("shop"),
+            user,
+            new,
+            old,
+        )
     }
 
     #[test]
     fn denies_a_chart_field_change_with_an_actionable_message() {
-        let d = decide_json(&index(Status::Deployed), &Config::default(), &deploy_update("admin", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25")));
-        let Decision::Deny(locked) = &d else { panic!("{d:?}") };
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update(
+                "admin",
+                deployment(7, "nginx:1.25"),
+                deployment(3, "nginx:1.25"),
+            ),
+        );
+        let Decision::Deny(locked) = &d else {
+            panic!("{d:?}")
+        };
         assert_eq!(locked.message, "Deployment shop/web is locked by Helm release shop/shop (revision 2, deployed): /spec/replicas is 3 in the chart, this request sets 7. Change it with helm upgrade, or ask an admin.");
-        assert_eq!(d.needs_confirmation(), Some(&ReleaseKey::new("shop", "shop")));
+        assert_eq!(
+            d.needs_confirmation(),
+            Some(&ReleaseKey::new("shop", "shop"))
+        );
     }
 
     #[test]
     fn rules_two_to_four_allow() {
-        let body = deploy_update("admin", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25"));
-        for status in [Status::PendingUpgrade, Status::PendingInstall, Status::PendingRollback, Status::Uninstalling] {
-            assert!(matches!(decide_json(&index(status), &Config::default(), &body), Decision::Allow(Allowed::HelmAtWork { .. })));
+        let body = deploy_update(
+            "admin",
+            deployment(7, "nginx:1.25"),
+            deployment(3, "nginx:1.25"),
+        );
+        for status in [
+            Status::PendingUpgrade,
+            Status::PendingInstall,
+            Status::PendingRollback,
+            Status::Uninstalling,
+        ] {
+            assert!(matches!(
+                decide_json(&index(status), &Config::default(), &body),
+                Decision::Allow(Allowed::HelmAtWork { .. })
+            ));
         }
-        for status in [Status::Failed, Status::Superseded, Status::Uninstalled, Status::Unknown] {
-            assert!(matches!(decide_json(&index(status), &Config::default(), &body), Decision::Allow(Allowed::NotLocked { .. })));
+        for status in [
+            Status::Failed,
+            Status::Superseded,
+            Status::Uninstalled,
+            Status::Unknown,
+        ] {
+            assert!(matches!(
+                decide_json(&index(status), &Config::default(), &body),
+                Decision::Allow(Allowed::NotLocked { .. })
+            ));
         }
-        let off = Config { mode: Mode::Off, ..Config::default() };
-        assert!(matches!(decide_json(&index(Status::Deployed), &off, &body), Decision::Allow(Allowed::NotLocked { .. })));
-        let controller = deploy_update("system:serviceaccount:kube-system:deployment-controller", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25"));
-        assert!(matches!(decide_json(&index(Status::Deployed), &Config::default(), &controller), Decision::Allow(Allowed::Exempt { .. })));
+        let off = Config {
+            mode: Mode::Off,
+            ..Config::default()
+        };
+        assert!(matches!(
+            decide_json(&index(Status::Deployed), &off, &body),
+            Decision::Allow(Allowed::NotLocked { .. })
+        ));
+        let controller = deploy_update(
+            "system:serviceaccount:kube-system:deployment-controller",
+            deployment(7, "nginx:1.25"),
+            deployment(3, "nginx:1.25"),
+        );
+        assert!(matches!(
+            decide_json(&index(Status::Deployed), &Config::default(), &controller),
+            Decision::Allow(Allowed::Exempt { .. })
+        ));
     }
 
     #[test]
     fn unowned_objects_and_unlocked_fields_are_allowed() {
         let mut other = deployment(7, "x");
         other["metadata"]["name"] = json!("other");
-        let body = review("UPDATE", json!({"group": "apps", "version": "v1", "kind": "Deployment"}), json!({"group": "apps", "resource": "deployments"}), None, "other", Some("shop"), "admin", other.clone(), other);
-        assert_eq!(decide_json(&index(Status::Deployed), &Config::default(), &body), Decision::Allow(Allowed::NotOwned));
+        let body = review(
+            "UPDATE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "resource": "deployments"}),
+            None,
+            "other",
+            Some("shop"),
+            "admin",
+            other.clone(),
+            other,
+        );
+        assert_eq!(
+            decide_json(&index(Status::Deployed), &Config::default(), &body),
+            Decision::Allow(Allowed::NotOwned)
+        );
         let mut annotated = deployment(3, "nginx:1.25");
         annotated["metadata"]["annotations"] = json!({"note": "hello"});
-        let d = decide_json(&index(Status::Deployed), &Config::default(), &deploy_update("admin", annotated, deployment(3, "nginx:1.25")));
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update("admin", annotated, deployment(3, "nginx:1.25")),
+        );
         assert!(matches!(d, Decision::Allow(Allowed::NoLockedChange { .. })));
     }
 
     #[test]
     fn delete_is_denied_and_a_collection_delete_reads_the_old_object() {
-        let body = review("DELETE", json!({"group": "apps", "version": "v1", "kind": "Deployment"}), json!({"group": "apps", "resource": "deployments"}), None, "", Some("shop"), "admin", Value::Null, deployment(3, "nginx:1.25"));
-        let Decision::Deny(l) = decide_json(&index(Status::Deployed), &Config::default(), &body) else { panic!() };
+        let body = review(
+            "DELETE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "resource": "deployments"}),
+            None,
+            "",
+            Some("shop"),
+            "admin",
+            Value::Null,
+            deployment(3, "nginx:1.25"),
+        );
+        let Decision::Deny(l) = decide_json(&index(Status::Deployed), &Config::default(), &body)
+        else {
+            panic!()
+        };
         assert!(l.delete);
-        assert!(l.message.contains("deleting it is not allowed"), "{}", l.message);
+        assert!(
+            l.message.contains("deleting it is not allowed"),
+            "{}",
+            l.message
+        );
     }
 
     #[test]
     fn scale_is_a_write_to_the_parents_replicas() {
         let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": r}});
-        let body = review("UPDATE", json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}), json!({"group": "apps", "version": "v1", "resource": "deployments"}), Some("scale"), "web", Some("shop"), "admin", scale(5), scale(3));
-        let Decision::Deny(l) = decide_json(&index(Status::Deployed), &Config::default(), &body) else { panic!() };
+        let body = review(
+            "UPDATE",
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            Some("scale"),
+            "web",
+            Some("shop"),
+            "admin",
+            scale(5),
+            scale(3),
+        );
+        let Decision::Deny(l) = decide_json(&index(Status::Deployed), &Config::default(), &body)
+        else {
+            panic!()
+        };
         assert_eq!(l.changes[0].path, "/spec/replicas");
         let hpa_free = Config {
-            ignore: vec![crate::config::IgnoreRule { paths: vec!["/spec/replicas".into()], target: crate::config::Target { kind: Some("Deployment".into()), ..Default::default() } }],
+            ignore: vec![crate::config::IgnoreRule {
+                paths: vec!["/spec/replicas".into()],
+                target: crate::config::Target {
+                    kind: Some("Deployment".into()),
+                    ..Default::default()
+                },
+            }],
             ..Config::default()
         };
         assert!(decide_json(&index(Status::Deployed), &hpa_free, &body).is_allowed());
-        let status = review("UPDATE", json!({"group": "apps", "version": "v1", "kind": "Deployment"}), json!({"group": "apps", "resource": "deployments"}), Some("status"), "web", Some("shop"), "admin", deployment(9, "x"), deployment(3, "nginx:1.25"));
-        assert_eq!(decide_json(&index(Status::Deployed), &Config::default(), &status), Decision::Allow(Allowed::Subresource));
+        let status = review(
+            "UPDATE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "resource": "deployments"}),
+            Some("status"),
+            "web",
+            Some("shop"),
+            "admin",
+            deployment(9, "x"),
+            deployment(3, "nginx:1.25"),
+        );
+        assert_eq!(
+            decide_json(&index(Status::Deployed), &Config::default(), &status),
+            Decision::Allow(Allowed::Subresource)
+        );
     }
 
     #[test]
     fn warn_and_repair_modes() {
-        let body = deploy_update("admin", deployment(7, "nginx:1.27"), deployment(3, "nginx:1.25"));
-        let warn = Config { mode: Mode::Warn, ..Config::default() };
+        let body = deploy_update(
+            "admin",
+            deployment(7, "nginx:1.27"),
+            deployment(3, "nginx:1.25"),
+        );
+        let warn = Config {
+            mode: Mode::Warn,
+            ..Config::default()
+        };
         let d = decide_json(&index(Status::Deployed), &warn, &body);
         assert!(matches!(&d, Decision::Warn(l) if l.changes.len() == 2));
         assert!(d.needs_confirmation().is_none());
-        let repair = Config { mode: Mode::Repair, ..Config::default() };
-        let Decision::Repair(_, patch) = decide_json(&index(Status::Deployed), &repair, &body) else { panic!() };
+        let repair = Config {
+            mode: Mode::Repair,
+            ..Config::default()
+        };
+        let Decision::Repair(_, patch) = decide_json(&index(Status::Deployed), &repair, &body)
+        else {
+            panic!()
+        };
         let mut object = deployment(7, "nginx:1.27");
         json_patch::patch(&mut object, &patch).unwrap();
         assert_eq!(object, deployment(3, "nginx:1.25"));
@@ -390,10 +646,24 @@ mod tests {
 
     #[test]
     fn a_fresh_pending_status_turns_a_deny_into_an_allow() {
-        let d = decide_json(&index(Status::Deployed), &Config::default(), &deploy_update("admin", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25")));
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update(
+                "admin",
+                deployment(7, "nginx:1.25"),
+                deployment(3, "nginx:1.25"),
+            ),
+        );
         assert!(!confirm(d.clone(), Some(Status::Deployed)).is_allowed());
         assert!(!confirm(d.clone(), None).is_allowed());
-        assert!(matches!(confirm(d, Some(Status::PendingUpgrade)), Decision::Allow(Allowed::HelmAtWork { confirmed: true, .. })));
+        assert!(matches!(
+            confirm(d, Some(Status::PendingUpgrade)),
+            Decision::Allow(Allowed::HelmAtWork {
+                confirmed: true,
+                ..
+            })
+        ));
     }
 
     #[test]

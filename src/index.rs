@@ -25,7 +25,10 @@ pub struct ReleaseKey {
 
 impl ReleaseKey {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        ReleaseKey { namespace: namespace.into(), name: name.into() }
+        ReleaseKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -64,7 +67,11 @@ pub struct LockedObject {
 
 impl LockedObject {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 }
 
@@ -127,7 +134,10 @@ pub struct Index {
 
 impl fmt::Debug for Index {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Index").field("releases", &self.releases.len()).field("objects", &self.object_count).finish()
+        f.debug_struct("Index")
+            .field("releases", &self.releases.len())
+            .field("objects", &self.object_count)
+            .finish()
     }
 }
 
@@ -165,7 +175,11 @@ impl Index {
 
     /// Adds or replaces one revision of a release (a Secret was created or updated).
     pub fn upsert(&mut self, secret: ReleaseSecret) -> UpdateReport {
-        let ReleaseSecret { secret: secret_ref, labels, release } = secret;
+        let ReleaseSecret {
+            secret: secret_ref,
+            labels,
+            release,
+        } = secret;
         let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
         let mut report = UpdateReport::default();
         // A Secret that now holds another revision (or release) first leaves its old place.
@@ -175,10 +189,17 @@ impl Index {
             }
         }
         let previous = self.releases.get(&key).cloned();
-        let mut revisions = previous.as_ref().map(|p| p.revisions.clone()).unwrap_or_default();
+        let mut revisions = previous
+            .as_ref()
+            .map(|p| p.revisions.clone())
+            .unwrap_or_default();
         let newest_before = revisions.keys().next_back().copied();
-        revisions.insert(release.revision, revision_of(&release, secret_ref.clone(), labels));
-        self.secrets.insert(secret_ref, (key.clone(), release.revision));
+        revisions.insert(
+            release.revision,
+            revision_of(&release, secret_ref.clone(), labels),
+        );
+        self.secrets
+            .insert(secret_ref, (key.clone(), release.revision));
 
         let is_newest = newest_before.is_none_or(|n| release.revision >= n);
         let state = if is_newest {
@@ -186,9 +207,18 @@ impl Index {
                 self.unclaim(previous);
             }
             let manifest = parse_manifest(&release.manifest);
-            let objects: Vec<_> = manifest.objects.into_iter().map(|o| Arc::new(locked_object(o, &key))).collect();
+            let objects: Vec<_> = manifest
+                .objects
+                .into_iter()
+                .map(|o| Arc::new(locked_object(o, &key)))
+                .collect();
             report.reindexed = Some(key.clone());
-            ReleaseState { key: key.clone(), revisions, objects: Some(objects), skipped: manifest.skipped }
+            ReleaseState {
+                key: key.clone(),
+                revisions,
+                objects: Some(objects),
+                skipped: manifest.skipped,
+            }
         } else {
             let previous = previous.expect("an older revision implies a known release");
             ReleaseState {
@@ -209,8 +239,12 @@ impl Index {
     /// Forgets the revision a Secret held (the Secret was deleted).
     pub fn remove_secret(&mut self, secret: &SecretRef) -> UpdateReport {
         let mut report = UpdateReport::default();
-        let Some((key, revision)) = self.secrets.remove(secret) else { return report };
-        let Some(previous) = self.releases.get(&key).cloned() else { return report };
+        let Some((key, revision)) = self.secrets.remove(secret) else {
+            return report;
+        };
+        let Some(previous) = self.releases.get(&key).cloned() else {
+            return report;
+        };
         let mut revisions = previous.revisions.clone();
         revisions.remove(&revision);
         let was_newest = previous.newest().map(|r| r.revision) == Some(revision);
@@ -228,8 +262,20 @@ impl Index {
         } else {
             previous.objects.clone()
         };
-        let skipped = if was_newest { Vec::new() } else { previous.skipped.clone() };
-        self.releases.insert(key.clone(), Arc::new(ReleaseState { key, revisions, objects, skipped }));
+        let skipped = if was_newest {
+            Vec::new()
+        } else {
+            previous.skipped.clone()
+        };
+        self.releases.insert(
+            key.clone(),
+            Arc::new(ReleaseState {
+                key,
+                revisions,
+                objects,
+                skipped,
+            }),
+        );
         report
     }
 
@@ -247,21 +293,47 @@ impl Index {
         let mut conflicts = Vec::new();
         for object in state.objects.iter().flatten() {
             let ns = object.namespace.as_deref();
-            self.add_claim(object_hash(&object.group, &object.kind, ns, &object.name), Claim { object: object.clone(), alias: false });
-            if ns.is_some() && scope_of(&object.group, &object.kind) == Scope::Unknown && !object.content.pointer("/metadata/namespace").is_some_and(|n| n.as_str().is_some_and(|s| !s.is_empty())) {
-                self.add_claim(object_hash(&object.group, &object.kind, None, &object.name), Claim { object: object.clone(), alias: true });
+            self.add_claim(
+                object_hash(&object.group, &object.kind, ns, &object.name),
+                Claim {
+                    object: object.clone(),
+                    alias: false,
+                },
+            );
+            if ns.is_some()
+                && scope_of(&object.group, &object.kind) == Scope::Unknown
+                && !object
+                    .content
+                    .pointer("/metadata/namespace")
+                    .is_some_and(|n| n.as_str().is_some_and(|s| !s.is_empty()))
+            {
+                self.add_claim(
+                    object_hash(&object.group, &object.kind, None, &object.name),
+                    Claim {
+                        object: object.clone(),
+                        alias: true,
+                    },
+                );
             }
             self.object_count += 1;
             let (winner, losers) = self.claimants(&object.group, &object.kind, ns, &object.name);
             if !losers.is_empty() {
-                conflicts.push(Conflict { object: describe(object), winner, losers });
+                conflicts.push(Conflict {
+                    object: describe(object),
+                    winner,
+                    losers,
+                });
             }
         }
         conflicts
     }
 
     fn add_claim(&mut self, hash: u64, claim: Claim) {
-        let mut claims: Vec<Claim> = self.objects.get(&hash).map(|c| c.to_vec()).unwrap_or_default();
+        let mut claims: Vec<Claim> = self
+            .objects
+            .get(&hash)
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
         claims.push(claim);
         claims.sort_by(|a, b| (a.alias, &a.object.release).cmp(&(b.alias, &b.object.release)));
         self.objects.insert(hash, claims.into());
@@ -276,7 +348,11 @@ impl Index {
             }
             for hash in hashes {
                 if let Some(claims) = self.objects.get(&hash) {
-                    let kept: Vec<Claim> = claims.iter().filter(|c| !Arc::ptr_eq(&c.object, object)).cloned().collect();
+                    let kept: Vec<Claim> = claims
+                        .iter()
+                        .filter(|c| !Arc::ptr_eq(&c.object, object))
+                        .cloned()
+                        .collect();
                     if kept.is_empty() {
                         self.objects.remove(&hash);
                     } else if kept.len() != claims.len() {
@@ -288,7 +364,13 @@ impl Index {
         }
     }
 
-    fn claimants(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> (ReleaseKey, Vec<ReleaseKey>) {
+    fn claimants(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> (ReleaseKey, Vec<ReleaseKey>) {
         let mut owners = self
             .objects
             .get(&object_hash(group, kind, namespace, name))
@@ -305,9 +387,18 @@ impl Index {
         let mut out = Vec::new();
         for state in self.releases() {
             for object in state.objects.iter().flatten() {
-                let (winner, losers) = self.claimants(&object.group, &object.kind, object.namespace.as_deref(), &object.name);
+                let (winner, losers) = self.claimants(
+                    &object.group,
+                    &object.kind,
+                    object.namespace.as_deref(),
+                    &object.name,
+                );
                 if !losers.is_empty() && winner == state.key {
-                    out.push(Conflict { object: describe(object), winner, losers });
+                    out.push(Conflict {
+                        object: describe(object),
+                        winner,
+                        losers,
+                    });
                 }
             }
         }
@@ -317,20 +408,47 @@ impl Index {
     /// The locked object with this identity, if a release owns one. The API version does not
     /// matter; `namespace` is the request's (`None` for cluster-scoped objects). This is the
     /// hot path: no allocation.
-    pub fn lookup(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<&Arc<LockedObject>> {
-        let claims = self.objects.get(&object_hash(group, kind, namespace, name))?;
-        claims.iter().find(|c| c.object.matches_request(group, kind, namespace, name, c.alias)).map(|c| &c.object)
+    pub fn lookup(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<&Arc<LockedObject>> {
+        let claims = self
+            .objects
+            .get(&object_hash(group, kind, namespace, name))?;
+        claims
+            .iter()
+            .find(|c| {
+                c.object
+                    .matches_request(group, kind, namespace, name, c.alias)
+            })
+            .map(|c| &c.object)
     }
 }
 
 impl LockedObject {
     fn matches(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
-        self.name == name && self.group == group && self.kind.eq_ignore_ascii_case(kind) && self.namespace.as_deref() == namespace
+        self.name == name
+            && self.group == group
+            && self.kind.eq_ignore_ascii_case(kind)
+            && self.namespace.as_deref() == namespace
     }
 
-    fn matches_request(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str, alias: bool) -> bool {
+    fn matches_request(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        alias: bool,
+    ) -> bool {
         if alias {
-            namespace.is_none() && self.name == name && self.group == group && self.kind.eq_ignore_ascii_case(kind)
+            namespace.is_none()
+                && self.name == name
+                && self.group == group
+                && self.kind.eq_ignore_ascii_case(kind)
         } else {
             self.matches(group, kind, namespace, name)
         }
@@ -360,7 +478,11 @@ fn revision_of(release: &Release, secret: SecretRef, labels: BTreeMap<String, St
 fn locked_object(object: ManifestObject, release: &ReleaseKey) -> LockedObject {
     let namespace = match scope_of(&object.group, &object.kind) {
         Scope::Cluster => None,
-        Scope::Namespaced | Scope::Unknown => Some(object.namespace.unwrap_or_else(|| release.namespace.clone())),
+        Scope::Namespaced | Scope::Unknown => Some(
+            object
+                .namespace
+                .unwrap_or_else(|| release.namespace.clone()),
+        ),
     };
     LockedObject {
         group: object.group,
@@ -399,23 +521,54 @@ pub enum Scope {
 /// The scope of built-in kinds (Kubernetes 1.20 through 1.33).
 pub fn scope_of(group: &str, kind: &str) -> Scope {
     const CLUSTER: &[(&str, &str)] = &[
-        ("", "Namespace"), ("", "Node"), ("", "PersistentVolume"), ("", "ComponentStatus"),
-        ("rbac.authorization.k8s.io", "ClusterRole"), ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"), ("apiregistration.k8s.io", "APIService"),
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("", "ComponentStatus"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("apiregistration.k8s.io", "APIService"),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+        ),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
-        ("storage.k8s.io", "StorageClass"), ("storage.k8s.io", "CSIDriver"), ("storage.k8s.io", "CSINode"),
-        ("storage.k8s.io", "VolumeAttachment"), ("scheduling.k8s.io", "PriorityClass"),
-        ("networking.k8s.io", "IngressClass"), ("networking.k8s.io", "IPAddress"), ("networking.k8s.io", "ServiceCIDR"),
-        ("node.k8s.io", "RuntimeClass"), ("policy", "PodSecurityPolicy"),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicyBinding",
+        ),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("storage.k8s.io", "VolumeAttachment"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("networking.k8s.io", "IngressClass"),
+        ("networking.k8s.io", "IPAddress"),
+        ("networking.k8s.io", "ServiceCIDR"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("policy", "PodSecurityPolicy"),
         ("certificates.k8s.io", "CertificateSigningRequest"),
-        ("flowcontrol.apiserver.k8s.io", "FlowSchema"), ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
     ];
     const NAMESPACED_GROUPS: &[&str] = &[
-        "", "apps", "batch", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io",
-        "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "storage.k8s.io", "extensions",
+        "",
+        "apps",
+        "batch",
+        "autoscaling",
+        "policy",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "storage.k8s.io",
+        "extensions",
     ];
     if CLUSTER.iter().any(|(g, k)| *g == group && *k == kind) {
         Scope::Cluster
@@ -434,7 +587,9 @@ pub struct SharedIndex {
 
 impl SharedIndex {
     pub fn new(index: Index) -> Self {
-        SharedIndex { current: ArcSwap::from_pointee(index) }
+        SharedIndex {
+            current: ArcSwap::from_pointee(index),
+        }
     }
 
     /// The current snapshot; cheap, lock-free, and unaffected by later updates.
@@ -456,9 +611,18 @@ mod tests {
     use super::*;
     use crate::release::Release;
 
-    fn secret(ns: &str, name: &str, revision: u64, status: Status, manifest: &str) -> ReleaseSecret {
+    fn secret(
+        ns: &str,
+        name: &str,
+        revision: u64,
+        status: Status,
+        manifest: &str,
+    ) -> ReleaseSecret {
         ReleaseSecret {
-            secret: SecretRef { namespace: ns.into(), name: format!("sh.helm.release.v1.{name}.v{revision}") },
+            secret: SecretRef {
+                namespace: ns.into(),
+                name: format!("sh.helm.release.v1.{name}.v{revision}"),
+            },
             labels: BTreeMap::new(),
             release: Release {
                 name: name.into(),
@@ -481,36 +645,67 @@ mod tests {
     fn namespaces_resolve_by_scope_and_version_does_not_matter() {
         let index = Index::from_secrets([secret("shop", "shop", 1, Status::Deployed, APP)]);
         assert_eq!(index.object_count(), 4);
-        let web = index.lookup("apps", "Deployment", Some("shop"), "web").unwrap();
+        let web = index
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .unwrap();
         assert_eq!(web.release, ReleaseKey::new("shop", "shop"));
-        assert!(index.lookup("apps", "Deployment", Some("other"), "web").is_none());
+        assert!(index
+            .lookup("apps", "Deployment", Some("other"), "web")
+            .is_none());
         assert!(index.lookup("apps", "Deployment", None, "web").is_none());
-        assert!(index.lookup("", "Deployment", Some("shop"), "web").is_none());
+        assert!(index
+            .lookup("", "Deployment", Some("shop"), "web")
+            .is_none());
         // Cluster-scoped: the chart's namespace is ignored, as the API server does.
-        assert!(index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "reader").is_some());
+        assert!(index
+            .lookup("rbac.authorization.k8s.io", "ClusterRole", None, "reader")
+            .is_some());
         // A custom resource of unknown scope matches in the release namespace and cluster-wide.
-        assert!(index.lookup("example.com", "Widget", Some("shop"), "w").is_some());
+        assert!(index
+            .lookup("example.com", "Widget", Some("shop"), "w")
+            .is_some());
         assert!(index.lookup("example.com", "Widget", None, "w").is_some());
-        assert!(index.lookup("example.com", "Widget", Some("x"), "w").is_none());
+        assert!(index
+            .lookup("example.com", "Widget", Some("x"), "w")
+            .is_none());
         // An explicit namespace wins over the release's.
-        assert!(index.lookup("", "ConfigMap", Some("elsewhere"), "other").is_some());
+        assert!(index
+            .lookup("", "ConfigMap", Some("elsewhere"), "other")
+            .is_some());
         // Kind is matched without case (a scale request derives it from the resource name).
-        assert!(index.lookup("apps", "deployment", Some("shop"), "web").is_some());
+        assert!(index
+            .lookup("apps", "deployment", Some("shop"), "web")
+            .is_some());
     }
 
     #[test]
     fn the_newest_revision_is_the_state_and_owns_the_objects() {
         let mut index = Index::from_secrets([secret("shop", "shop", 1, Status::Deployed, APP)]);
-        index.upsert(secret("shop", "shop", 2, Status::PendingUpgrade, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n"));
+        index.upsert(secret(
+            "shop",
+            "shop",
+            2,
+            Status::PendingUpgrade,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n",
+        ));
         let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
         assert_eq!(state.status(), Status::PendingUpgrade);
         assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
-        assert!(index.lookup("apps", "Deployment", Some("shop"), "web").is_none());
+        assert!(index
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_none());
         // Helm marks the old revision superseded: objects of the newest stay.
         index.upsert(secret("shop", "shop", 1, Status::Superseded, APP));
         assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
         assert_eq!(index.object_count(), 1);
-        assert_eq!(index.release(&ReleaseKey::new("shop", "shop")).unwrap().revisions.len(), 2);
+        assert_eq!(
+            index
+                .release(&ReleaseKey::new("shop", "shop"))
+                .unwrap()
+                .revisions
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -521,12 +716,21 @@ mod tests {
         ]);
         let before = index.clone();
         index.remove_release(&ReleaseKey::new("a", "a"));
-        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_none());
-        assert!(index.lookup("apps", "Deployment", Some("b"), "web").is_some());
+        assert!(index
+            .lookup("apps", "Deployment", Some("a"), "web")
+            .is_none());
+        assert!(index
+            .lookup("apps", "Deployment", Some("b"), "web")
+            .is_some());
         // The earlier snapshot is unaffected.
-        assert!(before.lookup("apps", "Deployment", Some("a"), "web").is_some());
+        assert!(before
+            .lookup("apps", "Deployment", Some("a"), "web")
+            .is_some());
         // Deleting the only Secret removes the release.
-        let report = index.remove_secret(&SecretRef { namespace: "b".into(), name: "sh.helm.release.v1.b.v1".into() });
+        let report = index.remove_secret(&SecretRef {
+            namespace: "b".into(),
+            name: "sh.helm.release.v1.b.v1".into(),
+        });
         assert_eq!(report.reindexed, Some(ReleaseKey::new("b", "b")));
         assert_eq!((index.release_count(), index.object_count()), (0, 0));
     }
@@ -537,11 +741,18 @@ mod tests {
             secret("a", "a", 1, Status::Superseded, APP),
             secret("a", "a", 2, Status::Deployed, APP),
         ]);
-        let report = index.remove_secret(&SecretRef { namespace: "a".into(), name: "sh.helm.release.v1.a.v2".into() });
+        let report = index.remove_secret(&SecretRef {
+            namespace: "a".into(),
+            name: "sh.helm.release.v1.a.v2".into(),
+        });
         assert_eq!(report.needs_reload, Some(ReleaseKey::new("a", "a")));
-        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_none());
+        assert!(index
+            .lookup("apps", "Deployment", Some("a"), "web")
+            .is_none());
         index.upsert(secret("a", "a", 1, Status::Deployed, APP));
-        assert!(index.lookup("apps", "Deployment", Some("a"), "web").is_some());
+        assert!(index
+            .lookup("apps", "Deployment", Some("a"), "web")
+            .is_some());
     }
 
     #[test]
@@ -553,13 +764,25 @@ mod tests {
             for ns in order {
                 reports.push(index.upsert(secret(ns, "r", 1, Status::Deployed, cluster_role)));
             }
-            let owner = index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared").unwrap();
+            let owner = index
+                .lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared")
+                .unwrap();
             assert_eq!(owner.release, ReleaseKey::new("alpha", "r"));
-            let conflict = Conflict { object: "ClusterRole shared".into(), winner: ReleaseKey::new("alpha", "r"), losers: vec![ReleaseKey::new("zeta", "r")] };
+            let conflict = Conflict {
+                object: "ClusterRole shared".into(),
+                winner: ReleaseKey::new("alpha", "r"),
+                losers: vec![ReleaseKey::new("zeta", "r")],
+            };
             assert_eq!(reports[1].conflicts, [conflict.clone()]);
             assert_eq!(index.conflicts(), [conflict]);
             index.remove_release(&ReleaseKey::new("alpha", "r"));
-            assert_eq!(index.lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared").unwrap().release, ReleaseKey::new("zeta", "r"));
+            assert_eq!(
+                index
+                    .lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared")
+                    .unwrap()
+                    .release,
+                ReleaseKey::new("zeta", "r")
+            );
         }
     }
 

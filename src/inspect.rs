@@ -58,18 +58,35 @@ pub fn inspect(index: &Index) -> InspectOutput {
 pub fn render_text(index: &Index) -> String {
     let mut out = String::new();
     for state in index.releases() {
-        let Some(newest) = state.newest() else { continue };
-        let locked = if newest.status == crate::release::Status::Deployed { "locked" } else { "not locked" };
+        let Some(newest) = state.newest() else {
+            continue;
+        };
+        let locked = if newest.status == crate::release::Status::Deployed {
+            "locked"
+        } else {
+            "not locked"
+        };
         out.push_str(&format!(
             "{} revision {} {} chart {} ({locked})\n",
-            state.key, newest.revision, newest.status, if newest.chart.is_empty() { "?" } else { &newest.chart }
+            state.key,
+            newest.revision,
+            newest.status,
+            if newest.chart.is_empty() {
+                "?"
+            } else {
+                &newest.chart
+            }
         ));
         for object in state.objects.iter().flatten() {
             let id = match &object.namespace {
                 Some(ns) => format!("{ns}/{}", object.name),
                 None => object.name.clone(),
             };
-            out.push_str(&format!("  {} {} {id}\n", object.api_version(), object.kind));
+            out.push_str(&format!(
+                "  {} {} {id}\n",
+                object.api_version(),
+                object.kind
+            ));
         }
         if state.objects.is_none() {
             out.push_str("  (objects unknown: the newest revision's Secret is gone)\n");
@@ -78,7 +95,11 @@ pub fn render_text(index: &Index) -> String {
             out.push_str(&format!(
                 "  skipped document {}{}: {}\n",
                 skipped.document,
-                skipped.source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
+                skipped
+                    .source
+                    .as_ref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default(),
                 skipped.reason
             ));
         }
@@ -88,7 +109,12 @@ pub fn render_text(index: &Index) -> String {
             "conflict: {} is rendered by {} and {}; {} wins\n",
             conflict.object,
             conflict.winner,
-            conflict.losers.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            conflict
+                .losers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             conflict.winner
         ));
     }

@@ -68,9 +68,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect { paths, output } => run_inspect(&paths, output),
-        Command::Review { mut releases, review, config, mode, explain } => {
+        Command::Review {
+            mut releases,
+            review,
+            config,
+            mode,
+            explain,
+        } => {
             // `review --releases A B REVIEW.json`: the greedy list holds the review last.
-            match review.or_else(|| if releases.len() > 1 { releases.pop() } else { None }) {
+            match review.or_else(|| {
+                if releases.len() > 1 {
+                    releases.pop()
+                } else {
+                    None
+                }
+            }) {
                 Some(review) => run_review(&releases, &review, config.as_deref(), mode, explain),
                 None => Err("give the AdmissionReview file after the release paths".into()),
             }
@@ -101,21 +113,34 @@ fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
     match output {
         Output::Text => print!("{}", inspect::render_text(&index)),
         Output::Json => {
-            println!("{}", serde_json::to_string_pretty(&inspect::inspect(&index)).map_err(|e| e.to_string())?)
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&inspect::inspect(&index))
+                    .map_err(|e| e.to_string())?
+            )
         }
     }
     Ok(())
 }
 
 fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
-    let Some(path) = path else { return Ok(Config::default()) };
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let config: Config = serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let config: Config =
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     config::validate(&config).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(config)
 }
 
-fn run_review(releases: &[PathBuf], review: &PathBuf, config: Option<&std::path::Path>, mode: Option<Mode>, explain: bool) -> Result<(), String> {
+fn run_review(
+    releases: &[PathBuf],
+    review: &PathBuf,
+    config: Option<&std::path::Path>,
+    mode: Option<Mode>,
+    explain: bool,
+) -> Result<(), String> {
     let mut config = load_config(config)?;
     if let Some(mode) = mode {
         config.mode = mode;
@@ -128,7 +153,8 @@ fn run_review(releases: &[PathBuf], review: &PathBuf, config: Option<&std::path:
     }
     .map_err(|e| format!("{}: {e}", review.display()))?;
     let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
-    let decision = decide(&index, &config, &parsed.request).map_err(|e| format!("{}: {e}", review.display()))?;
+    let decision = decide(&index, &config, &parsed.request)
+        .map_err(|e| format!("{}: {e}", review.display()))?;
     let response = render_response(&parsed.api_version, &parsed.request.uid, &decision);
     println!("{}", String::from_utf8_lossy(&response));
     if explain {

@@ -53,10 +53,12 @@ pub fn split_documents(manifest: &str) -> impl Iterator<Item = &str> {
         }
         let mut offset = 0;
         loop {
-            let line_end = rest[offset..].find('\n').map_or(rest.len(), |i| offset + i + 1);
+            let line_end = rest[offset..]
+                .find('\n')
+                .map_or(rest.len(), |i| offset + i + 1);
             let line = &rest[offset..line_end];
-            let is_separator = line.starts_with("---")
-                && line[3..].chars().next().is_none_or(char::is_whitespace);
+            let is_separator =
+                line.starts_with("---") && line[3..].chars().next().is_none_or(char::is_whitespace);
             if is_separator {
                 let doc = &rest[..offset];
                 rest = &rest[line_end..];
@@ -86,16 +88,25 @@ pub fn parse_manifest(manifest: &str) -> Manifest {
         with_snippet: false,
     };
     for (i, doc) in split_documents(manifest).enumerate() {
-        if doc.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+        if doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
             continue;
         }
-        let skip = |reason: String| SkippedDocument { document: i + 1, source: source_comment(doc), reason };
+        let skip = |reason: String| SkippedDocument {
+            document: i + 1,
+            source: source_comment(doc),
+            reason,
+        };
         match serde_saphyr::from_str_with_options::<Tree>(doc, options.clone()) {
             Ok(Tree::Null) => {}
             Ok(tree) => collect_objects(tree, &mut out, &skip),
             Err(e) => out.skipped.push(skip(format!(
                 "not valid YAML{}",
-                e.location().map(|l| format!(" (line {})", l.line())).unwrap_or_default()
+                e.location()
+                    .map(|l| format!(" (line {})", l.line()))
+                    .unwrap_or_default()
             ))),
         }
     }
@@ -103,8 +114,14 @@ pub fn parse_manifest(manifest: &str) -> Manifest {
 }
 
 fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> SkippedDocument) {
-    let kind = tree.get("kind").and_then(Tree::as_str).unwrap_or_default().to_string();
-    if kind == "List" || (kind.ends_with("List") && matches!(tree.get("items"), Some(Tree::List(_)))) {
+    let kind = tree
+        .get("kind")
+        .and_then(Tree::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if kind == "List"
+        || (kind.ends_with("List") && matches!(tree.get("items"), Some(Tree::List(_))))
+    {
         if let Some(Tree::List(items)) = tree.get("items") {
             for item in items.iter() {
                 collect_objects(item.clone(), out, skip);
@@ -119,8 +136,15 @@ fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> Skip
 }
 
 fn object_from_tree(content: Tree) -> Result<ManifestObject, &'static str> {
-    let api_version = content.get("apiVersion").and_then(Tree::as_str).ok_or("no apiVersion")?;
-    let kind = content.get("kind").and_then(Tree::as_str).filter(|k| !k.is_empty()).ok_or("no kind")?;
+    let api_version = content
+        .get("apiVersion")
+        .and_then(Tree::as_str)
+        .ok_or("no apiVersion")?;
+    let kind = content
+        .get("kind")
+        .and_then(Tree::as_str)
+        .filter(|k| !k.is_empty())
+        .ok_or("no kind")?;
     let name = content
         .pointer("/metadata/name")
         .and_then(Tree::as_str)
@@ -148,8 +172,12 @@ mod tests {
 
     #[test]
     fn splits_like_helm() {
-        let docs: Vec<_> = split_documents("---\na: 1\n---\n# Source: x\nb: 2\n--- \nc: 3\n----\nd: 4").collect();
-        assert_eq!(docs, ["", "a: 1\n", "# Source: x\nb: 2\n", "c: 3\n----\nd: 4"]);
+        let docs: Vec<_> =
+            split_documents("---\na: 1\n---\n# Source: x\nb: 2\n--- \nc: 3\n----\nd: 4").collect();
+        assert_eq!(
+            docs,
+            ["", "a: 1\n", "# Source: x\nb: 2\n", "c: 3\n----\nd: 4"]
+        );
         assert_eq!(split_documents("").collect::<Vec<_>>(), [""]);
     }
 
@@ -161,7 +189,15 @@ mod tests {
         assert_eq!(m.skipped, []);
         assert_eq!(m.objects.len(), 2);
         let d = &m.objects[0];
-        assert_eq!((d.group.as_str(), d.version.as_str(), d.kind.as_str(), d.name.as_str()), ("apps", "v1", "Deployment", "web"));
+        assert_eq!(
+            (
+                d.group.as_str(),
+                d.version.as_str(),
+                d.kind.as_str(),
+                d.name.as_str()
+            ),
+            ("apps", "v1", "Deployment", "web")
+        );
         assert_eq!(d.namespace.as_deref(), Some("shop"));
         assert_eq!(d.content.pointer("/spec/replicas"), Some(&Tree::Int(3)));
         let c = &m.objects[1];
@@ -173,7 +209,13 @@ mod tests {
     fn duplicate_keys_keep_the_last_and_do_not_fail_the_release() {
         let m = parse_manifest("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: one\ndata:\n  a: two\n");
         assert_eq!(m.skipped, []);
-        assert_eq!(m.objects[0].content.pointer("/data/a").and_then(Tree::as_str), Some("two"));
+        assert_eq!(
+            m.objects[0]
+                .content
+                .pointer("/data/a")
+                .and_then(Tree::as_str),
+            Some("two")
+        );
     }
 
     #[test]
@@ -181,10 +223,17 @@ mod tests {
         let m = parse_manifest(
             "# Source: c/templates/list.yaml\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n---\n# Source: c/templates/broken.yaml\nkind: [\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: x-}\n",
         );
-        let names: Vec<_> = m.objects.iter().map(|o| (o.kind.as_str(), o.name.as_str())).collect();
+        let names: Vec<_> = m
+            .objects
+            .iter()
+            .map(|o| (o.kind.as_str(), o.name.as_str()))
+            .collect();
         assert_eq!(names, [("ConfigMap", "a"), ("Secret", "b")]);
         assert_eq!(m.skipped.len(), 2);
-        assert_eq!(m.skipped[0].source.as_deref(), Some("c/templates/broken.yaml"));
+        assert_eq!(
+            m.skipped[0].source.as_deref(),
+            Some("c/templates/broken.yaml")
+        );
         assert!(m.skipped[0].reason.starts_with("not valid YAML"));
         assert!(m.skipped[1].reason.contains("generateName"));
     }

@@ -31,7 +31,9 @@ impl Quantity {
         }
         let mut coefficient: i128 = 0;
         for b in int_part.bytes().chain(frac_part.bytes()) {
-            coefficient = coefficient.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+            coefficient = coefficient
+                .checked_mul(10)?
+                .checked_add(i128::from(b - b'0'))?;
         }
         let mut exponent = -i32::try_from(frac_part.len()).ok()?;
         match suffix {
@@ -73,13 +75,19 @@ impl Quantity {
 
     fn normalized(mut coefficient: i128, mut exponent: i32) -> Quantity {
         if coefficient == 0 {
-            return Quantity { coefficient: 0, exponent: 0 };
+            return Quantity {
+                coefficient: 0,
+                exponent: 0,
+            };
         }
         while coefficient % 10 == 0 {
             coefficient /= 10;
             exponent += 1;
         }
-        Quantity { coefficient, exponent }
+        Quantity {
+            coefficient,
+            exponent,
+        }
     }
 
     /// A quantity from a JSON number (charts often write `cpu: 1` or `memory: 512`).
@@ -124,7 +132,19 @@ mod tests {
 
     #[test]
     fn non_quantities_are_rejected() {
-        for s in ["", "abc", "1.2.3", "1Zi", "nginx:1.25", "1e", "e3", "-", "1 Gi", "99999999999999999999999999999999999999999999Ei", "1e99999"] {
+        for s in [
+            "",
+            "abc",
+            "1.2.3",
+            "1Zi",
+            "nginx:1.25",
+            "1e",
+            "e3",
+            "-",
+            "1 Gi",
+            "99999999999999999999999999999999999999999999Ei",
+            "1e99999",
+        ] {
             assert_eq!(Quantity::parse(s), None, "{s:?}");
         }
     }
@@ -132,7 +152,10 @@ mod tests {
     #[test]
     fn json_numbers_are_quantities() {
         assert_eq!(Quantity::from_json(&serde_json::json!(1)), Some(q("1000m")));
-        assert_eq!(Quantity::from_json(&serde_json::json!(0.25)), Some(q("250m")));
+        assert_eq!(
+            Quantity::from_json(&serde_json::json!(0.25)),
+            Some(q("250m"))
+        );
         assert_eq!(Quantity::from_json(&serde_json::json!(true)), None);
     }
 }

@@ -143,7 +143,8 @@ pub fn describe_json_error(e: &serde_json::Error) -> String {
 
 /// Decodes the value of a Secret's `data.release` (both base64 layers).
 pub fn decode_data_release(value: &str) -> Result<Release, DecodeError> {
-    let helm_layer = decode_base64(value.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
+    let helm_layer =
+        decode_base64(value.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
     decode_helm_payload(&helm_layer)
 }
 
@@ -172,7 +173,11 @@ fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
         Ok(bytes) => Some(bytes),
         Err(_) => {
             // Wrapped or indented input (a pasted value): ignore ASCII whitespace.
-            let compact: Vec<u8> = input.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
+            let compact: Vec<u8> = input
+                .iter()
+                .copied()
+                .filter(|b| !b.is_ascii_whitespace())
+                .collect();
             engine.decode(compact).ok()
         }
     }
@@ -225,13 +230,26 @@ pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
     let chart = raw
         .chart
         .and_then(|c| c.metadata)
-        .map(|m| format!("{}-{}", m.name.unwrap_or_default(), m.version.unwrap_or_default()))
+        .map(|m| {
+            format!(
+                "{}-{}",
+                m.name.unwrap_or_default(),
+                m.version.unwrap_or_default()
+            )
+        })
         .unwrap_or_default();
     Ok(Release {
-        name: raw.name.filter(|n| !n.is_empty()).ok_or(DecodeError::MissingField("name"))?,
+        name: raw
+            .name
+            .filter(|n| !n.is_empty())
+            .ok_or(DecodeError::MissingField("name"))?,
         namespace: raw.namespace.unwrap_or_default(),
         revision: u64::try_from(revision).map_err(|_| DecodeError::MissingField("version"))?,
-        status: Status::parse(info.status.as_deref().ok_or(DecodeError::MissingField("info.status"))?),
+        status: Status::parse(
+            info.status
+                .as_deref()
+                .ok_or(DecodeError::MissingField("info.status"))?,
+        ),
         description: info.description.unwrap_or_default(),
         notes: info.notes.unwrap_or_default(),
         chart,
@@ -300,7 +318,8 @@ pub enum FileError {
 pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
     let trimmed = text.trim_start();
     let documents: Vec<Value> = if trimmed.starts_with('{') {
-        vec![serde_json::from_str(trimmed).map_err(|e| FileError::NotJson(describe_json_error(&e)))?]
+        vec![serde_json::from_str(trimmed)
+            .map_err(|e| FileError::NotJson(describe_json_error(&e)))?]
     } else {
         let options = serde_saphyr::options! { with_snippet: false };
         serde_saphyr::from_multiple_with_options::<Value>(text, options)
@@ -323,11 +342,20 @@ fn collect_secrets(doc: &Value, out: &mut Vec<SecretResult>) -> Result<(), FileE
     match doc {
         Value::Null => Ok(()),
         Value::String(data_release) => {
-            out.push(decode_data_release(data_release).map(bare_secret).map_err(|e| (None, e.into())));
+            out.push(
+                decode_data_release(data_release)
+                    .map(bare_secret)
+                    .map_err(|e| (None, e.into())),
+            );
             Ok(())
         }
         Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
-            for item in map.get("items").and_then(Value::as_array).into_iter().flatten() {
+            for item in map
+                .get("items")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 collect_secrets(item, out)?;
             }
             Ok(())
@@ -353,7 +381,13 @@ fn bare_secret(release: Release) -> ReleaseSecret {
 
 /// Decodes one Secret object (as JSON).
 pub fn decode_secret(secret: &Value) -> SecretResult {
-    let text = |p: &str| secret.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    let text = |p: &str| {
+        secret
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let secret_ref = SecretRef {
         namespace: text("/metadata/namespace"),
         name: text("/metadata/name"),
@@ -382,7 +416,11 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
                 .collect()
         })
         .unwrap_or_default();
-    Ok(ReleaseSecret { secret: secret_ref, labels, release })
+    Ok(ReleaseSecret {
+        secret: secret_ref,
+        labels,
+        release,
+    })
 }
 
 #[cfg(test)]
@@ -408,7 +446,10 @@ mod tests {
     fn decodes_gzipped_and_plain_payloads_alike() {
         for gzip in [true, false] {
             let r = decode_data_release(&encode(MINIMAL, gzip)).unwrap();
-            assert_eq!((r.name.as_str(), r.namespace.as_str(), r.revision), ("web", "shop", 3));
+            assert_eq!(
+                (r.name.as_str(), r.namespace.as_str(), r.revision),
+                ("web", "shop", 3)
+            );
             assert_eq!(r.status, Status::PendingUpgrade);
             assert_eq!(r.apply_method.as_deref(), Some("ssa"));
             assert_eq!(r.hooks.len(), 1);
@@ -422,35 +463,61 @@ mod tests {
             assert_eq!(Status::parse(s.as_str()), s);
         }
         assert_eq!(Status::parse("exploded"), Status::Unknown);
-        let at_work: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_helm_at_work()).collect();
+        let at_work: Vec<_> = Status::ALL
+            .into_iter()
+            .filter(|s| s.is_helm_at_work())
+            .collect();
         assert_eq!(
             at_work,
-            [Status::Uninstalling, Status::PendingInstall, Status::PendingUpgrade, Status::PendingRollback]
+            [
+                Status::Uninstalling,
+                Status::PendingInstall,
+                Status::PendingUpgrade,
+                Status::PendingRollback
+            ]
         );
     }
 
     #[test]
     fn errors_say_which_layer_is_wrong() {
-        assert!(matches!(decode_data_release("%%%"), Err(DecodeError::NotBase64(Layer::Secret))));
+        assert!(matches!(
+            decode_data_release("%%%"),
+            Err(DecodeError::NotBase64(Layer::Secret))
+        ));
         let b64 = base64::engine::general_purpose::STANDARD;
-        assert!(matches!(decode_data_release(&b64.encode("%%%")), Err(DecodeError::NotBase64(Layer::Helm))));
+        assert!(matches!(
+            decode_data_release(&b64.encode("%%%")),
+            Err(DecodeError::NotBase64(Layer::Helm))
+        ));
         let bad_gzip = b64.encode(b64.encode([0x1f, 0x8b, 0x08, 0, 1, 2, 3]));
-        assert!(matches!(decode_data_release(&bad_gzip), Err(DecodeError::NotGzip(_))));
-        assert!(matches!(decode_data_release(&encode("{not json", false)), Err(DecodeError::NotJson(_))));
+        assert!(matches!(
+            decode_data_release(&bad_gzip),
+            Err(DecodeError::NotGzip(_))
+        ));
+        assert!(matches!(
+            decode_data_release(&encode("{not json", false)),
+            Err(DecodeError::NotJson(_))
+        ));
         assert!(matches!(
             decode_data_release(&encode(r#"{"name":"x","version":1}"#, true)),
             Err(DecodeError::MissingField("info"))
         ));
         assert!(matches!(
-            decode_data_release(&encode(r#"{"name":"x","info":{"status":"deployed"}}"#, true)),
+            decode_data_release(&encode(
+                r#"{"name":"x","info":{"status":"deployed"}}"#,
+                true
+            )),
             Err(DecodeError::MissingField("version"))
         ));
     }
 
     #[test]
     fn json_errors_do_not_quote_the_payload() {
-        let secret_value = r#"{"name":"x","version":"hunter2-password","info":{"status":"deployed"}}"#;
-        let err = decode_data_release(&encode(secret_value, true)).unwrap_err().to_string();
+        let secret_value =
+            r#"{"name":"x","version":"hunter2-password","info":{"status":"deployed"}}"#;
+        let err = decode_data_release(&encode(secret_value, true))
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("hunter2"), "{err}");
         assert!(err.contains("line 1"), "{err}");
     }
@@ -465,7 +532,10 @@ mod tests {
         }
         let b64 = base64::engine::general_purpose::STANDARD;
         let data = b64.encode(b64.encode(enc.finish().unwrap()));
-        assert!(matches!(decode_data_release(&data), Err(DecodeError::TooLarge)));
+        assert!(matches!(
+            decode_data_release(&data),
+            Err(DecodeError::TooLarge)
+        ));
     }
 
     #[test]
@@ -482,7 +552,10 @@ mod tests {
         let first = from_list[0].as_ref().unwrap();
         assert_eq!(first.secret.name, "sh.helm.release.v1.web.v3");
         assert_eq!(first.labels["owner"], "helm");
-        assert!(matches!(from_list[1], Err((_, SecretError::NotAReleaseSecret { .. }))));
+        assert!(matches!(
+            from_list[1],
+            Err((_, SecretError::NotAReleaseSecret { .. }))
+        ));
 
         let yaml = format!(
             "apiVersion: v1\nkind: Secret\ntype: helm.sh/release.v1\nmetadata:\n  name: a\n  namespace: shop\ndata:\n  release: {data}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n  namespace: shop\n"
@@ -490,11 +563,22 @@ mod tests {
         let from_yaml = parse_release_file(&yaml).unwrap();
         assert_eq!(from_yaml.len(), 2);
         assert_eq!(from_yaml[0].as_ref().unwrap().release.revision, 3);
-        assert!(matches!(&from_yaml[1], Err((Some(s), SecretError::NoReleaseData)) if s.name == "b"));
+        assert!(
+            matches!(&from_yaml[1], Err((Some(s), SecretError::NoReleaseData)) if s.name == "b")
+        );
 
         let bare = parse_release_file(&format!("{data}\n")).unwrap();
-        assert_eq!(bare[0].as_ref().unwrap().secret.name, "sh.helm.release.v1.web.v3");
-        assert!(matches!(parse_release_file("{"), Err(FileError::NotJson(_))));
-        assert!(matches!(parse_release_file("- 1\n- 2\n"), Err(FileError::UnexpectedShape)));
+        assert_eq!(
+            bare[0].as_ref().unwrap().secret.name,
+            "sh.helm.release.v1.web.v3"
+        );
+        assert!(matches!(
+            parse_release_file("{"),
+            Err(FileError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_release_file("- 1\n- 2\n"),
+            Err(FileError::UnexpectedShape)
+        ));
     }
 }

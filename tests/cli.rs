@@ -7,25 +7,46 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_helm-locker");
 
 fn fixture(path: &str) -> String {
-    format!("{}/tests/fixtures/cluster-capture/{path}", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/tests/fixtures/cluster-capture/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
 fn review_denies_the_recorded_kubectl_patch_with_the_releases_message() {
     let out = Command::new(BIN)
-        .args(["review", "--releases", &fixture("releases/02-after-upgrade.json"), &fixture("reviews/075-kubectl-patch-update-deployment-shop-web.json"), "--explain"])
+        .args([
+            "review",
+            "--releases",
+            &fixture("releases/02-after-upgrade.json"),
+            &fixture("reviews/075-kubectl-patch-update-deployment-shop-web.json"),
+            "--explain",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let response: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(response["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(response["kind"], "AdmissionReview");
-    assert_eq!(response["response"]["uid"], "bcf08ace-cb5b-42c3-8fac-8dc8a080c31d");
+    assert_eq!(
+        response["response"]["uid"],
+        "bcf08ace-cb5b-42c3-8fac-8dc8a080c31d"
+    );
     assert_eq!(response["response"]["allowed"], false);
     assert_eq!(response["response"]["status"]["code"], 403);
     assert_eq!(response["response"]["status"]["reason"], "Forbidden");
     let message = response["response"]["status"]["message"].as_str().unwrap();
-    for part in ["Helm release shop/shop", "/spec/replicas", "is 3 in the chart", "this request sets 7"] {
+    for part in [
+        "Helm release shop/shop",
+        "/spec/replicas",
+        "is 3 in the chart",
+        "this request sets 7",
+    ] {
         assert!(message.contains(part), "{message}");
     }
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("denied: "));
@@ -34,23 +55,49 @@ fn review_denies_the_recorded_kubectl_patch_with_the_releases_message() {
 #[test]
 fn review_in_repair_mode_prints_a_base64_json_patch() {
     let out = Command::new(BIN)
-        .args(["review", "--mode", "repair", "--releases", &fixture("releases/02-after-upgrade.json"), &fixture("reviews/075-kubectl-patch-update-deployment-shop-web.json")])
+        .args([
+            "review",
+            "--mode",
+            "repair",
+            "--releases",
+            &fixture("releases/02-after-upgrade.json"),
+            &fixture("reviews/075-kubectl-patch-update-deployment-shop-web.json"),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let response: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(response["response"]["allowed"], true);
     assert_eq!(response["response"]["patchType"], "JSONPatch");
-    let patch = response["response"]["patch"].as_str().expect("the patch is a string, not a byte array");
+    let patch = response["response"]["patch"]
+        .as_str()
+        .expect("the patch is a string, not a byte array");
     use base64::Engine;
-    let patch: Value = serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch).unwrap()).unwrap();
-    assert_eq!(patch, serde_json::json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]));
+    let patch: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        patch,
+        serde_json::json!([{"op": "replace", "path": "/spec/replicas", "value": 3}])
+    );
 }
 
 #[test]
 fn review_allows_an_unrelated_object_and_fails_only_on_unusable_input() {
     let out = Command::new(BIN)
-        .args(["review", "--releases", &fixture("releases/02-after-upgrade.json"), &fixture("reviews/103-kubectl-create-unrelated-create-configmap-unrelated.json")])
+        .args([
+            "review",
+            "--releases",
+            &fixture("releases/02-after-upgrade.json"),
+            &fixture("reviews/103-kubectl-create-unrelated-create-configmap-unrelated.json"),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -60,22 +107,45 @@ fn review_allows_an_unrelated_object_and_fails_only_on_unusable_input() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"kind\": \"Pod\"}").unwrap();
-    let out = Command::new(BIN).args(["review", "--releases", &fixture("releases"), bad.to_str().unwrap()]).output().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "review",
+            "--releases",
+            &fixture("releases"),
+            bad.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an AdmissionReview"));
 }
 
 #[test]
 fn inspect_json_lists_releases_and_their_locked_objects() {
-    let out = Command::new(BIN).args(["inspect", "-o", "json", &fixture("releases/02-after-upgrade.json")]).output().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            "-o",
+            "json",
+            &fixture("releases/02-after-upgrade.json"),
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let release = &json["releases"][0];
-    assert_eq!((release["name"].as_str(), release["namespace"].as_str()), (Some("shop"), Some("shop")));
+    assert_eq!(
+        (release["name"].as_str(), release["namespace"].as_str()),
+        (Some("shop"), Some("shop"))
+    );
     assert_eq!(release["revision"], 2);
     assert_eq!(release["status"], "deployed");
     let objects = release["objects"].as_array().unwrap();
-    assert_eq!(objects.len(), 6, "hooks are not locked objects: {objects:?}");
+    assert_eq!(
+        objects.len(),
+        6,
+        "hooks are not locked objects: {objects:?}"
+    );
     assert!(objects.contains(&serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "namespace": null, "name": "shop-reader"})));
     assert!(objects.contains(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "shop-web"})));
     assert!(!objects.iter().any(|o| o["name"] == "shop-hook"));
@@ -93,8 +163,17 @@ fn inspect_reads_standard_input_and_reports_corrupt_secrets_by_name_only() {
         .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("shop/shop revision 1 deployed chart shop-1.0.0 (locked)"), "{stdout}");
+    assert!(
+        stdout.contains("shop/shop revision 1 deployed chart shop-1.0.0 (locked)"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("Secret ns/sh.helm.release.v1.x.v1") && stderr.contains("not base64"), "{stderr}");
-    assert!(!stderr.contains("hunter2") && !stderr.contains("c2VjcmV0"), "{stderr}");
+    assert!(
+        stderr.contains("Secret ns/sh.helm.release.v1.x.v1") && stderr.contains("not base64"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("hunter2") && !stderr.contains("c2VjcmV0"),
+        "{stderr}"
+    );
 }

@@ -18,7 +18,10 @@ fn fixtures() -> PathBuf {
 }
 
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     files
 }
@@ -34,7 +37,8 @@ fn every_release_fixture_decodes() {
             let entries = parse_release_file(&std::fs::read_to_string(&file).unwrap()).unwrap();
             assert!(!entries.is_empty(), "{}", file.display());
             for entry in entries {
-                let secret = entry.unwrap_or_else(|(s, e)| panic!("{}: {s:?}: {e}", file.display()));
+                let secret =
+                    entry.unwrap_or_else(|(s, e)| panic!("{}: {s:?}: {e}", file.display()));
                 let manifest = helm_locker::manifest::parse_manifest(&secret.release.manifest);
                 assert!(!manifest.objects.is_empty(), "{}", file.display());
                 assert_eq!(manifest.skipped, [], "{}", file.display());
@@ -52,9 +56,17 @@ fn helm3_fixtures_have_the_documented_content() {
         parse_release_file(&text).unwrap().remove(0).unwrap()
     };
     let double = read("deckhouse-releaseWithDoubleFields.yaml");
-    assert_eq!((double.release.name.as_str(), double.release.namespace.as_str()), ("fooing", "d8-system"));
+    assert_eq!(
+        (
+            double.release.name.as_str(),
+            double.release.namespace.as_str()
+        ),
+        ("fooing", "d8-system")
+    );
     let index = Index::from_secrets([double]);
-    let ingress = index.lookup("networking.k8s.io", "Ingress", Some("d8-system"), "foo").expect("the Ingress is locked");
+    let ingress = index
+        .lookup("networking.k8s.io", "Ingress", Some("d8-system"), "foo")
+        .expect("the Ingress is locked");
     // The duplicated `spec:` keeps its last value, as lenient parsers (and the API server) do.
     assert!(ingress.content.get("spec").is_some());
 
@@ -64,7 +76,10 @@ fn helm3_fixtures_have_the_documented_content() {
     let not_deployed = read("deckhouse-helm3NotDeployed.yaml");
     // Helm reads the payload, not the Secret's labels.
     assert_eq!(not_deployed.labels["status"], "superseded");
-    assert_eq!(not_deployed.release.status, helm_locker::release::Status::Deployed);
+    assert_eq!(
+        not_deployed.release.status,
+        helm_locker::release::Status::Deployed
+    );
     let configmap = read("kots-test-chart-2.yaml");
     assert_eq!(configmap.release.revision, 1);
     assert_eq!(configmap.release.apply_method, None);
@@ -81,7 +96,11 @@ fn reviews() -> Vec<Recorded> {
         .into_iter()
         .map(|path| {
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
-            Recorded { number: file[..3].parse().unwrap(), body: std::fs::read_to_string(&path).unwrap(), file }
+            Recorded {
+                number: file[..3].parse().unwrap(),
+                body: std::fs::read_to_string(&path).unwrap(),
+                file,
+            }
         })
         .collect()
 }
@@ -93,7 +112,11 @@ fn observe(index: &mut Index, body: &str) {
     if request["kind"]["kind"] != "Secret" {
         return;
     }
-    let object = if request["operation"] == "DELETE" { &request["oldObject"] } else { &request["object"] };
+    let object = if request["operation"] == "DELETE" {
+        &request["oldObject"]
+    } else {
+        &request["object"]
+    };
     if object["type"] != "helm.sh/release.v1" {
         return;
     }
@@ -134,47 +157,103 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         let expected = DENIED.iter().find(|(n, _)| *n == review.number);
         match (&decision, expected) {
             (Decision::Deny(locked), Some((_, fragment))) => {
-                assert!(locked.message.contains(fragment), "{}: {}", review.file, locked.message);
-                assert!(locked.message.contains("Helm release shop/shop (revision 2, deployed)"), "{}", locked.message);
+                assert!(
+                    locked.message.contains(fragment),
+                    "{}: {}",
+                    review.file,
+                    locked.message
+                );
+                assert!(
+                    locked
+                        .message
+                        .contains("Helm release shop/shop (revision 2, deployed)"),
+                    "{}",
+                    locked.message
+                );
                 seen.insert(review.number);
             }
             (Decision::Allow(allowed), None) => {
                 let field_manager = parsed.request.field_manager().unwrap_or_default();
                 // Helm's own writes (field manager `python`, the SDK's program name) are
                 // allowed because the release is pending, never by accident.
-                if field_manager == "python" && review.file.contains("-helm-") && !review.file.contains("hook") && !review.file.contains("namespace-") {
-                    assert!(matches!(allowed, Allowed::HelmAtWork { .. }), "{}: {allowed:?}", review.file);
+                if field_manager == "python"
+                    && review.file.contains("-helm-")
+                    && !review.file.contains("hook")
+                    && !review.file.contains("namespace-")
+                {
+                    assert!(
+                        matches!(allowed, Allowed::HelmAtWork { .. }),
+                        "{}: {allowed:?}",
+                        review.file
+                    );
                 }
-                if review.file.contains("annotate-unmanaged") || review.file.contains("kubectl-label-update-service") {
-                    assert!(matches!(allowed, Allowed::NoLockedChange { .. }), "{}: {allowed:?}", review.file);
+                if review.file.contains("annotate-unmanaged")
+                    || review.file.contains("kubectl-label-update-service")
+                {
+                    assert!(
+                        matches!(allowed, Allowed::NoLockedChange { .. }),
+                        "{}: {allowed:?}",
+                        review.file
+                    );
                 }
             }
             _ => report.push(format!("{}: {}", review.file, decision.explain())),
         }
         observe(&mut index, &review.body);
     }
-    assert!(report.is_empty(), "unexpected decisions:\n{}", report.join("\n"));
+    assert!(
+        report.is_empty(),
+        "unexpected decisions:\n{}",
+        report.join("\n")
+    );
     assert_eq!(seen.len(), DENIED.len());
 }
 
 #[test]
 fn the_replayed_release_state_matches_the_recorded_snapshots() {
-    let snapshots = [(57, "01-after-install.json"), (73, "02-after-upgrade.json"), (111, "03-after-upgrade-after-drift.json"), (116, "04-after-rollback.json"), (151, "05-temp-installed.json")];
+    let snapshots = [
+        (57, "01-after-install.json"),
+        (73, "02-after-upgrade.json"),
+        (111, "03-after-upgrade-after-drift.json"),
+        (116, "04-after-rollback.json"),
+        (151, "05-temp-installed.json"),
+    ];
     let mut index = Index::new();
     for review in reviews() {
         observe(&mut index, &review.body);
         if let Some((_, file)) = snapshots.iter().find(|(n, _)| *n == review.number) {
-            let text = std::fs::read_to_string(fixtures().join("cluster-capture/releases").join(file)).unwrap();
-            let from_snapshot = Index::from_secrets(parse_release_file(&text).unwrap().into_iter().map(Result::unwrap));
+            let text =
+                std::fs::read_to_string(fixtures().join("cluster-capture/releases").join(file))
+                    .unwrap();
+            let from_snapshot = Index::from_secrets(
+                parse_release_file(&text)
+                    .unwrap()
+                    .into_iter()
+                    .map(Result::unwrap),
+            );
             let summary = |index: &Index| {
                 index
                     .releases()
                     .iter()
                     .filter(|s| from_snapshot.release(&s.key).is_some())
-                    .map(|s| (s.key.to_string(), s.revisions.values().map(|r| (r.revision, r.status)).collect::<Vec<_>>(), s.objects.as_ref().map(Vec::len)))
+                    .map(|s| {
+                        (
+                            s.key.to_string(),
+                            s.revisions
+                                .values()
+                                .map(|r| (r.revision, r.status))
+                                .collect::<Vec<_>>(),
+                            s.objects.as_ref().map(Vec::len),
+                        )
+                    })
                     .collect::<Vec<_>>()
             };
-            assert_eq!(summary(&index), summary(&from_snapshot), "after review {}", review.number);
+            assert_eq!(
+                summary(&index),
+                summary(&from_snapshot),
+                "after review {}",
+                review.number
+            );
         }
     }
 }
@@ -183,14 +262,36 @@ fn the_replayed_release_state_matches_the_recorded_snapshots() {
 fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
     // The token controller adds `secrets` to the chart's ServiceAccount (recorded during the
     // install); decided against the deployed release with no exemptions, it is still allowed.
-    let text = std::fs::read_to_string(fixtures().join("cluster-capture/releases/02-after-upgrade.json")).unwrap();
-    let index = Index::from_secrets(parse_release_file(&text).unwrap().into_iter().map(Result::unwrap));
-    let config = Config { exempt: Default::default(), ..Config::default() };
-    let config = Config { exempt: helm_locker::config::Exemptions { users: vec![], groups: vec![], service_account_namespaces: vec![], service_accounts: vec![] }, ..config };
+    let text =
+        std::fs::read_to_string(fixtures().join("cluster-capture/releases/02-after-upgrade.json"))
+            .unwrap();
+    let index = Index::from_secrets(
+        parse_release_file(&text)
+            .unwrap()
+            .into_iter()
+            .map(Result::unwrap),
+    );
+    let config = Config {
+        exempt: Default::default(),
+        ..Config::default()
+    };
+    let config = Config {
+        exempt: helm_locker::config::Exemptions {
+            users: vec![],
+            groups: vec![],
+            service_account_namespaces: vec![],
+            service_accounts: vec![],
+        },
+        ..config
+    };
     for number in [48, 94] {
         let review = reviews().into_iter().find(|r| r.number == number).unwrap();
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(&index, &config, &parsed.request).unwrap();
-        assert!(matches!(decision, Decision::Allow(Allowed::NoLockedChange { .. })), "{}: {decision:?}", review.file);
+        assert!(
+            matches!(decision, Decision::Allow(Allowed::NoLockedChange { .. })),
+            "{}: {decision:?}",
+            review.file
+        );
     }
 }

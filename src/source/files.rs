@@ -29,7 +29,10 @@ pub struct Loaded {
 
 /// Files with these extensions are read from folders.
 pub fn is_release_file(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("json" | "yaml" | "yml"))
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("json" | "yaml" | "yml")
+    )
 }
 
 /// The release files under `paths` (files as given, folders recursively), sorted.
@@ -41,7 +44,10 @@ pub fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
             while let Some(dir) = stack.pop() {
                 for entry in std::fs::read_dir(&dir)? {
                     let entry = entry?.path();
-                    let hidden = entry.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+                    let hidden = entry
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with('.'));
                     if entry.is_dir() && !hidden {
                         stack.push(entry);
                     } else if is_release_file(&entry) && !hidden {
@@ -63,7 +69,11 @@ pub fn load(paths: &[PathBuf]) -> Loaded {
     let files = match release_files(paths) {
         Ok(files) => files,
         Err(e) => {
-            loaded.problems.push(LoadProblem { file: paths.first().cloned().unwrap_or_default(), secret: None, error: e.to_string() });
+            loaded.problems.push(LoadProblem {
+                file: paths.first().cloned().unwrap_or_default(),
+                secret: None,
+                error: e.to_string(),
+            });
             return loaded;
         }
     };
@@ -76,7 +86,11 @@ pub fn load(paths: &[PathBuf]) -> Loaded {
         let text = match text {
             Ok(text) => text,
             Err(e) => {
-                loaded.problems.push(LoadProblem { file, secret: None, error: e.to_string() });
+                loaded.problems.push(LoadProblem {
+                    file,
+                    secret: None,
+                    error: e.to_string(),
+                });
                 continue;
             }
         };
@@ -85,13 +99,19 @@ pub fn load(paths: &[PathBuf]) -> Loaded {
                 for entry in entries {
                     match entry {
                         Ok(secret) => loaded.secrets.push(secret),
-                        Err((secret, error)) => {
-                            loaded.problems.push(LoadProblem { file: file.clone(), secret, error: error.to_string() })
-                        }
+                        Err((secret, error)) => loaded.problems.push(LoadProblem {
+                            file: file.clone(),
+                            secret,
+                            error: error.to_string(),
+                        }),
                     }
                 }
             }
-            Err(e) => loaded.problems.push(LoadProblem { file, secret: None, error: e.to_string() }),
+            Err(e) => loaded.problems.push(LoadProblem {
+                file,
+                secret: None,
+                error: e.to_string(),
+            }),
         }
     }
     loaded
