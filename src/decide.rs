@@ -31,6 +31,8 @@ pub enum Allowed {
     Exempt { release: ReleaseKey, user: String },
     /// Rule 6: no locked field changes away from the chart.
     NoLockedChange { release: ReleaseKey },
+    /// The mutating endpoint only repairs; denials and warnings are the validating one's.
+    LeftToValidation,
 }
 
 /// A write that touches a locked object's locked fields.
@@ -70,6 +72,24 @@ impl Decision {
         }
     }
 
+    /// What the validating endpoint answers: a repair that did not happen (the mutating webhook
+    /// is not registered, or ran before the release was locked) is denied.
+    pub fn for_validation(self) -> Decision {
+        match self {
+            Decision::Repair(locked, _) => Decision::Deny(locked),
+            other => other,
+        }
+    }
+
+    /// What the mutating endpoint answers: only repairs; everything else is allowed here and
+    /// judged by the validating endpoint.
+    pub fn for_mutation(self) -> Decision {
+        match self {
+            Decision::Deny(_) | Decision::Warn(_) => Decision::Allow(Allowed::LeftToValidation),
+            other => other,
+        }
+    }
+
     /// A short name for logs and metrics.
     pub fn label(&self) -> &'static str {
         match self {
@@ -102,6 +122,9 @@ impl Decision {
             }
             Decision::Allow(Allowed::NoLockedChange { release }) => {
                 format!("allowed: the object belongs to release {release}, but no field the chart sets changes")
+            }
+            Decision::Allow(Allowed::LeftToValidation) => {
+                "allowed here: the validating webhook decides".into()
             }
             Decision::Deny(l) => format!("denied: {}", l.message),
             Decision::Warn(l) => format!("allowed with a warning: {}", l.message),

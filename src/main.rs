@@ -23,6 +23,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the admission webhook (HTTPS) and the admin port (health, readiness, metrics).
+    ///
+    /// Every flag can also be set as an environment variable (HELM_LOCKER_<FLAG>), and the
+    /// lock policy (mode per namespace or release, exemptions, ignore rules) in --config.
+    /// Local run: helm-locker serve --self-signed --releases-dir examples/releases
+    Serve(Box<ServeArgs>),
     /// Print each release (name, namespace, revision, status) and the objects it locks.
     ///
     /// Reads release Secrets as `kubectl get secret -l owner=helm -o json|yaml` prints them
@@ -58,6 +64,119 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address of the webhook (HTTPS) port.
+    #[arg(long, env = "HELM_LOCKER_ADDR", default_value = "0.0.0.0:8443")]
+    addr: std::net::SocketAddr,
+    /// Address of the admin port (plain HTTP: /healthz, /readyz, /metrics).
+    #[arg(long, env = "HELM_LOCKER_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// Serving certificate (PEM); re-read when the file changes.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "HELM_LOCKER_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Generate a CA and serving certificate at start (for local runs).
+    #[arg(long, env = "HELM_LOCKER_SELF_SIGNED")]
+    self_signed: bool,
+    /// Names of the self-signed certificate (DNS names or IPs).
+    #[arg(long = "self-signed-name", env = "HELM_LOCKER_SELF_SIGNED_NAMES", value_delimiter = ',', default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
+    self_signed_names: Vec<String>,
+    /// Where --self-signed writes ca.crt, tls.crt and tls.key.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_SELF_SIGNED_DIR",
+        default_value = "helm-locker-certs"
+    )]
+    self_signed_dir: PathBuf,
+    /// Require client certificates signed by this CA (the API server's).
+    #[arg(long, env = "HELM_LOCKER_CLIENT_CA")]
+    client_ca: Option<PathBuf>,
+    /// Read release Secrets from this folder instead of the API server (re-read on change).
+    #[arg(long, env = "HELM_LOCKER_RELEASES_DIR")]
+    releases_dir: Option<PathBuf>,
+    /// Lock policy file (YAML): mode, releases, exempt, ignore, namespaces, excludeNamespaces,
+    /// releaseSelector. Flags below add to it.
+    #[arg(long, env = "HELM_LOCKER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Default mode: deny, warn, repair or off.
+    #[arg(long, env = "HELM_LOCKER_MODE", value_enum)]
+    mode: Option<Mode>,
+    /// Lock (and watch) only releases in these namespaces.
+    #[arg(
+        long = "namespace",
+        env = "HELM_LOCKER_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Never lock releases in these namespaces.
+    #[arg(
+        long = "exclude-namespace",
+        env = "HELM_LOCKER_EXCLUDE_NAMESPACES",
+        value_delimiter = ','
+    )]
+    exclude_namespaces: Vec<String>,
+    /// Lock only releases whose Secret labels match (k=v,k!=v,k,!k).
+    #[arg(long, env = "HELM_LOCKER_RELEASE_SELECTOR")]
+    release_selector: Option<String>,
+    /// Users whose writes are never blocked (in addition to the control plane's).
+    #[arg(
+        long = "exempt-user",
+        env = "HELM_LOCKER_EXEMPT_USERS",
+        value_delimiter = ','
+    )]
+    exempt_users: Vec<String>,
+    /// Groups whose writes are never blocked.
+    #[arg(
+        long = "exempt-group",
+        env = "HELM_LOCKER_EXEMPT_GROUPS",
+        value_delimiter = ','
+    )]
+    exempt_groups: Vec<String>,
+    /// Service accounts (namespace/name) whose writes are never blocked; helm-locker's own
+    /// belongs here.
+    #[arg(
+        long = "exempt-service-account",
+        env = "HELM_LOCKER_EXEMPT_SERVICE_ACCOUNTS",
+        value_delimiter = ','
+    )]
+    exempt_service_accounts: Vec<String>,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "HELM_LOCKER_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Time allowed to send request headers and body, in seconds.
+    #[arg(long, env = "HELM_LOCKER_READ_TIMEOUT", default_value_t = 10.0)]
+    read_timeout: f64,
+    /// Time allowed for the fresh read of a release before a deny, in seconds.
+    #[arg(long, env = "HELM_LOCKER_CONFIRM_TIMEOUT", default_value_t = 2.0)]
+    confirm_timeout: f64,
+    /// How long in-flight requests may take to finish after SIGTERM, in seconds.
+    #[arg(long, env = "HELM_LOCKER_SHUTDOWN_GRACE", default_value_t = 25.0)]
+    shutdown_grace: f64,
+    /// How often --releases-dir is checked for changes, in seconds.
+    #[arg(long, env = "HELM_LOCKER_POLL_INTERVAL", default_value_t = 1.0)]
+    poll_interval: f64,
+    /// Log format.
+    #[arg(long, env = "HELM_LOCKER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax), e.g. info or helm_locker=debug.
+    #[arg(long, env = "HELM_LOCKER_LOG", default_value = "info")]
+    log: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Output {
     Text,
@@ -67,6 +186,7 @@ enum Output {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => run_serve(*args),
         Command::Inspect { paths, output } => run_inspect(&paths, output),
         Command::Review {
             mut releases,
@@ -161,4 +281,81 @@ fn run_review(
         eprintln!("{}", decision.explain());
     }
     Ok(())
+}
+
+fn seconds(value: f64, flag: &str) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(value)
+        .map_err(|_| format!("--{flag} must be a non-negative number of seconds"))
+}
+
+fn run_serve(args: ServeArgs) -> Result<(), String> {
+    use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?;
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match args.log_format {
+        LogFormat::Text => subscriber.init(),
+        LogFormat::Json => subscriber.json().flatten_event(true).init(),
+    }
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(mode) = args.mode {
+        config.mode = mode;
+    }
+    config.namespaces.extend(args.namespaces);
+    config.exclude_namespaces.extend(args.exclude_namespaces);
+    if args.release_selector.is_some() {
+        config.release_selector = args.release_selector;
+    }
+    config.exempt.users.extend(args.exempt_users);
+    config.exempt.groups.extend(args.exempt_groups);
+    config
+        .exempt
+        .service_accounts
+        .extend(args.exempt_service_accounts);
+    config::validate(&config)?;
+    let certificate = match (args.tls_cert, args.tls_key, args.self_signed) {
+        (Some(cert), Some(key), _) => Certificate::Files { cert, key },
+        (None, None, true) => Certificate::SelfSigned {
+            names: args.self_signed_names,
+            dir: args.self_signed_dir,
+        },
+        _ => return Err("give --tls-cert and --tls-key, or --self-signed".into()),
+    };
+    let source = match args.releases_dir {
+        Some(dir) => ReleaseSource::Folder {
+            dir,
+            interval: seconds(args.poll_interval, "poll-interval")?,
+        },
+        None => ReleaseSource::Kubernetes,
+    };
+    let settings = Settings {
+        addr: args.addr,
+        admin_addr: args.admin_addr,
+        certificate,
+        client_ca: args.client_ca,
+        source,
+        config,
+        http: helm_locker::server::state::HttpSettings {
+            max_body_bytes: args.max_body_bytes,
+            read_timeout: seconds(args.read_timeout, "read-timeout")?,
+            confirm_timeout: seconds(args.confirm_timeout, "confirm-timeout")?,
+        },
+        shutdown_grace: seconds(args.shutdown_grace, "shutdown-grace")?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let server = BoundServer::bind(settings)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(addr = %server.addr, admin_addr = %server.admin_addr, "helm-locker serving");
+        server.run(helm_locker::server::shutdown_signal()).await;
+        Ok(())
+    })
 }

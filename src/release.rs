@@ -379,6 +379,24 @@ fn bare_secret(release: Release) -> ReleaseSecret {
     }
 }
 
+/// A release Secret as a Kubernetes client returns it: `data.release` already decoded from the
+/// Secret's base64, so `helm_payload` is Helm's own layer.
+pub fn release_secret_from_parts(
+    secret: SecretRef,
+    labels: BTreeMap<String, String>,
+    helm_payload: &[u8],
+) -> Result<ReleaseSecret, SecretError> {
+    let mut release = decode_helm_payload(helm_payload)?;
+    if release.namespace.is_empty() {
+        release.namespace = secret.namespace.clone();
+    }
+    Ok(ReleaseSecret {
+        secret,
+        labels,
+        release,
+    })
+}
+
 /// Decodes one Secret object (as JSON).
 pub fn decode_secret(secret: &Value) -> SecretResult {
     let text = |p: &str| {

@@ -1,0 +1,212 @@
+//! The TLS port's routes: `POST /validate` and `POST /mutate`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use http_body_util::BodyExt;
+
+use crate::admission::{parse_review, render_response};
+use crate::decide::{confirm, decide, Decision};
+use crate::server::metrics::{AdmissionLabels, ResultLabels};
+use crate::server::state::AppState;
+
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Validate,
+    Mutate,
+}
+
+impl Endpoint {
+    fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "validate",
+            Endpoint::Mutate => "mutate",
+        }
+    }
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "unknown path: use POST /validate or POST /mutate".into(),
+            )
+        })
+        .with_state(state)
+}
+
+async fn validate(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    admit(&state, Endpoint::Validate, &headers, body).await
+}
+
+async fn mutate(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    admit(&state, Endpoint::Mutate, &headers, body).await
+}
+
+fn error(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "error": message }).to_string(),
+    )
+        .into_response()
+}
+
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<bytes::Bytes, Response> {
+    let limit = state.settings.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body is larger than the limit of {limit} bytes"),
+        )
+    };
+    if declared.is_some_and(|len| len > limit) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(
+        state.settings.read_timeout,
+        http_body_util::Limited::new(body, limit).collect(),
+    )
+    .await
+    {
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "request body not received within {:?}",
+                state.settings.read_timeout
+            ),
+        )),
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Ok(Err(e)) => Err(error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read request body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: Body) -> Response {
+    let body = match read_body(state, headers, body).await {
+        Ok(body) => body,
+        Err(response) => {
+            state.metrics.bad_requests.inc();
+            return response;
+        }
+    };
+    let started = Instant::now();
+    let review = match parse_review(&body) {
+        Ok(review) => review,
+        Err(e) => {
+            state.metrics.bad_requests.inc();
+            tracing::warn!(error = %e, "malformed admission review");
+            return error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+    };
+    let request = &review.request;
+    let index = state.index.snapshot();
+    let decision = match decide(&index, &state.config, request) {
+        Ok(decision) => decision,
+        Err(e) => {
+            state.metrics.bad_requests.inc();
+            tracing::warn!(uid = %request.uid, error = %e, "malformed admission request");
+            return error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+    };
+    let decision = match endpoint {
+        Endpoint::Validate => decision.for_validation(),
+        Endpoint::Mutate => decision.for_mutation(),
+    };
+    let decision = confirm_if_needed(state, decision).await;
+    if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
+    {
+        let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
+        tracing::info!(
+            uid = %request.uid,
+            user = %request.user_info.username,
+            operation = request.operation.as_str(),
+            object = %locked.object,
+            release = %locked.release,
+            paths = ?paths,
+            field_manager = request.field_manager().unwrap_or_default(),
+            dry_run = request.dry_run.unwrap_or(false),
+            decision = decision.label(),
+            "locked object"
+        );
+    } else {
+        tracing::debug!(uid = %request.uid, "{}", decision.explain());
+    }
+    let response = render_response(&review.api_version, &request.uid, &decision);
+    state
+        .metrics
+        .admission_seconds
+        .observe(started.elapsed().as_secs_f64());
+    state
+        .metrics
+        .admissions
+        .get_or_create(&AdmissionLabels {
+            endpoint: endpoint.as_str(),
+            operation: request.operation.as_str(),
+            decision: decision.label(),
+        })
+        .inc();
+    ([(header::CONTENT_TYPE, "application/json")], response).into_response()
+}
+
+/// Rule 7: before a deny or a repair, read the release's newest revision from the API server.
+async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
+    let Some(release) = decision.needs_confirmation().cloned() else {
+        return decision;
+    };
+    let Some(confirmer) = &state.confirmer else {
+        return decision;
+    };
+    let timeout: Duration = state.settings.confirm_timeout;
+    let (fresh, result) = match tokio::time::timeout(timeout, confirmer.newest_status(&release))
+        .await
+    {
+        Ok(Ok(status)) => (
+            status,
+            if status.is_some_and(|s| s.is_helm_at_work()) {
+                "pending"
+            } else {
+                "unchanged"
+            },
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(release = %release, error = %e, "could not re-read release; keeping the decision");
+            (None, "error")
+        }
+        Err(_) => {
+            tracing::warn!(release = %release, ?timeout, "re-reading the release timed out; keeping the decision");
+            (None, "timeout")
+        }
+    };
+    state
+        .metrics
+        .confirmations
+        .get_or_create(&ResultLabels { result })
+        .inc();
+    confirm(decision, fresh)
+}

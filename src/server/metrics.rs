@@ -1,0 +1,113 @@
+//! Prometheus metrics for the admin port's `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    pub endpoint: &'static str,
+    pub operation: &'static str,
+    pub decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub admissions: Family<AdmissionLabels, Counter>,
+    pub admission_seconds: Histogram,
+    pub bad_requests: Counter,
+    pub releases: Gauge,
+    pub objects: Gauge,
+    pub watch_restarts: Counter,
+    pub release_decode_errors: Counter,
+    pub confirmations: Family<ResultLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("helm_locker");
+        let admissions = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "admissions",
+            "Admission reviews answered, by endpoint, operation and decision",
+            admissions.clone(),
+        );
+        // 50 µs .. ~3.3 s
+        let admission_seconds = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(0.00005, 2.0, 17),
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Time to answer an admission review, body read excluded",
+            admission_seconds.clone(),
+        );
+        let bad_requests = Counter::default();
+        registry.register(
+            "bad_requests",
+            "Requests refused as malformed, oversized or too slow",
+            bad_requests.clone(),
+        );
+        let releases = Gauge::default();
+        registry.register(
+            "releases_indexed",
+            "Helm releases in the index",
+            releases.clone(),
+        );
+        let objects = Gauge::default();
+        registry.register(
+            "objects_indexed",
+            "Objects owned by the newest revision of indexed releases",
+            objects.clone(),
+        );
+        let watch_restarts = Counter::default();
+        registry.register(
+            "watch_restarts",
+            "Release Secret watch errors followed by a reconnect",
+            watch_restarts.clone(),
+        );
+        let release_decode_errors = Counter::default();
+        registry.register(
+            "release_decode_errors",
+            "Release Secrets that could not be decoded (skipped)",
+            release_decode_errors.clone(),
+        );
+        let confirmations = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "confirmations",
+            "Fresh reads of a release before a deny (rule 7), by result",
+            confirmations.clone(),
+        );
+        Metrics {
+            registry,
+            admissions,
+            admission_seconds,
+            bad_requests,
+            releases,
+            objects,
+            watch_restarts,
+            release_decode_errors,
+            confirmations,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,50 @@
+//! What request handlers share.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::index::{ReleaseKey, SharedIndex};
+use crate::release::Status;
+use crate::server::metrics::Metrics;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Reads a release's newest status straight from the source of truth (rule 7).
+pub trait Confirm: Send + Sync {
+    fn newest_status<'a>(
+        &'a self,
+        release: &'a ReleaseKey,
+    ) -> BoxFuture<'a, Result<Option<Status>, String>>;
+}
+
+/// Limits and timeouts of the admission port.
+#[derive(Clone, Debug)]
+pub struct HttpSettings {
+    pub max_body_bytes: usize,
+    pub read_timeout: Duration,
+    pub confirm_timeout: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_body_bytes: 4 * 1024 * 1024,
+            read_timeout: Duration::from_secs(10),
+            confirm_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+pub struct AppState {
+    pub index: Arc<SharedIndex>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    /// Set once the first full list of release Secrets is indexed.
+    pub ready: Arc<AtomicBool>,
+    pub confirmer: Option<Arc<dyn Confirm>>,
+    pub settings: HttpSettings,
+}

@@ -1,0 +1,66 @@
+//! `--releases-dir`: release Secrets from a folder, re-read when its files change.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::index::{Index, SharedIndex};
+use crate::server::metrics::Metrics;
+use crate::source::files;
+
+type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;
+
+fn fingerprint(dir: &Path) -> Fingerprint {
+    files::release_files(&[dir.to_path_buf()])
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| {
+            let meta = std::fs::metadata(&f).ok();
+            let modified = meta.as_ref().and_then(|m| m.modified().ok());
+            let len = meta.map_or(0, |m| m.len());
+            (f, modified, len)
+        })
+        .collect()
+}
+
+/// Reads the folder into a fresh index, logging unusable files by name.
+pub fn load_index(dir: &Path, metrics: &Metrics) -> Index {
+    let loaded = files::load(&[dir.to_path_buf()]);
+    for problem in &loaded.problems {
+        metrics.release_decode_errors.inc();
+        tracing::warn!(problem = %problem, "skipped release file");
+    }
+    let mut index = Index::new();
+    for secret in loaded.secrets {
+        for conflict in index.upsert(secret).conflicts {
+            tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
+        }
+    }
+    index
+}
+
+/// Loads the folder now, then polls it every `interval` and swaps in a new index on change.
+pub async fn run(
+    dir: PathBuf,
+    shared: Arc<SharedIndex>,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    interval: Duration,
+) {
+    let mut seen = fingerprint(&dir);
+    let index = load_index(&dir, &metrics);
+    tracing::info!(dir = %dir.display(), releases = index.release_count(), objects = index.object_count(), "releases loaded");
+    shared.update(|current| *current = index);
+    ready.store(true, Ordering::Release);
+    loop {
+        tokio::time::sleep(interval).await;
+        let now = fingerprint(&dir);
+        if now != seen {
+            seen = now;
+            let index = load_index(&dir, &metrics);
+            tracing::info!(dir = %dir.display(), releases = index.release_count(), objects = index.object_count(), "releases reloaded");
+            shared.update(|current| *current = index);
+        }
+    }
+}
