@@ -1,0 +1,519 @@
+//! `helm-locker serve` over real HTTPS on 127.0.0.1 (HTTP/1.1 and HTTP/2), fed the recorded
+//! AdmissionReviews of tests/fixtures/cluster-capture.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use helm_locker::config::{Config, Mode};
+use helm_locker::server::state::HttpSettings;
+use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cluster-capture")
+        .join(path)
+}
+
+fn review(number: &str) -> Vec<u8> {
+    let dir = fixture("reviews");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(number))
+        .unwrap();
+    std::fs::read(file).unwrap()
+}
+
+struct Running {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    certs: tempfile::TempDir,
+    ca: String,
+    _releases: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+fn write_pki(dir: &Path) -> String {
+    let pki = helm_locker::pki::generate(
+        "helm-locker",
+        &["localhost".into(), "127.0.0.1".into()],
+        &Default::default(),
+    )
+    .unwrap();
+    // Write beside and rename, as a Secret volume update swaps files atomically.
+    for (name, text) in [("tls.key", &pki.key_pem), ("tls.crt", &pki.cert_pem)] {
+        std::fs::write(dir.join(format!(".{name}.new")), text).unwrap();
+        std::fs::rename(dir.join(format!(".{name}.new")), dir.join(name)).unwrap();
+    }
+    pki.ca_pem
+}
+
+async fn start(config: Config) -> Running {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    let ca = write_pki(certs.path());
+    let releases = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("releases/02-after-upgrade.json"),
+        releases.path().join("shop.json"),
+    )
+    .unwrap();
+    let settings = Settings {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        certificate: Certificate::Files {
+            cert: certs.path().join("tls.crt"),
+            key: certs.path().join("tls.key"),
+        },
+        client_ca: None,
+        source: ReleaseSource::Folder {
+            dir: releases.path().into(),
+            interval: Duration::from_millis(100),
+        },
+        config,
+        http: HttpSettings {
+            max_body_bytes: 4 * 1024 * 1024,
+            read_timeout: Duration::from_secs(1),
+            confirm_timeout: Duration::from_secs(1),
+        },
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let server = BoundServer::bind(settings).await.unwrap();
+    let (addr, admin) = (server.addr, server.admin_addr);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let done = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    let running = Running {
+        addr,
+        admin,
+        certs,
+        ca,
+        _releases: releases,
+        stop: Some(stop),
+        done,
+    };
+    for _ in 0..100 {
+        if admin_get(admin, "/readyz").await.0 == 200 {
+            return running;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("server never became ready");
+}
+
+async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let Ok(tcp) = TcpStream::connect(addr).await else {
+        return (0, String::new());
+    };
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let request = hyper::Request::get(path)
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn client_config(ca_pem: &str, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    Arc::new(config)
+}
+
+async fn tls_connect(
+    addr: SocketAddr,
+    ca_pem: &str,
+    alpn: &[u8],
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tokio_rustls::TlsConnector::from(client_config(ca_pem, alpn))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Http {
+    One,
+    Two,
+}
+
+async fn post(addr: SocketAddr, ca: &str, http: Http, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let alpn: &[u8] = match http {
+        Http::One => b"http/1.1",
+        Http::Two => b"h2",
+    };
+    let tls = tls_connect(addr, ca, alpn).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn), "ALPN");
+    let request = hyper::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let response = match http {
+        Http::One => {
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            sender.send_request(request).await.unwrap()
+        }
+        Http::Two => {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            sender.send_request(request).await.unwrap()
+        }
+    };
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&body)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&body).into_owned())),
+    )
+}
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(10), &mut self.done)
+            .await
+            .expect("server stops")
+            .unwrap();
+    }
+}
+
+/// Reviews of the kubectl stage, decided against revision 2 deployed.
+const DENIED: &[&str] = &[
+    "074", "075", "079", "080", "085", "095", "099", "100", "101", "102",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_kubectl_writes_are_denied_over_http1_and_http2() {
+    let server = start(Config::default()).await;
+    for http in [Http::One, Http::Two] {
+        for n in 74..=103 {
+            let number = format!("{n:03}");
+            let body = review(&number);
+            let sent: Value = serde_json::from_slice(&body).unwrap();
+            let (status, reply) = post(server.addr, &server.ca, http, "/validate", body).await;
+            assert_eq!(status, 200, "{number} {http:?}: {reply}");
+            assert_eq!(reply["apiVersion"], "admission.k8s.io/v1");
+            assert_eq!(reply["kind"], "AdmissionReview");
+            assert_eq!(reply["response"]["uid"], sent["request"]["uid"]);
+            let denied = DENIED.contains(&number.as_str());
+            assert_eq!(
+                reply["response"]["allowed"], !denied,
+                "{number} {http:?}: {reply}"
+            );
+            if denied {
+                assert_eq!(reply["response"]["status"]["code"], 403);
+                assert_eq!(reply["response"]["status"]["reason"], "Forbidden");
+                assert!(reply["response"]["status"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("locked by Helm release shop/shop (revision 2, deployed)"));
+            }
+        }
+    }
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    assert!(metrics.contains("helm_locker_admissions_total{endpoint=\"validate\",operation=\"UPDATE\",decision=\"deny\"} 18"), "{metrics}");
+    assert!(
+        metrics.contains("helm_locker_releases_indexed 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("helm_locker_objects_indexed 6"),
+        "{metrics}"
+    );
+    assert_eq!(admin_get(server.admin, "/healthz").await.0, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warn_mode_allows_with_kubectls_warning() {
+    let server = start(Config {
+        mode: Mode::Warn,
+        ..Config::default()
+    })
+    .await;
+    let (status, reply) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        review("075"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(reply["response"]["allowed"], true);
+    let warning = reply["response"]["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("/spec/replicas is 3 in the chart, this request sets 7"),
+        "{warning}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_mode_patches_locked_fields_back_to_the_chart() {
+    let server = start(Config {
+        mode: Mode::Repair,
+        ..Config::default()
+    })
+    .await;
+    for (number, check) in [
+        ("075", "/spec/replicas"),
+        ("085", "/spec/template/spec/containers/0/image"),
+        ("074", "/data/greeting"),
+    ] {
+        let body = review(number);
+        let sent: Value = serde_json::from_slice(&body).unwrap();
+        let (status, reply) =
+            post(server.addr, &server.ca, Http::Two, "/mutate", body.clone()).await;
+        assert_eq!(status, 200);
+        let response = &reply["response"];
+        assert_eq!(response["allowed"], true, "{reply}");
+        assert_eq!(response["patchType"], "JSONPatch");
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(
+                response["patch"]
+                    .as_str()
+                    .expect("patch is a base64 string"),
+            )
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        let mut object = sent["request"]["object"].clone();
+        json_patch::patch(&mut object, &patch).unwrap();
+        let chart_value = match check {
+            "/spec/replicas" => serde_json::json!(3),
+            "/data/greeting" => serde_json::json!("hi"),
+            _ => serde_json::json!("nginx:1.25"),
+        };
+        assert_eq!(object.pointer(check), Some(&chart_value), "{number}");
+        // Without the mutating webhook the same write is denied, not silently allowed.
+        let (_, validated) = post(server.addr, &server.ca, Http::One, "/validate", body).await;
+        assert_eq!(validated["response"]["allowed"], false);
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_in_deny_mode_leaves_the_decision_to_validation() {
+    let server = start(Config::default()).await;
+    let (_, reply) = post(server.addr, &server.ca, Http::One, "/mutate", review("075")).await;
+    assert_eq!(reply["response"]["allowed"], true);
+    assert!(reply["response"].get("patch").is_none());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_status_and_the_server_keeps_serving() {
+    let server = start(Config::default()).await;
+    let (status, reply) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        b"{not json".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        reply["error"].as_str().unwrap().contains("not JSON"),
+        "{reply}"
+    );
+    let (status, reply) = post(
+        server.addr,
+        &server.ca,
+        Http::Two,
+        "/validate",
+        br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"].as_str().unwrap()),
+        (400, "not an AdmissionReview (kind \"Pod\")")
+    );
+    let mut broken_object: Value = serde_json::from_slice(&review("075")).unwrap();
+    broken_object["request"]["oldObject"] = serde_json::json!({"metadata": {"name": 7}});
+    broken_object["request"]["name"] = serde_json::json!("");
+    broken_object["request"]["operation"] = serde_json::json!("DELETE");
+    let (status, _) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        serde_json::to_vec(&broken_object).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, reply) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        vec![b' '; 5 * 1024 * 1024],
+    )
+    .await;
+    assert_eq!(status, 413, "{reply}");
+    let (status, _) = post(
+        server.addr,
+        &server.ca,
+        Http::Two,
+        "/validate",
+        vec![b' '; 5 * 1024 * 1024],
+    )
+    .await;
+    assert_eq!(status, 413);
+    let (status, _) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/elsewhere",
+        review("075"),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // A client that stops halfway through its headers is cut off after the read timeout,
+    // while others are served.
+    let mut slow = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    slow.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let (status, _) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        review("103"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut buf = [0u8; 256];
+    let closed = tokio::time::timeout(Duration::from_secs(5), slow.read(&mut buf))
+        .await
+        .expect("slow client cut off within the read timeout");
+    assert!(
+        matches!(closed, Ok(0) | Err(_)) || String::from_utf8_lossy(&buf).contains("408"),
+        "{closed:?}"
+    );
+    // A body that never finishes gets 408.
+    let mut stalled = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    stalled
+        .write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stalled.read_to_end(&mut reply)).await;
+    assert!(
+        String::from_utf8_lossy(&reply).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    let (_, metrics) = admin_get(server.admin, "/metrics").await;
+    assert!(
+        metrics.contains("helm_locker_bad_requests_total 6"),
+        "{metrics}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_to_new_connections_without_a_restart() {
+    let server = start(Config::default()).await;
+    let old_ca = server.ca.clone();
+    assert!(tls_connect(server.addr, &old_ca, b"h2").await.is_ok());
+    let new_ca = write_pki(server.certs.path());
+    let mut served = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if tls_connect(server.addr, &new_ca, b"h2").await.is_ok() {
+            served = true;
+            break;
+        }
+    }
+    assert!(served, "new certificate not served");
+    assert!(
+        tls_connect(server.addr, &old_ca, b"h2").await.is_err(),
+        "old certificate still served"
+    );
+    let (status, _) = post(server.addr, &new_ca, Http::One, "/validate", review("075")).await;
+    assert_eq!(status, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_release_folder_is_picked_up() {
+    let server = start(Config::default()).await;
+    let (_, reply) = post(
+        server.addr,
+        &server.ca,
+        Http::One,
+        "/validate",
+        review("075"),
+    )
+    .await;
+    assert_eq!(reply["response"]["allowed"], false);
+    // The release turns pending (helm upgrade started): its objects open.
+    let dir = server._releases.path();
+    std::fs::copy(
+        fixture("releases/03-after-upgrade-after-drift.json"),
+        dir.join("shop.json"),
+    )
+    .unwrap();
+    let mut opened = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (_, reply) = post(
+            server.addr,
+            &server.ca,
+            Http::One,
+            "/validate",
+            review("075"),
+        )
+        .await;
+        if reply["response"]["allowed"] == true {
+            opened = true;
+            break;
+        }
+    }
+    assert!(opened, "folder change not seen");
+    server.stop().await;
+}
