@@ -379,15 +379,24 @@ async fn bad_input_gets_a_clear_status_and_the_server_keeps_serving() {
     )
     .await;
     assert_eq!(status, 400);
-    let (status, reply) = post(
-        server.addr,
-        &server.ca,
-        Http::One,
-        "/validate",
-        vec![b' '; 5 * 1024 * 1024],
-    )
-    .await;
-    assert_eq!(status, 413, "{reply}");
+    // HTTP/1.1: refused from the declared length, before the body is read. (Raw bytes: a
+    // client still writing a refused body may see a broken pipe instead of the answer.)
+    let mut large = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{{",
+        5 * 1024 * 1024
+    );
+    large.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), large.read(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
+    let reply = String::from_utf8_lossy(&reply[..n]);
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    // HTTP/2: a body over the limit (h2 delivers the early answer without a broken pipe).
     let (status, _) = post(
         server.addr,
         &server.ca,

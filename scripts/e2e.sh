@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# End-to-end tests on a real control plane (etcd, kube-apiserver, kube-controller-manager 1.20
+# built from Debian's source package and cached in ~/.cache/kube-testenv), real Helm (the Go
+# SDK through a pinned helm-python-sdk), real kubectl. Set E2E_KUBECONFIG to use an existing
+# cluster whose API server runs on this machine instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.venv-e2e
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check 'helm-python-sdk==0.2.2'
+if [[ -z ${E2E_KUBECONFIG:-} ]]; then
+  tests/e2e/kube-testenv.sh build
+fi
+command -v kubectl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+cargo build --locked --bin helm-locker
+HELM_LOCKER_BIN=$PWD/target/debug/helm-locker "$venv/bin/python" -m unittest discover -s tests/e2e -p 'test_*.py' -v
