@@ -11,7 +11,6 @@ pub mod decide;
 pub mod index;
 pub mod inspect;
 pub mod manifest;
-pub mod pki;
 pub mod quantity;
 pub mod release;
 pub mod server;

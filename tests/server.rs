@@ -47,7 +47,7 @@ struct Running {
 }
 
 fn write_pki(dir: &Path) -> String {
-    let pki = helm_locker::pki::generate(
+    let pki = certs_gen::generate(
         "helm-locker",
         &["localhost".into(), "127.0.0.1".into()],
         &Default::default(),

@@ -94,7 +94,7 @@ impl BoundServer {
         let (cert_files, ca_pem) = match &settings.certificate {
             Certificate::Files { cert, key } => ((cert.clone(), key.clone()), None),
             Certificate::SelfSigned { names, dir } => {
-                let pki = crate::pki::generate("helm-locker", names, &Default::default())
+                let pki = certs_gen::generate("helm-locker", names, &Default::default())
                     .map_err(|e| ServeError::SelfSigned(e.to_string()))?;
                 let write = |name: &str, text: &str| {
                     std::fs::create_dir_all(dir)
@@ -106,6 +106,14 @@ impl BoundServer {
                 write("ca.crt", &pki.ca_pem)?;
                 write("tls.crt", &pki.cert_pem)?;
                 write("tls.key", &pki.key_pem)?;
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(
+                        dir.join("tls.key"),
+                        std::fs::Permissions::from_mode(0o600),
+                    );
+                }
                 tracing::info!(ca = %dir.join("ca.crt").display(), names = ?names, "self-signed certificate generated; give the CA to clients (curl --cacert)");
                 ((dir.join("tls.crt"), dir.join("tls.key")), Some(pki.ca_pem))
             }

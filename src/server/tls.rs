@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn bad_files_give_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::generate("t", &["localhost".into()], &Default::default()).unwrap();
+        let pki = certs_gen::generate("t", &["localhost".into()], &Default::default()).unwrap();
         let (cert, key, other) = (
             dir.path().join("tls.crt"),
             dir.path().join("tls.key"),
@@ -202,7 +202,7 @@ mod tests {
             Err(TlsError::NoKey { .. })
         ));
         let stranger =
-            crate::pki::generate("t", &["localhost".into()], &Default::default()).unwrap();
+            certs_gen::generate("t", &["localhost".into()], &Default::default()).unwrap();
         std::fs::write(&other, &stranger.key_pem).unwrap();
         let err = load_certified_key(&cert, &other).unwrap_err();
         assert!(matches!(err, TlsError::Mismatch { .. }), "{err}");

@@ -1,4 +1,5 @@
-//! Certificates for the webhook: a CA and a serving certificate signed by it (rcgen).
+//! Certificates for helm-locker's webhook: a CA and a serving certificate signed by it (rcgen).
+//! Used by the `certs-gen` command and by `helm-locker serve --self-signed`.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -79,4 +80,42 @@ pub fn generate(
 
 fn rcgen_days(days: i64) -> time::Duration {
     time::Duration::days(days)
+}
+
+/// When a PEM certificate expires, as seconds since the Unix epoch, and its subject.
+pub fn expiry(pem: &[u8]) -> Result<(String, i64), String> {
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("not a PEM certificate: {e}"))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    Ok((
+        cert.subject().to_string(),
+        cert.validity().not_after.timestamp(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_certificates_have_the_requested_lifetime() {
+        let pki = generate(
+            "helm-locker",
+            &["helm-locker.ns.svc".into(), "10.0.0.1".into()],
+            &Validity {
+                ca_days: 100,
+                leaf_days: 10,
+            },
+        )
+        .unwrap();
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let (subject, leaf_expiry) = expiry(pki.cert_pem.as_bytes()).unwrap();
+        assert_eq!(subject, "CN=helm-locker");
+        assert!((leaf_expiry - now - 10 * 86400).abs() < 60);
+        let (_, ca_expiry) = expiry(pki.ca_pem.as_bytes()).unwrap();
+        assert!((ca_expiry - now - 100 * 86400).abs() < 60);
+        assert!(expiry(b"nonsense").is_err());
+    }
 }

@@ -1,0 +1,84 @@
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_certs-gen");
+
+#[test]
+fn generates_service_certificates_and_checks_their_expiry() {
+    let dir = std::env::temp_dir().join(format!("certs-gen-test-{}", std::process::id()));
+    let out = Command::new(BIN)
+        .args([
+            "--service",
+            "hl",
+            "--namespace",
+            "ops",
+            "--ip",
+            "127.0.0.1",
+            "--days",
+            "20",
+            "--secret",
+            "hl-tls",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hl.ops.svc.cluster.local"));
+    for file in [
+        "ca.crt",
+        "tls.crt",
+        "tls.key",
+        "ca-bundle.b64",
+        "secret.yaml",
+    ] {
+        assert!(dir.join(file).exists(), "{file}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(dir.join("tls.key"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+    let secret = std::fs::read_to_string(dir.join("secret.yaml")).unwrap();
+    assert!(secret.contains("type: kubernetes.io/tls") && secret.contains("namespace: ops"));
+    // The CA is fine for years; the 20-day leaf is within the 30-day warning.
+    let ca = Command::new(BIN)
+        .arg("--check")
+        .arg(dir.join("ca.crt"))
+        .output()
+        .unwrap();
+    assert!(
+        ca.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ca.stdout)
+    );
+    let leaf = Command::new(BIN)
+        .arg("--check")
+        .arg(dir.join("tls.crt"))
+        .output()
+        .unwrap();
+    assert_eq!(leaf.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&leaf.stdout).contains("CN=hl.ops.svc: expires"),
+        "{}",
+        String::from_utf8_lossy(&leaf.stdout)
+    );
+    assert!(String::from_utf8_lossy(&leaf.stdout).contains("expires soon"));
+    let bad = Command::new(BIN)
+        .arg("--check")
+        .arg(dir.join("tls.key"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
