@@ -20,7 +20,7 @@ wrk.headers["Content-Type"] = "application/json"
 local f = io.open("$review", "r"); wrk.body = f:read("*a"); f:close()
 LUA
 target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir examples/releases \
-  --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 --log warn &
+  --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 --log warn,rustls=error &
 for _ in $(seq 50); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
 target/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
 sleep 0.5

@@ -166,8 +166,9 @@ struct ServeArgs {
     /// Log format.
     #[arg(long, env = "HELM_LOCKER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or helm_locker=debug.
-    #[arg(long, env = "HELM_LOCKER_LOG", default_value = "info")]
+    /// Log filter (tracing EnvFilter syntax), e.g. info or helm_locker=debug. rustls is kept
+    /// at error by default: clients that send an IP address as SNI would log a warning each.
+    #[arg(long, env = "HELM_LOCKER_LOG", default_value = "info,rustls=error")]
     log: String,
 }
 
