@@ -201,7 +201,7 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
             user: user.username.to_string(),
         }));
     }
-    let describe = describe_object(&object);
+    let describe = object.describe();
     let locked = |delete, changes: Vec<Change>| {
         let message = message(
             &describe,
@@ -325,13 +325,6 @@ fn singular_candidates(plural: &str) -> Vec<&str> {
         out.push(stem);
     }
     out
-}
-
-fn describe_object(object: &LockedObject) -> String {
-    match &object.namespace {
-        Some(ns) => format!("{} {}/{}", object.kind, ns, object.name),
-        None => format!("{} {}", object.kind, object.name),
-    }
 }
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;

@@ -67,10 +67,14 @@ pub struct LockedObject {
 
 impl LockedObject {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
+        crate::manifest::api_version(&self.group, &self.version)
+    }
+
+    /// `Deployment shop/shop-web`, or `ClusterRole shop-reader` when cluster-scoped.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {}/{}", self.kind, ns, self.name),
+            None => format!("{} {}", self.kind, self.name),
         }
     }
 }
@@ -319,7 +323,7 @@ impl Index {
             let (winner, losers) = self.claimants(&object.group, &object.kind, ns, &object.name);
             if !losers.is_empty() {
                 conflicts.push(Conflict {
-                    object: describe(object),
+                    object: object.describe(),
                     winner,
                     losers,
                 });
@@ -395,7 +399,7 @@ impl Index {
                 );
                 if !losers.is_empty() && winner == state.key {
                     out.push(Conflict {
-                        object: describe(object),
+                        object: object.describe(),
                         winner,
                         losers,
                     });
@@ -452,13 +456,6 @@ impl LockedObject {
         } else {
             self.matches(group, kind, namespace, name)
         }
-    }
-}
-
-fn describe(object: &LockedObject) -> String {
-    match &object.namespace {
-        Some(ns) => format!("{} {}/{}", object.kind, ns, object.name),
-        None => format!("{} {}", object.kind, object.name),
     }
 }
 

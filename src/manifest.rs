@@ -18,11 +18,16 @@ pub struct ManifestObject {
 
 impl ManifestObject {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        api_version(&self.group, &self.version)
+    }
+}
+
+/// `v1` for the core group, `group/version` otherwise.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
     }
 }
 
