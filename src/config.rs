@@ -1,13 +1,16 @@
 //! What helm-locker enforces: modes, exemptions, ignore rules and which releases are locked.
 //! Plain data with defaults; the server reads it from flags, environment and `--config FILE`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::index::{LockedObject, ReleaseKey};
 use std::collections::BTreeMap;
 
 /// What happens to a write that changes a locked field.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Reject the write with a message (validating webhook).
@@ -138,6 +141,9 @@ pub struct Config {
     pub exclude_namespaces: Vec<String>,
     /// Lock only releases whose Secret labels match this selector (`k=v,k!=v,k,!k`).
     pub release_selector: Option<String>,
+    /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
+    /// namespace (rancher/helm-locker's opt-in; its default is `cattle-helm-system`).
+    pub registration_namespace: Option<String>,
 }
 
 impl Default for Config {
@@ -150,6 +156,7 @@ impl Default for Config {
             namespaces: vec![],
             exclude_namespaces: vec![],
             release_selector: None,
+            registration_namespace: None,
         }
     }
 }
@@ -251,11 +258,86 @@ impl Config {
 
     /// Ignored JSON pointers for one object.
     pub fn ignored_paths<'a>(&'a self, object: &LockedObject) -> Vec<&'a str> {
-        self.ignore
-            .iter()
-            .filter(|rule| rule.target.matches(object))
-            .flat_map(|rule| rule.paths.iter().map(String::as_str))
-            .collect()
+        ignored_by(&self.ignore, object)
+    }
+
+    /// What applies to one release: the configuration, narrowed or extended by the release's
+    /// HelmRelease when there is one.
+    pub fn policy<'a>(
+        &'a self,
+        release: &ReleaseKey,
+        labels: &BTreeMap<String, String>,
+        registration: Option<&'a Registration>,
+    ) -> Policy<'a> {
+        let base = self.mode_for(release, labels);
+        let (mode, unlocked_because) = match (base, &self.registration_namespace, registration) {
+            (Mode::Off, ..) => (Mode::Off, "mode off".to_string()),
+            (_, Some(ns), None) => (Mode::Off, format!("no HelmRelease in {ns} registers it")),
+            (_, _, Some(r)) if r.suspend => (
+                Mode::Off,
+                format!("its HelmRelease {} is suspended", r.helmrelease),
+            ),
+            (_, _, Some(r)) => (r.mode.unwrap_or(base), "mode off".to_string()),
+            (mode, None, None) => (mode, "mode off".to_string()),
+        };
+        Policy {
+            mode,
+            unlocked_because,
+            config: self,
+            registration,
+        }
+    }
+}
+
+fn ignored_by<'r>(rules: &'r [IgnoreRule], object: &LockedObject) -> Vec<&'r str> {
+    rules
+        .iter()
+        .filter(|rule| rule.target.matches(object))
+        .flat_map(|rule| rule.paths.iter().map(String::as_str))
+        .collect()
+}
+
+/// A release's HelmRelease, reduced to what the lock needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Registration {
+    /// `namespace/name` of the HelmRelease, for messages.
+    pub helmrelease: String,
+    /// Overrides the configured mode.
+    pub mode: Option<Mode>,
+    /// Unlocks the release without deleting anything.
+    pub suspend: bool,
+    /// Added to the configured ignore rules.
+    pub ignore: Vec<IgnoreRule>,
+    /// Added to the configured exemptions.
+    pub exempt: Option<Exemptions>,
+}
+
+/// The lock policy of one release.
+#[derive(Debug)]
+pub struct Policy<'a> {
+    pub mode: Mode,
+    /// Why the release is not locked when `mode` is `Off`.
+    pub unlocked_because: String,
+    config: &'a Config,
+    registration: Option<&'a Registration>,
+}
+
+impl<'a> Policy<'a> {
+    /// Whether writes by this identity pass regardless of the lock.
+    pub fn exempts(&self, username: &str, groups: &[impl AsRef<str>]) -> bool {
+        self.config.exempt.exempts(username, groups)
+            || self
+                .registration
+                .and_then(|r| r.exempt.as_ref())
+                .is_some_and(|e| e.exempts(username, groups))
+    }
+
+    /// Ignored JSON pointers for one object: the configuration's and the HelmRelease's.
+    pub fn ignored_paths(&self, object: &LockedObject) -> Vec<&'a str> {
+        let own: &'a [IgnoreRule] = self.registration.map_or(&[], |r| &r.ignore);
+        let mut paths = ignored_by(&self.config.ignore, object);
+        paths.extend(ignored_by(own, object));
+        paths
     }
 }
 

@@ -187,15 +187,16 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
         );
         return Ok(Decision::Allow(Allowed::NotLocked { release, reason }));
     }
-    let mode = config.mode_for(&release, &newest.labels);
+    let policy = config.policy(&release, &newest.labels, index.registration(&release));
+    let mode = policy.mode;
     if mode == Mode::Off {
         return Ok(Decision::Allow(Allowed::NotLocked {
             release,
-            reason: "mode off".into(),
+            reason: policy.unlocked_because,
         }));
     }
     let user = &request.user_info;
-    if config.exempt.exempts(&user.username, &user.groups) {
+    if policy.exempts(&user.username, &user.groups) {
         return Ok(Decision::Allow(Allowed::Exempt {
             release,
             user: user.username.to_string(),
@@ -231,7 +232,7 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
     }
     let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
     let old = parse_object(request.old_object(), "oldObject")?;
-    let ignore = config.ignored_paths(&object);
+    let ignore = policy.ignored_paths(object);
     let changes = if scale {
         locked_changes_at(
             &object.content,
@@ -461,6 +462,74 @@ mod tests {
             new,
             old,
         )
+    }
+
+    #[test]
+    fn with_a_registration_namespace_only_registered_unsuspended_releases_are_locked() {
+        use crate::config::{IgnoreRule, Registration};
+        let config = Config {
+            registration_namespace: Some("cattle-helm-system".into()),
+            ..Config::default()
+        };
+        let write = deploy_update(
+            "admin",
+            deployment(7, "nginx:1.26"),
+            deployment(3, "nginx:1.25"),
+        );
+        let mut idx = index(Status::Deployed);
+        let d = decide_json(&idx, &config, &write);
+        assert_eq!(
+            d.explain(),
+            "allowed: release shop/shop is not locked (no HelmRelease in cattle-helm-system registers it)"
+        );
+        let registration = Registration {
+            helmrelease: "cattle-helm-system/shop".into(),
+            ..Registration::default()
+        };
+        idx.set_registration(ReleaseKey::new("shop", "shop"), Some(registration.clone()));
+        assert!(matches!(
+            decide_json(&idx, &config, &write),
+            Decision::Deny(_)
+        ));
+        // The HelmRelease's own ignore rules and exemptions add to the configuration's.
+        let relaxed = Registration {
+            ignore: vec![IgnoreRule {
+                paths: vec!["/spec/template/spec/containers/*/image".into()],
+                ..IgnoreRule::default()
+            }],
+            exempt: Some(crate::config::Exemptions {
+                users: vec!["ci-bot".into()],
+                ..Default::default()
+            }),
+            mode: Some(Mode::Warn),
+            ..registration.clone()
+        };
+        idx.set_registration(ReleaseKey::new("shop", "shop"), Some(relaxed));
+        let Decision::Warn(locked) = decide_json(&idx, &config, &write) else {
+            panic!("spec.mode warn")
+        };
+        assert_eq!(locked.changes.len(), 1, "{:?}", locked.changes);
+        assert_eq!(locked.changes[0].path, "/spec/replicas");
+        let by_bot = deploy_update(
+            "ci-bot",
+            deployment(7, "nginx:1.26"),
+            deployment(3, "nginx:1.25"),
+        );
+        assert!(matches!(
+            decide_json(&idx, &config, &by_bot),
+            Decision::Allow(Allowed::Exempt { .. })
+        ));
+        let suspended = Registration {
+            suspend: true,
+            ..registration
+        };
+        idx.set_registration(ReleaseKey::new("shop", "shop"), Some(suspended));
+        assert_eq!(
+            decide_json(&idx, &config, &write).explain(),
+            "allowed: release shop/shop is not locked (its HelmRelease cattle-helm-system/shop is suspended)"
+        );
+        idx.set_registration(ReleaseKey::new("shop", "shop"), None);
+        assert!(decide_json(&idx, &config, &write).is_allowed());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::config::Registration;
 use crate::manifest::{parse_manifest, ManifestObject, SkippedDocument};
 use crate::release::{Release, ReleaseSecret, SecretRef, Status};
 use crate::tree::Tree;
@@ -133,6 +134,8 @@ pub struct Index {
     releases: imbl::HashMap<ReleaseKey, Arc<ReleaseState>>,
     objects: imbl::HashMap<u64, Arc<[Claim]>>,
     secrets: imbl::HashMap<SecretRef, (ReleaseKey, u64)>,
+    /// HelmReleases by the release they register (only with a registration namespace).
+    registrations: imbl::HashMap<ReleaseKey, Arc<Registration>>,
     object_count: usize,
 }
 
@@ -175,6 +178,34 @@ impl Index {
         let mut all: Vec<_> = self.releases.values().collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
         all
+    }
+
+    /// The HelmRelease registering a release, if any.
+    pub fn registration(&self, key: &ReleaseKey) -> Option<&Registration> {
+        self.registrations.get(key).map(|r| &**r)
+    }
+
+    /// Registers (or, with `None`, unregisters) a release.
+    pub fn set_registration(&mut self, key: ReleaseKey, registration: Option<Registration>) {
+        match registration {
+            Some(r) => {
+                self.registrations.insert(key, Arc::new(r));
+            }
+            None => {
+                self.registrations.remove(&key);
+            }
+        }
+    }
+
+    /// Replaces every registration (a re-list of the HelmReleases).
+    pub fn replace_registrations(
+        &mut self,
+        registrations: impl IntoIterator<Item = (ReleaseKey, Registration)>,
+    ) {
+        self.registrations = registrations
+            .into_iter()
+            .map(|(k, r)| (k, Arc::new(r)))
+            .collect();
     }
 
     /// Adds or replaces one revision of a release (a Secret was created or updated).

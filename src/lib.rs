@@ -8,6 +8,7 @@ pub mod admission;
 pub mod compare;
 pub mod config;
 pub mod decide;
+pub mod helmrelease;
 pub mod index;
 pub mod inspect;
 pub mod manifest;

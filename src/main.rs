@@ -42,6 +42,10 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Print the HelmRelease CustomResourceDefinition (helm.cattle.io/v1alpha1) as YAML.
+    ///
+    /// The chart ships the same file: charts/helm-locker/crds/helmreleases.helm.cattle.io.yaml.
+    Crd,
     /// Decide one AdmissionReview offline, exactly as the server would, and print the response.
     ///
     /// Exit status is 0 for allow and deny alike; non-zero only when the input is unusable.
@@ -189,6 +193,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => run_serve(*args),
         Command::Inspect { paths, output } => run_inspect(&paths, output),
+        Command::Crd => {
+            print!("{}", helm_locker::helmrelease::crd_yaml());
+            Ok(())
+        }
         Command::Review {
             mut releases,
             review,
