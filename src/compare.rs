@@ -36,20 +36,41 @@ pub fn locked_changes(
         ignore,
         changes: Vec::new(),
         path: String::new(),
+        against_old: true,
     };
-    if let (Tree::Map(entries), Value::Object(new_map)) = (chart, new) {
-        let old_map = old.and_then(Value::as_object);
-        for (key, chart_value) in entries.iter() {
-            // The type is fixed by the lookup, and status is never the chart's to set.
-            if matches!(&**key, "apiVersion" | "kind" | "status") {
-                continue;
-            }
-            walk.child(key, chart_value, new_map, old_map, false);
-        }
-    } else {
-        walk.visit(chart, Some(new), old, false);
-    }
+    walk.object(chart, new, old);
     walk.changes
+}
+
+/// Locked paths whose live value differs from the chart's (drift to revert): like
+/// [`locked_changes`] without an old value, so every difference counts, including a locked
+/// field that was removed.
+pub fn drifted_fields(chart: &Tree, live: &Value, ignore: &[&str]) -> Vec<Change> {
+    let mut walk = Walk {
+        ignore,
+        changes: Vec::new(),
+        path: String::new(),
+        against_old: false,
+    };
+    walk.object(chart, live, None);
+    walk.changes
+}
+
+impl Walk<'_> {
+    fn object(&mut self, chart: &Tree, new: &Value, old: Option<&Value>) {
+        if let (Tree::Map(entries), Value::Object(new_map)) = (chart, new) {
+            let old_map = old.and_then(Value::as_object);
+            for (key, chart_value) in entries.iter() {
+                // The type is fixed by the lookup, and status is never the chart's to set.
+                if matches!(&**key, "apiVersion" | "kind" | "status") {
+                    continue;
+                }
+                self.child(key, chart_value, new_map, old_map, false);
+            }
+        } else {
+            self.visit(chart, Some(new), old, false);
+        }
+    }
 }
 
 /// Changes to one locked path (used for the `scale` subresource: the parent's `/spec/replicas`).
@@ -67,6 +88,7 @@ pub fn locked_changes_at(
         ignore,
         changes: Vec::new(),
         path: pointer.to_string(),
+        against_old: true,
     };
     walk.visit(
         chart_value,
@@ -81,6 +103,9 @@ struct Walk<'a> {
     ignore: &'a [&'a str],
     changes: Vec<Change>,
     path: String,
+    /// A difference from the chart counts only when the value also changes from the old one
+    /// (admission); off for drift, where there is no old value.
+    against_old: bool,
 }
 
 impl Walk<'_> {
@@ -148,7 +173,7 @@ impl Walk<'_> {
     }
 
     fn leaf(&mut self, chart: &Tree, new: Option<&Value>, old: Option<&Value>, quantity: bool) {
-        if !chart_eq(chart, new, quantity) && !json_eq(new, old, quantity) {
+        if !chart_eq(chart, new, quantity) && (!self.against_old || !json_eq(new, old, quantity)) {
             self.changes.push(Change {
                 path: self.path.clone(),
                 chart: chart.to_json(),

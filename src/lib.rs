@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod manifest;
 pub mod quantity;
 pub mod release;
+pub mod revert;
 pub mod server;
 pub mod source;
 pub mod tree;

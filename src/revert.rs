@@ -1,0 +1,413 @@
+//! What the drift reverter writes, decided purely: which locked fields drifted, which field
+//! manager Helm used for the object, and the request that puts the chart's values back while
+//! leaving Helm the owner of its fields (so the next `helm upgrade` and `helm rollback` do not
+//! meet a server-side apply conflict).
+//!
+//! - Helm 4 applies with server-side apply (`apply_method: ssa`): the revert is a forced apply
+//!   of the chart's object **as Helm's own field manager**. Forcing moves the drifted fields
+//!   back from whoever changed them to Helm, and Helm's set of fields stays exactly what Helm
+//!   applies (the chart's object plus Helm's ownership labels and annotations).
+//! - Helm 3 style releases (client-side, `csa` or no apply method) write with Update
+//!   operations, which never conflict: the revert is a JSON patch of just the drifted fields,
+//!   sent under Helm's manager name, guarded by the object's resourceVersion.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::compare::{drifted_fields, is_ignored, repair_patch, Change};
+use crate::index::LockedObject;
+
+/// Helm's ownership metadata (Helm sets these on every object it creates or adopts).
+const RELEASE_NAME: &str = "meta.helm.sh/release-name";
+const RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// How Helm writes this object, read from its `managedFields`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HelmWriter {
+    /// Server-side apply under this field manager (Helm 4: `helm`, or the SDK program's name).
+    Apply(String),
+    /// Create/update/patch under this field manager (Helm 3 style: `helm`).
+    Update(String),
+}
+
+impl HelmWriter {
+    pub fn manager(&self) -> &str {
+        match self {
+            HelmWriter::Apply(m) | HelmWriter::Update(m) => m,
+        }
+    }
+}
+
+/// Finds Helm's field manager: the one that owns the `meta.helm.sh/release-name` annotation
+/// (Helm writes it with every object), preferring an Apply entry for `ssa` releases. Without
+/// managedFields (a deleted object, an old API server), the default names Helm uses.
+pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWriter {
+    let ssa = apply_method == Some("ssa");
+    let entries = live
+        .and_then(|l| l.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let owns_release_annotation = |entry: &&Value| {
+        entry
+            .pointer("/fieldsV1/f:metadata/f:annotations")
+            .and_then(Value::as_object)
+            .is_some_and(|a| a.contains_key(&format!("f:{RELEASE_NAME}")))
+    };
+    let candidates: Vec<(&str, &str)> = entries
+        .iter()
+        .filter(owns_release_annotation)
+        .filter_map(|e| Some((e.get("manager")?.as_str()?, e.get("operation")?.as_str()?)))
+        .collect();
+    let wanted = if ssa { "Apply" } else { "Update" };
+    let found = candidates
+        .iter()
+        .find(|(_, op)| *op == wanted)
+        .or_else(|| candidates.first());
+    match found {
+        Some((manager, "Apply")) => HelmWriter::Apply(manager.to_string()),
+        Some((manager, _)) => HelmWriter::Update(manager.to_string()),
+        None if ssa => HelmWriter::Apply("helm".into()),
+        None => HelmWriter::Update("helm".into()),
+    }
+}
+
+/// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
+pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
+    drifted_fields(&object.content, live, ignore)
+}
+
+/// The object as Helm would send it: the chart's content with its identity and Helm's
+/// ownership metadata. Ignored fields carry the live value, so reverting never moves them.
+pub fn desired_object(object: &LockedObject, live: Option<&Value>, ignore: &[&str]) -> Value {
+    let mut body = object.content.to_json();
+    if !body.is_object() {
+        body = Value::Object(Map::new());
+    }
+    let map = body.as_object_mut().expect("an object");
+    map.insert("apiVersion".into(), json!(object.api_version()));
+    map.insert("kind".into(), json!(object.kind));
+    map.remove("status");
+    let metadata = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    let metadata = metadata.as_object_mut().expect("an object");
+    metadata.insert("name".into(), json!(object.name));
+    match &object.namespace {
+        Some(ns) => {
+            metadata.insert("namespace".into(), json!(ns));
+        }
+        None => {
+            metadata.remove("namespace");
+        }
+    }
+    for (field, key, value) in [
+        ("annotations", RELEASE_NAME, object.release.name.as_str()),
+        (
+            "annotations",
+            RELEASE_NAMESPACE,
+            object.release.namespace.as_str(),
+        ),
+        ("labels", MANAGED_BY, "Helm"),
+    ] {
+        let entry = metadata
+            .entry(field)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        entry
+            .as_object_mut()
+            .expect("an object")
+            .entry(key)
+            .or_insert_with(|| json!(value));
+    }
+    if !ignore.is_empty() {
+        if let Some(live) = live {
+            keep_live_values(&mut body, live, ignore, &mut String::new());
+        }
+    }
+    body
+}
+
+fn keep_live_values(node: &mut Value, live: &Value, ignore: &[&str], path: &mut String) {
+    if !path.is_empty() && is_ignored(path, ignore) {
+        if let Some(value) = live.pointer(path) {
+            *node = value.clone();
+        }
+        return;
+    }
+    let len = path.len();
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                keep_live_values(child, live, ignore, path);
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter_mut().enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                keep_live_values(child, live, ignore, path);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The JSON patch that puts drifted fields back (client-side releases), failing if the object
+/// changed since it was read.
+pub fn revert_patch(changes: &[Change], resource_version: Option<&str>) -> json_patch::Patch {
+    let mut ops = Vec::new();
+    if let Some(rv) = resource_version {
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    }
+    let repair = serde_json::to_value(repair_patch(changes)).unwrap_or_else(|_| json!([]));
+    ops.extend(repair.as_array().cloned().unwrap_or_default());
+    serde_json::from_value(Value::Array(ops)).unwrap_or_else(|_| json_patch::Patch(vec![]))
+}
+
+/// `/spec/replicas, /data/greeting` (at most 10, then a count).
+pub fn describe_paths(changes: &[Change]) -> String {
+    const MAX: usize = 10;
+    let mut text = changes
+        .iter()
+        .take(MAX)
+        .map(|c| c.path.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if changes.len() > MAX {
+        text.push_str(&format!(" and {} more", changes.len() - MAX));
+    }
+    text
+}
+
+/// Per-object backoff: the first revert is immediate; an object that drifts again soon after
+/// waits 1 s, 2 s, 4 s... up to `max`, so a fight with another controller costs little. An
+/// object quiet for `reset` starts over.
+#[derive(Debug)]
+pub struct Backoff<K> {
+    entries: HashMap<K, (u32, Instant)>,
+    pub base: Duration,
+    pub max: Duration,
+    pub reset: Duration,
+}
+
+impl<K: Hash + Eq + Clone> Backoff<K> {
+    pub fn new(base: Duration, max: Duration, reset: Duration) -> Self {
+        Backoff {
+            entries: HashMap::new(),
+            base,
+            max,
+            reset,
+        }
+    }
+
+    /// How long to wait before reverting `key` now; records the attempt.
+    pub fn next_delay(&mut self, key: &K, now: Instant) -> Duration {
+        let entry = self.entries.entry(key.clone()).or_insert((0, now));
+        if now.saturating_duration_since(entry.1) > self.reset {
+            entry.0 = 0;
+        }
+        let attempts = entry.0;
+        entry.0 = attempts.saturating_add(1);
+        entry.1 = now;
+        if attempts == 0 {
+            return Duration::ZERO;
+        }
+        self.base
+            .saturating_mul(1u32 << (attempts - 1).min(20))
+            .min(self.max)
+    }
+
+    /// Forgets objects quiet for longer than `reset`.
+    pub fn prune(&mut self, now: Instant) {
+        let reset = self.reset;
+        self.entries
+            .retain(|_, (_, last)| now.saturating_duration_since(*last) <= reset);
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Index, ReleaseKey};
+    use crate::release::{Release, ReleaseSecret, SecretRef, Status};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello, mode: prod}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
+
+    fn objects() -> Vec<Arc<LockedObject>> {
+        let index = Index::from_secrets([ReleaseSecret {
+            secret: SecretRef {
+                namespace: "shop".into(),
+                name: "sh.helm.release.v1.shop.v1".into(),
+            },
+            labels: BTreeMap::new(),
+            release: Release {
+                name: "shop".into(),
+                namespace: "shop".into(),
+                revision: 1,
+                status: Status::Deployed,
+                description: String::new(),
+                notes: String::new(),
+                chart: String::new(),
+                apply_method: Some("ssa".into()),
+                manifest: CHART.into(),
+                hooks: vec![],
+            },
+        }]);
+        let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
+        state.objects.clone().unwrap()
+    }
+
+    fn live_deployment(replicas: i64, image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "42",
+                "labels": {"app": "web", "app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop", "deployment.kubernetes.io/revision": "2"},
+                "managedFields": [
+                    {"manager": "python", "operation": "Apply", "apiVersion": "apps/v1",
+                     "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}, "f:meta.helm.sh/release-namespace": {}}}, "f:spec": {"f:replicas": {}}}},
+                    {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1", "subresource": "status",
+                     "fieldsV1": {"f:status": {"f:replicas": {}}}},
+                    {"manager": "kubectl-patch", "operation": "Update", "apiVersion": "apps/v1",
+                     "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+                ]},
+            "spec": {"replicas": replicas, "strategy": {"type": "RollingUpdate"},
+                "template": {"spec": {"containers": [{"name": "web", "image": image, "resources": {"limits": {"cpu": "500m"}}, "terminationMessagePath": "/dev/termination-log"}]}}},
+            "status": {"replicas": 0}})
+    }
+
+    #[test]
+    fn drift_is_every_locked_difference_and_server_defaults_are_not_drift() {
+        let objects = objects();
+        let deploy = &objects[0];
+        assert!(drift(deploy, &live_deployment(3, "nginx:1.25"), &[]).is_empty());
+        let changes = drift(deploy, &live_deployment(7, "nginx:1.27"), &[]);
+        let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/spec/replicas", "/spec/template/spec/containers/0/image"]
+        );
+        assert_eq!(
+            describe_paths(&changes),
+            "/spec/replicas, /spec/template/spec/containers/0/image"
+        );
+        // A removed locked field is drift too (admission would not see it as a change
+        // without an old value).
+        let cm = &objects[1];
+        let removed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"greeting": "hello"}});
+        assert_eq!(drift(cm, &removed, &[])[0].path, "/data/mode");
+        // Ignored paths are left alone.
+        assert!(drift(
+            deploy,
+            &live_deployment(7, "nginx:1.25"),
+            &["/spec/replicas"]
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn helm_writer_is_the_manager_of_the_release_annotation() {
+        let live = live_deployment(7, "nginx:1.25");
+        assert_eq!(
+            helm_writer(Some(&live), Some("ssa")),
+            HelmWriter::Apply("python".into())
+        );
+        let csa = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": {"f:spec": {}}},
+            {"manager": "helm", "operation": "Update", "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:meta.helm.sh/release-name": {}}}}}
+        ]}});
+        assert_eq!(
+            helm_writer(Some(&csa), None),
+            HelmWriter::Update("helm".into())
+        );
+        assert_eq!(
+            helm_writer(None, Some("ssa")),
+            HelmWriter::Apply("helm".into())
+        );
+        assert_eq!(
+            helm_writer(None, Some("csa")),
+            HelmWriter::Update("helm".into())
+        );
+    }
+
+    #[test]
+    fn desired_object_is_the_chart_with_identity_and_helm_ownership() {
+        let objects = objects();
+        let body = desired_object(&objects[0], None, &[]);
+        assert_eq!(body["apiVersion"], "apps/v1");
+        assert_eq!(body["metadata"]["namespace"], "shop");
+        assert_eq!(body["metadata"]["annotations"][RELEASE_NAME], "shop");
+        assert_eq!(body["metadata"]["annotations"][RELEASE_NAMESPACE], "shop");
+        assert_eq!(body["metadata"]["labels"][MANAGED_BY], "Helm");
+        assert_eq!(body["metadata"]["labels"]["app"], "web");
+        assert_eq!(body["spec"]["replicas"], 3);
+        let role = desired_object(&objects[2], None, &[]);
+        assert!(role["metadata"].get("namespace").is_none());
+        // Ignored fields keep the live value, so the forced apply does not move them.
+        let live = live_deployment(5, "nginx:1.27");
+        let body = desired_object(&objects[0], Some(&live), &["/spec/replicas"]);
+        assert_eq!(body["spec"]["replicas"], 5);
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx:1.25"
+        );
+    }
+
+    #[test]
+    fn revert_patch_puts_chart_values_back_guarded_by_resource_version() {
+        let objects = objects();
+        let mut live = live_deployment(7, "nginx:1.27");
+        let changes = drift(&objects[0], &live, &[]);
+        let patch = revert_patch(&changes, Some("42"));
+        json_patch::patch(&mut live, &patch).unwrap();
+        assert!(drift(&objects[0], &live, &[]).is_empty());
+        let mut moved = live_deployment(7, "nginx:1.27");
+        moved["metadata"]["resourceVersion"] = json!("43");
+        assert!(json_patch::patch(&mut moved, &patch).is_err());
+    }
+
+    #[test]
+    fn backoff_is_immediate_then_doubles_then_resets() {
+        let mut b = Backoff::new(
+            Duration::from_secs(1),
+            Duration::from_secs(8),
+            Duration::from_secs(60),
+        );
+        let t0 = Instant::now();
+        let delays: Vec<_> = (0..6)
+            .map(|i| b.next_delay(&"web", t0 + Duration::from_secs(i)).as_secs())
+            .collect();
+        assert_eq!(delays, [0, 1, 2, 4, 8, 8]);
+        assert_eq!(b.next_delay(&"other", t0).as_secs(), 0);
+        assert_eq!(
+            b.next_delay(&"web", t0 + Duration::from_secs(200))
+                .as_secs(),
+            0
+        );
+        b.prune(t0 + Duration::from_secs(400));
+        assert!(b.is_empty());
+    }
+}
