@@ -117,39 +117,52 @@ pub enum State {
     Transitioning,
 }
 
+// Missing fields read as empty; the schema carries no `default`s, which Kubernetes 1.20 rejects.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = no_defaults)]
 pub struct HelmReleaseStatus {
-    #[serde(default)]
     pub state: State,
     /// The release's newest revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
     /// Helm's description of the newest revision, or why the state is what it is.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// The release's notes (NOTES.txt).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub notes: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = no_defaults)]
 pub struct Condition {
     /// `Locked`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True` or `False`.
     pub status: String,
-    #[serde(default)]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
-    #[serde(default)]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
+}
+
+/// Drops the `default`s schemars derives from `#[serde(default)]`.
+fn no_defaults(schema: &mut schemars::Schema) {
+    if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for property in properties.values_mut() {
+            if let Some(p) = property.as_object_mut() {
+                p.remove("default");
+            }
+        }
+    }
 }
 
 /// The CRD as YAML, as checked in under `charts/helm-locker/crds/`.

@@ -608,16 +608,30 @@ pub fn scope_of(group: &str, kind: &str) -> Scope {
 }
 
 /// An index shared between one writer (the release source) and many readers (requests).
-#[derive(Default)]
+/// Background tasks (the reverter, the HelmRelease status) [`subscribe`](Self::subscribe) to
+/// hear about updates.
 pub struct SharedIndex {
     current: ArcSwap<Index>,
+    updates: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for SharedIndex {
+    fn default() -> Self {
+        SharedIndex::new(Index::default())
+    }
 }
 
 impl SharedIndex {
     pub fn new(index: Index) -> Self {
         SharedIndex {
             current: ArcSwap::from_pointee(index),
+            updates: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// A receiver that changes after every update (the value counts updates).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.updates.subscribe()
     }
 
     /// The current snapshot; cheap, lock-free, and unaffected by later updates.
@@ -630,6 +644,7 @@ impl SharedIndex {
         let mut next = Index::clone(&self.current.load());
         let out = change(&mut next);
         self.current.store(Arc::new(next));
+        self.updates.send_modify(|n| *n += 1);
         out
     }
 }

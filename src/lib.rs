@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod compare;
 pub mod config;
+pub mod controller;
 pub mod decide;
 pub mod helmrelease;
 pub mod index;

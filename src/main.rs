@@ -152,6 +152,28 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     exempt_service_accounts: Vec<String>,
+    /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
+    /// namespace, and keep those HelmReleases' status current (rancher/helm-locker uses
+    /// cattle-helm-system). Without it every deployed release is locked.
+    #[arg(long, env = "HELM_LOCKER_REGISTRATION_NAMESPACE")]
+    registration_namespace: Option<String>,
+    /// Revert drift that got past the webhook (only the replica holding the Lease does).
+    /// --revert=false leaves the cluster alone and needs no write permissions.
+    #[arg(long, env = "HELM_LOCKER_REVERT", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    revert: bool,
+    /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
+    #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "HELM_LOCKER_LEASE_NAME", default_value = "helm-locker")]
+    lease_name: String,
+    /// How long a Lease not renewed stays with its holder, in seconds.
+    #[arg(long, env = "HELM_LOCKER_LEASE_DURATION", default_value_t = 15.0)]
+    lease_duration: f64,
+    /// This replica's name in the Lease and in Events (default: the host name, i.e. the pod).
+    #[arg(long, env = "HELM_LOCKER_IDENTITY")]
+    identity: Option<String>,
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "HELM_LOCKER_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
@@ -325,7 +347,30 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         .exempt
         .service_accounts
         .extend(args.exempt_service_accounts);
+    if args.registration_namespace.is_some() {
+        config.registration_namespace = args.registration_namespace;
+    }
     config::validate(&config)?;
+    let lease_duration = seconds(args.lease_duration, "lease-duration")?;
+    if lease_duration < std::time::Duration::from_secs(1) {
+        return Err("--lease-duration must be at least 1 second".into());
+    }
+    let controller = helm_locker::controller::ControllerSettings {
+        revert: args.revert,
+        lease_namespace: args.lease_namespace.unwrap_or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .map(|ns| ns.trim().to_string())
+                .unwrap_or_else(|_| "default".into())
+        }),
+        lease_name: args.lease_name,
+        identity: args.identity.unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| format!("helm-locker-{}", std::process::id()))
+        }),
+        lease_duration,
+    };
     let certificate = match (args.tls_cert, args.tls_key, args.self_signed) {
         (Some(cert), Some(key), _) => Certificate::Files { cert, key },
         (None, None, true) => Certificate::SelfSigned {
@@ -354,6 +399,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             confirm_timeout: seconds(args.confirm_timeout, "confirm-timeout")?,
         },
         shutdown_grace: seconds(args.shutdown_grace, "shutdown-grace")?,
+        controller: Some(controller),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

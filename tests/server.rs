@@ -90,6 +90,7 @@ async fn start(config: Config) -> Running {
             confirm_timeout: Duration::from_secs(1),
         },
         shutdown_grace: Duration::from_secs(5),
+        controller: None,
     };
     let server = BoundServer::bind(settings).await.unwrap();
     let (addr, admin) = (server.addr, server.admin_addr);

@@ -183,17 +183,20 @@ async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
         return decision;
     };
     let timeout: Duration = state.settings.confirm_timeout;
-    let (fresh, result) = match tokio::time::timeout(timeout, confirmer.newest_status(&release))
+    let (fresh, result) = match tokio::time::timeout(timeout, confirmer.newest_revision(&release))
         .await
     {
-        Ok(Ok(status)) => (
-            status,
-            if status.is_some_and(|s| s.is_helm_at_work()) {
-                "pending"
-            } else {
-                "unchanged"
-            },
-        ),
+        Ok(Ok(newest)) => {
+            let status = newest.map(|(_, status)| status);
+            (
+                status,
+                if status.is_some_and(|s| s.is_helm_at_work()) {
+                    "pending"
+                } else {
+                    "unchanged"
+                },
+            )
+        }
         Ok(Err(e)) => {
             tracing::warn!(release = %release, error = %e, "could not re-read release; keeping the decision");
             (None, "error")

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
     pub confirmations: Family<ResultLabels, Counter>,
+    pub reverts: Family<ResultLabels, Counter>,
+    pub is_leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -91,8 +93,22 @@ impl Metrics {
             "Fresh reads of a release before a deny (rule 7), by result",
             confirmations.clone(),
         );
+        let reverts = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reverts",
+            "Drift put back by the reverter, by result (reverted, recreated, failed)",
+            reverts.clone(),
+        );
+        let is_leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease (and reverts), else 0",
+            is_leader.clone(),
+        );
         Metrics {
             registry,
+            reverts,
+            is_leader,
             admissions,
             admission_seconds,
             bad_requests,

@@ -49,6 +49,8 @@ pub struct Settings {
     pub config: Config,
     pub http: HttpSettings,
     pub shutdown_grace: Duration,
+    /// Leader election, reverter and HelmReleases (Kubernetes source only).
+    pub controller: Option<crate::controller::ControllerSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +82,7 @@ pub struct BoundServer {
     source: ReleaseSource,
     kube: Option<kube::Client>,
     grace: Duration,
+    controller: Option<crate::controller::ControllerSettings>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -160,6 +163,7 @@ impl BoundServer {
             source: settings.source,
             kube,
             grace: settings.shutdown_grace,
+            controller: settings.controller,
         })
     }
 
@@ -181,9 +185,10 @@ impl BoundServer {
                 } else {
                     state.config.namespaces.iter().cloned().map(Some).collect()
                 };
-                let total = scopes.len();
+                let registration_ns = state.config.registration_namespace.clone();
+                let total = scopes.len() + usize::from(registration_ns.is_some());
                 let ready_scopes = Arc::new(AtomicUsize::new(0));
-                let tasks: Vec<_> = scopes
+                let mut tasks: Vec<_> = scopes
                     .into_iter()
                     .map(|ns| {
                         tokio::spawn(source::kube::watch(
@@ -197,6 +202,14 @@ impl BoundServer {
                         ))
                     })
                     .collect();
+                tasks.extend(start_controllers(
+                    client,
+                    &state,
+                    self.controller,
+                    registration_ns,
+                    ready_scopes,
+                    total,
+                ));
                 tokio::spawn(async move {
                     for task in tasks {
                         let _ = task.await;
@@ -235,6 +248,94 @@ impl BoundServer {
 }
 
 /// Completes on SIGTERM or Ctrl-C.
+/// Leader election, the reverter and the HelmRelease watch, as configured.
+fn start_controllers(
+    client: kube::Client,
+    state: &Arc<AppState>,
+    settings: Option<crate::controller::ControllerSettings>,
+    registration_ns: Option<String>,
+    ready_scopes: Arc<AtomicUsize>,
+    total_scopes: usize,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
+    use kube::runtime::events::{Recorder, Reporter};
+    let mut tasks = Vec::new();
+    let settings = settings.unwrap_or_else(|| crate::controller::ControllerSettings {
+        revert: false,
+        lease_namespace: String::new(),
+        lease_name: String::new(),
+        identity: String::new(),
+        lease_duration: Duration::from_secs(15),
+    });
+    let (leader_tx, leader_rx) = tokio::sync::watch::channel(false);
+    let elects = settings.revert || registration_ns.is_some();
+    if elects {
+        let metrics = state.metrics.clone();
+        let mut watch_leader = leader_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            while watch_leader.changed().await.is_ok() {
+                metrics.is_leader.set(i64::from(*watch_leader.borrow()));
+            }
+        }));
+        tasks.push(tokio::spawn(
+            lease::Election {
+                client: client.clone(),
+                namespace: settings.lease_namespace.clone(),
+                name: settings.lease_name.clone(),
+                identity: settings.identity.clone(),
+                timing: lease::Timing::for_duration(settings.lease_duration),
+            }
+            .run(leader_tx),
+        ));
+    }
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "helm-locker".into(),
+            instance: Some(settings.identity.clone()),
+        },
+    );
+    if settings.revert {
+        let reverter = Arc::new(Reverter::new(
+            client.clone(),
+            state.index.clone(),
+            state.config.clone(),
+            Arc::new(source::kube::KubeConfirm {
+                client: client.clone(),
+            }),
+            leader_rx.clone(),
+            state.metrics.clone(),
+            recorder.clone(),
+        ));
+        let ready = state.ready.clone();
+        tasks.push(tokio::spawn(async move {
+            // Revert against a complete index only.
+            while !ready.load(std::sync::atomic::Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            reverter.run().await;
+        }));
+    }
+    if let Some(namespace) = registration_ns {
+        tasks.push(tokio::spawn(
+            HelmReleases {
+                client,
+                namespace,
+                index: state.index.clone(),
+                config: state.config.clone(),
+                leader: leader_rx,
+                recorder,
+                metrics: state.metrics.clone(),
+                ready: state.ready.clone(),
+                ready_scopes,
+                total_scopes,
+            }
+            .run(),
+        ));
+    }
+    tasks
+}
+
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

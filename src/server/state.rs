@@ -13,12 +13,13 @@ use crate::server::metrics::Metrics;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Reads a release's newest status straight from the source of truth (rule 7).
+/// Reads a release's newest revision and its status straight from the source of truth
+/// (rule 7); `None` when the release has no revision left.
 pub trait Confirm: Send + Sync {
-    fn newest_status<'a>(
+    fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<Status>, String>>;
+    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>>;
 }
 
 /// Limits and timeouts of the admission port.

@@ -171,10 +171,10 @@ pub struct KubeConfirm {
 }
 
 impl Confirm for KubeConfirm {
-    fn newest_status<'a>(
+    fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<Status>, String>> {
+    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>> {
         Box::pin(async move {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
             let params = ListParams::default()
@@ -195,7 +195,7 @@ impl Confirm for KubeConfirm {
                     ))
                 })
                 .max_by_key(|(version, _)| *version);
-            Ok(newest.map(|(_, status)| Status::parse(&status)))
+            Ok(newest.map(|(version, status)| (version, Status::parse(&status))))
         })
     }
 }

@@ -1,0 +1,22 @@
+//! The controllers that run beside the webhook in `helm-locker serve`: leader election, the
+//! drift reverter and the HelmRelease registrations and status.
+
+pub mod helmreleases;
+pub mod lease;
+pub mod reverter;
+
+use std::time::Duration;
+
+/// How the controllers run.
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// Revert drift (the Lease holder only).
+    pub revert: bool,
+    /// Namespace and name of the leader-election Lease.
+    pub lease_namespace: String,
+    pub lease_name: String,
+    /// This replica's name in the Lease (the pod name).
+    pub identity: String,
+    /// How long a Lease not renewed stays with its holder.
+    pub lease_duration: Duration,
+}

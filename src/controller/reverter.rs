@@ -1,0 +1,572 @@
+//! The drift reverter: the second line behind the webhook. It watches every kind that locked
+//! releases own (discovery + dynamic API; watches come and go with the releases), finds drift
+//! with the webhook's own field comparison, and puts the chart's values back as Helm's field
+//! manager (see [`crate::revert`]); a deleted object is created again.
+//!
+//! Every replica watches and queues; only the Lease holder writes, and it checks leadership
+//! right before each write. A write happens only after a fresh read of the release's newest
+//! revision from the API server agrees with the index (deployed, same revision), so the
+//! reverter never fights Helm mid-operation or with an index that lags behind an upgrade.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{pinned_kind, Scope};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{Config, Mode};
+use crate::index::{Index, LockedObject, ReleaseState};
+use crate::release::Status;
+use crate::revert::{self, Backoff, HelmWriter};
+use crate::server::metrics::{Metrics, ResultLabels};
+use crate::server::state::Confirm;
+
+/// One object, as the index keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    fn of(object: &LockedObject) -> ObjectKey {
+        ObjectKey {
+            group: object.group.clone(),
+            version: object.version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+        }
+    }
+
+    fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::gvk(&self.group, &self.version, &self.kind)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Job {
+    key: ObjectKey,
+    /// Helm's writer as last seen (a Delete event carries the object's managedFields).
+    writer: Option<HelmWriter>,
+    /// Already waited its backoff.
+    delayed: bool,
+}
+
+/// Which objects the reverter may touch: those of deployed releases whose mode is deny or
+/// repair (warn only reports; off does nothing).
+fn revertable<'i>(
+    config: &Config,
+    index: &'i Index,
+    object: &LockedObject,
+) -> Option<(&'i ReleaseState, u64)> {
+    let state = index.release(&object.release)?;
+    let newest = state.newest()?;
+    if newest.status != Status::Deployed || state.objects.is_none() {
+        return None;
+    }
+    let policy = config.policy(&state.key, &newest.labels, index.registration(&state.key));
+    matches!(policy.mode, Mode::Deny | Mode::Repair).then_some((&**state, newest.revision))
+}
+
+fn ignored(config: &Config, index: &Index, object: &LockedObject) -> Vec<String> {
+    let Some(state) = index.release(&object.release) else {
+        return vec![];
+    };
+    let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
+    config
+        .policy(&state.key, &labels, index.registration(&state.key))
+        .ignored_paths(object)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+pub struct Reverter {
+    pub client: Client,
+    pub index: Arc<crate::index::SharedIndex>,
+    pub config: Arc<Config>,
+    pub confirm: Arc<dyn Confirm>,
+    pub leader: watch::Receiver<bool>,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+}
+
+enum Outcome {
+    InSync,
+    Skipped(&'static str),
+    Reverted,
+    Recreated,
+}
+
+impl Reverter {
+    pub fn new(
+        client: Client,
+        index: Arc<crate::index::SharedIndex>,
+        config: Arc<Config>,
+        confirm: Arc<dyn Confirm>,
+        leader: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+    ) -> Self {
+        Reverter {
+            client,
+            index,
+            config,
+            confirm,
+            leader,
+            metrics,
+            recorder,
+            resources: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs until aborted: watches follow the index; one worker reverts.
+    pub async fn run(self: Arc<Self>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let follow = tokio::spawn(self.clone().follow_index(tx.clone()));
+        self.work(rx, tx).await;
+        follow.abort();
+    }
+
+    /// Starts and stops one watch per kind the releases own, and queues the objects of
+    /// releases that just became revertable or changed (a deleted object shows up here).
+    async fn follow_index(self: Arc<Self>, tx: mpsc::UnboundedSender<Job>) {
+        let mut updates = self.index.subscribe();
+        let mut watches: HashMap<(String, String), (String, tokio::task::JoinHandle<()>)> =
+            HashMap::new();
+        let mut previous = self.index.snapshot();
+        loop {
+            let index = self.index.snapshot();
+            let mut wanted: HashMap<(String, String), String> = HashMap::new();
+            for state in index.releases() {
+                for object in state.objects.iter().flatten() {
+                    wanted
+                        .entry((object.group.clone(), object.kind.clone()))
+                        .or_insert_with(|| object.version.clone());
+                }
+            }
+            watches.retain(|kind, (_, task)| {
+                let keep = wanted.contains_key(kind);
+                if !keep {
+                    task.abort();
+                    tracing::debug!(group = %kind.0, kind = %kind.1, "no release owns this kind any more: watch stopped");
+                }
+                keep
+            });
+            for (kind, version) in wanted {
+                if let std::collections::hash_map::Entry::Vacant(slot) = watches.entry(kind) {
+                    let (group, kind) = slot.key().clone();
+                    let task = tokio::spawn(
+                        self.clone()
+                            .watch_kind(GroupVersionKind::gvk(&group, &version, &kind), tx.clone()),
+                    );
+                    slot.insert((version, task));
+                }
+            }
+            for state in index.releases() {
+                let before = previous.release(&state.key);
+                let changed = before.is_none_or(|b| !Arc::ptr_eq(b, state))
+                    || previous.registration(&state.key) != index.registration(&state.key);
+                if !changed {
+                    continue;
+                }
+                for object in state.objects.iter().flatten() {
+                    if revertable(&self.config, &index, object).is_some() {
+                        let _ = tx.send(Job {
+                            key: ObjectKey::of(object),
+                            writer: None,
+                            delayed: false,
+                        });
+                    }
+                }
+            }
+            previous = index;
+            if updates.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), String> {
+        if let Some(found) = self.resources.lock().expect("not poisoned").get(gvk) {
+            return Ok(found.clone());
+        }
+        let (ar, caps) = pinned_kind(&self.client, gvk)
+            .await
+            .map_err(|e| e.to_string())?;
+        let found = (ar, caps.scope == Scope::Namespaced);
+        self.resources
+            .lock()
+            .expect("not poisoned")
+            .insert(gvk.clone(), found.clone());
+        Ok(found)
+    }
+
+    fn api(
+        &self,
+        ar: &ApiResource,
+        namespaced: bool,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        match (namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
+            _ => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Watches one kind cluster-wide and queues locked objects that drifted or vanished.
+    async fn watch_kind(self: Arc<Self>, gvk: GroupVersionKind, tx: mpsc::UnboundedSender<Job>) {
+        let mut wait = Duration::from_millis(500);
+        let (ar, _) = loop {
+            match self.resource(&gvk).await {
+                Ok(found) => break found,
+                Err(e) => {
+                    tracing::debug!(group = %gvk.group, kind = %gvk.kind, error = %e, "kind not served (yet); retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+            }
+        };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut listed: HashSet<(Option<String>, String)> = HashSet::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Init) => listed.clear(),
+                Ok(WatchEvent::InitApply(object)) => {
+                    listed.insert((
+                        object.metadata.namespace.clone(),
+                        object.metadata.name.clone().unwrap_or_default(),
+                    ));
+                    self.check_live(&gvk, &object, &tx);
+                }
+                Ok(WatchEvent::Apply(object)) => self.check_live(&gvk, &object, &tx),
+                Ok(WatchEvent::InitDone) => {
+                    // Locked objects missing from the full list were deleted.
+                    let index = self.index.snapshot();
+                    for state in index.releases() {
+                        for object in state.objects.iter().flatten() {
+                            if object.group == gvk.group
+                                && object.kind == gvk.kind
+                                && !listed
+                                    .contains(&(object.namespace.clone(), object.name.clone()))
+                                && revertable(&self.config, &index, object).is_some()
+                            {
+                                let _ = tx.send(Job {
+                                    key: ObjectKey::of(object),
+                                    writer: None,
+                                    delayed: false,
+                                });
+                            }
+                        }
+                    }
+                    listed.clear();
+                }
+                Ok(WatchEvent::Delete(object)) => {
+                    let index = self.index.snapshot();
+                    if let Some(locked) = self.locked(&index, &gvk, &object) {
+                        if revertable(&self.config, &index, locked).is_some() {
+                            let live = serde_json::to_value(&object).ok();
+                            let apply_method = index
+                                .release(&locked.release)
+                                .and_then(|s| s.newest())
+                                .and_then(|r| r.apply_method.clone());
+                            let _ = tx.send(Job {
+                                key: ObjectKey::of(locked),
+                                writer: Some(revert::helm_writer(
+                                    live.as_ref(),
+                                    apply_method.as_deref(),
+                                )),
+                                delayed: false,
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.metrics.watch_restarts.inc();
+                    tracing::warn!(group = %gvk.group, kind = %gvk.kind, error = %e, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    fn locked<'i>(
+        &self,
+        index: &'i Index,
+        gvk: &GroupVersionKind,
+        object: &DynamicObject,
+    ) -> Option<&'i Arc<LockedObject>> {
+        let name = object.metadata.name.as_deref()?;
+        index.lookup(
+            &gvk.group,
+            &gvk.kind,
+            object.metadata.namespace.as_deref(),
+            name,
+        )
+    }
+
+    /// Queues a watched object when it is locked and differs from the chart.
+    fn check_live(
+        &self,
+        gvk: &GroupVersionKind,
+        object: &DynamicObject,
+        tx: &mpsc::UnboundedSender<Job>,
+    ) {
+        let index = self.index.snapshot();
+        let Some(locked) = self.locked(&index, gvk, object) else {
+            return;
+        };
+        if revertable(&self.config, &index, locked).is_none() {
+            return;
+        }
+        let Ok(live) = serde_json::to_value(object) else {
+            return;
+        };
+        let ignore = ignored(&self.config, &index, locked);
+        let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+        if !revert::drift(locked, &live, &ignore).is_empty() {
+            let _ = tx.send(Job {
+                key: ObjectKey::of(locked),
+                writer: None,
+                delayed: false,
+            });
+        }
+    }
+
+    /// Reverts queued objects while leading; holds them while following.
+    async fn work(&self, mut rx: mpsc::UnboundedReceiver<Job>, tx: mpsc::UnboundedSender<Job>) {
+        let mut leader = self.leader.clone();
+        let mut held: HashMap<ObjectKey, Job> = HashMap::new();
+        let mut backoff = Backoff::new(
+            Duration::from_secs(1),
+            Duration::from_secs(300),
+            Duration::from_secs(600),
+        );
+        let mut last_writer: HashMap<ObjectKey, HelmWriter> = HashMap::new();
+        loop {
+            let job = tokio::select! {
+                job = rx.recv() => match job { Some(job) => job, None => return },
+                changed = leader.changed() => {
+                    if changed.is_err() { return; }
+                    if *leader.borrow() {
+                        for (_, job) in held.drain() {
+                            let _ = tx.send(job);
+                        }
+                    }
+                    continue;
+                }
+            };
+            if !*leader.borrow() {
+                held.insert(job.key.clone(), job);
+                continue;
+            }
+            if let Some(writer) = &job.writer {
+                last_writer.insert(job.key.clone(), writer.clone());
+            }
+            let started = Instant::now();
+            let result = self
+                .reconcile(&job, &mut backoff, &mut last_writer, &tx)
+                .await;
+            let label = match &result {
+                Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
+                Ok(Outcome::Reverted) => Some("reverted"),
+                Ok(Outcome::Recreated) => Some("recreated"),
+                Err(_) => Some("failed"),
+            };
+            if let Some(result) = label {
+                self.metrics
+                    .reverts
+                    .get_or_create(&ResultLabels { result })
+                    .inc();
+            }
+            match result {
+                Ok(Outcome::Skipped(why)) => {
+                    tracing::debug!(object = ?job.key, why, "not reverted")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, error = %e, "revert failed; retrying with backoff");
+                    let delay = backoff
+                        .next_delay(&job.key, Instant::now())
+                        .max(Duration::from_secs(1));
+                    let tx = tx.clone();
+                    let job = Job {
+                        delayed: true,
+                        ..job
+                    };
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = tx.send(job);
+                    });
+                }
+            }
+            if started.elapsed() > Duration::from_secs(5) {
+                tracing::debug!(elapsed = ?started.elapsed(), "slow revert");
+            }
+            backoff.prune(Instant::now());
+        }
+    }
+
+    async fn reconcile(
+        &self,
+        job: &Job,
+        backoff: &mut Backoff<ObjectKey>,
+        last_writer: &mut HashMap<ObjectKey, HelmWriter>,
+        tx: &mpsc::UnboundedSender<Job>,
+    ) -> Result<Outcome, String> {
+        let key = &job.key;
+        let index = self.index.snapshot();
+        let Some(object) = index
+            .lookup(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
+            .cloned()
+        else {
+            return Ok(Outcome::Skipped("no longer locked"));
+        };
+        let Some((state, revision)) = revertable(&self.config, &index, &object) else {
+            return Ok(Outcome::Skipped("release not revertable"));
+        };
+        let apply_method = state.newest().and_then(|r| r.apply_method.clone());
+        let (ar, namespaced) = self.resource(&key.gvk()).await?;
+        let api = self.api(&ar, namespaced, key.namespace.as_deref());
+        let live = api.get_opt(&key.name).await.map_err(|e| e.to_string())?;
+        let live_json = live
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let ignore = ignored(&self.config, &index, &object);
+        let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+        let changes = match &live_json {
+            Some(live) => {
+                let changes = revert::drift(&object, live, &ignore);
+                if changes.is_empty() {
+                    return Ok(Outcome::InSync);
+                }
+                changes
+            }
+            None => vec![],
+        };
+        // Helm may be at work, or the index behind: the API server has the last word.
+        match self.confirm.newest_revision(&object.release).await? {
+            Some((fresh, Status::Deployed)) if fresh == revision => {}
+            _ => {
+                return Ok(Outcome::Skipped(
+                    "the release changed; waiting for the index",
+                ))
+            }
+        }
+        if !job.delayed {
+            let delay = backoff.next_delay(key, Instant::now());
+            if !delay.is_zero() {
+                tracing::info!(kind = %key.kind, namespace = ?key.namespace, name = %key.name, ?delay, "drifted again soon after a revert; backing off");
+                let tx = tx.clone();
+                let job = Job {
+                    delayed: true,
+                    ..job.clone()
+                };
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = tx.send(job);
+                });
+                return Ok(Outcome::Skipped("backing off"));
+            }
+        }
+        let writer = match &live_json {
+            Some(live) => revert::helm_writer(Some(live), apply_method.as_deref()),
+            None => last_writer
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| revert::helm_writer(None, apply_method.as_deref())),
+        };
+        last_writer.insert(key.clone(), writer.clone());
+        // The last moment to notice a lost lease.
+        if !*self.leader.borrow() {
+            return Ok(Outcome::Skipped("not the leader"));
+        }
+        let desired = revert::desired_object(&object, live_json.as_ref(), &ignore);
+        let written = match (&writer, &live_json) {
+            (HelmWriter::Apply(manager), _) => api
+                .patch(
+                    &key.name,
+                    &PatchParams::apply(manager).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+            (HelmWriter::Update(manager), Some(live)) => {
+                let rv = live
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                let params = PatchParams {
+                    field_manager: Some(manager.clone()),
+                    ..PatchParams::default()
+                };
+                api.patch(
+                    &key.name,
+                    &params,
+                    &Patch::<()>::Json(revert::revert_patch(&changes, rv)),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+            }
+            (HelmWriter::Update(manager), None) => {
+                let body: DynamicObject =
+                    serde_json::from_value(desired).map_err(|e| e.to_string())?;
+                let params = PostParams {
+                    field_manager: Some(manager.clone()),
+                    ..PostParams::default()
+                };
+                api.create(&params, &body)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let (reason, note, outcome) = if live_json.is_some() {
+            let paths = revert::describe_paths(&changes);
+            tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");
+            (
+                "Reverted",
+                format!("helm-locker put back {paths} to the values of release {} revision {revision}, as field manager {}", object.release, writer.manager()),
+                Outcome::Reverted,
+            )
+        } else {
+            tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), "deleted object recreated");
+            (
+                "Reverted",
+                format!(
+                    "helm-locker recreated this object from release {} revision {revision}",
+                    object.release
+                ),
+                Outcome::Recreated,
+            )
+        };
+        let reference = written.object_ref(&ar);
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Revert".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record the Reverted event");
+        }
+        Ok(outcome)
+    }
+}

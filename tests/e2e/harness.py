@@ -1,0 +1,160 @@
+"""Shared pieces of the end-to-end suite: the control plane, kubectl, and helm-locker processes."""
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import helm_python as helm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHART = os.path.join(HERE, "charts", "shop")
+BIN = os.environ.get("HELM_LOCKER_BIN", os.path.join(ROOT, "target", "debug", "helm-locker"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControlPlane:
+    """The loopback control plane (kube-testenv.sh), or an existing cluster (E2E_KUBECONFIG)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="helm-locker-e2e-")
+        existing = os.environ.get("E2E_KUBECONFIG")
+        if existing:
+            self.kubeconfig, self.owned = existing, False
+        else:
+            subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir], check=True)
+            self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
+        self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+
+    def down(self):
+        if self.owned:
+            subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+
+    def kubectl(self, *args, input=None):
+        return subprocess.run(["kubectl", *args], env=self.env, input=input, capture_output=True,
+                              text=True, timeout=60)
+
+    def get_json(self, *args):
+        out = self.kubectl("get", *args, "-o", "json")
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def helm(self, namespace):
+        return helm.Config(kubeconfig_path=self.kubeconfig, namespace=namespace)
+
+
+class Locker:
+    """One `helm-locker serve` process against the control plane."""
+
+    def __init__(self, plane, name, *flags):
+        self.plane, self.name = plane, name
+        self.port, self.admin = free_port(), free_port()
+        self.certs = os.path.join(plane.dir, f"certs-{name}")
+        self.log_path = os.path.join(plane.dir, f"helm-locker-{name}.log")
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(
+            [BIN, "serve", "--self-signed", "--self-signed-dir", self.certs,
+             "--addr", f"127.0.0.1:{self.port}", "--admin-addr", f"127.0.0.1:{self.admin}",
+             "--identity", name, *flags],
+            env=plane.env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout=60):
+        deadline = time.time() + timeout
+        while not self.ready():
+            if time.time() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"helm-locker {self.name} not ready; see {self.log_path}")
+            time.sleep(0.2)
+        return self
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/readyz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def metric(self, name):
+        """The value of an unlabelled metric, or the sum over a labelled family."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        total = None
+        for line in text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total = (total or 0) + float(line.rsplit(" ", 1)[1])
+        return total
+
+    def log_text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def ca_bundle(self):
+        with open(os.path.join(self.certs, "ca.crt"), "rb") as f:
+            return base64.b64encode(f.read()).decode()
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
+
+
+WEBHOOK = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {name}
+webhooks:
+- name: validate.helm-locker.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  clientConfig:
+    url: https://127.0.0.1:{port}/validate
+    caBundle: {ca}
+  namespaceSelector:
+    matchExpressions:
+    - {{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}}
+  rules:
+  - apiGroups: ["*"]
+    apiVersions: ["*"]
+    operations: [CREATE, UPDATE, DELETE]
+    resources: ["*/*"]
+    scope: "*"
+"""
+
+
+def register_webhook(plane, locker, name):
+    out = plane.kubectl("apply", "-f", "-", input=WEBHOOK.format(name=name, port=locker.port, ca=locker.ca_bundle()))
+    assert out.returncode == 0, out.stderr
+
+
+def eventually(predicate, timeout, interval=0.1):
+    """The first truthy value of predicate() within timeout seconds, else the last value."""
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value or time.time() > deadline:
+            return value
+        time.sleep(interval)

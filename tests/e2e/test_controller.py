@@ -1,0 +1,185 @@
+"""The drift reverter, leader election and HelmRelease opt-in on a real control plane, with real
+Helm (the Go SDK: server-side apply, field manager `python`) and kubectl.
+
+Drift is written while no webhook is registered (the reverter's job is what got past it).
+"""
+
+import json
+import os
+import time
+import unittest
+
+from harness import CHART, ControlPlane, Locker, ROOT, eventually, register_webhook
+
+CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "helmreleases.helm.cattle.io.yaml")
+REVERT_WITHIN = 5.0
+
+
+class ControllerOnARealControlPlane(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.plane = ControlPlane()
+        cls.lockers = []
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.plane.kubectl("delete", "validatingwebhookconfiguration", "helm-locker-hr", "--ignore-not-found")
+        for locker in cls.lockers:
+            locker.stop()
+        cls.plane.down()
+
+    def start(self, name, *flags):
+        locker = Locker(self.plane, name, *flags)
+        self.lockers.append(locker)
+        return locker.wait_ready()
+
+    def k(self, *args, input=None):
+        return self.plane.kubectl(*args, input=input)
+
+    def field(self, jsonpath, *args):
+        return self.k("get", *args, "-o", f"jsonpath={jsonpath}").stdout
+
+    def assert_back_within(self, seconds, jsonpath, expected, *args):
+        started = time.time()
+        value = eventually(lambda: self.field(jsonpath, *args) == expected, seconds)
+        self.assertTrue(value, f"{' '.join(args)} {jsonpath} is {self.field(jsonpath, *args)!r}, "
+                               f"not back to {expected!r} after {seconds}s")
+        return time.time() - started
+
+    def drift(self, *args, input=None):
+        out = self.k(*args, input=input)
+        self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_1_drift_is_reverted_as_helm_and_helm_upgrade_and_rollback_succeed(self):
+        locker = self.start("rv", "--namespace", "rv", "--lease-name", "rv")
+        release = self.plane.helm("rv")
+        release.install(CHART, "rv", {"replicas": 2}, create_namespace=True)
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 20), "never became leader")
+        took = []
+        # A Deployment field, a ConfigMap value, a cluster-scoped ClusterRole and a custom resource.
+        self.drift("-n", "rv", "patch", "deploy", "rv-web", "-p", '{"spec":{"replicas":7}}')
+        took.append(self.assert_back_within(REVERT_WITHIN, "{.spec.replicas}", "2", "-n", "rv", "deploy", "rv-web"))
+        self.drift("-n", "rv", "patch", "configmap", "rv-config", "-p", '{"data":{"greeting":"hacked"}}')
+        took.append(self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "rv", "configmap", "rv-config"))
+        self.drift("patch", "clusterrole", "rv-reader", "--type=json",
+                   "-p", '[{"op":"add","path":"/rules/0/verbs/-","value":"delete"}]')
+        took.append(self.assert_back_within(REVERT_WITHIN, "{.rules[0].verbs}", '["get","list"]', "clusterrole", "rv-reader"))
+        self.drift("-n", "rv", "patch", "widget", "rv-widget", "--type=merge", "-p", '{"spec":{"color":"red"}}')
+        took.append(self.assert_back_within(REVERT_WITHIN, "{.spec.color}", "blue", "-n", "rv", "widget", "rv-widget"))
+        # kubectl's server-side apply, forcing the conflict, is drift too.
+        self.drift("-n", "rv", "apply", "--server-side", "--force-conflicts", "-f", "-",
+                   input='{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"rv-config"},"data":{"mode":"debug"}}')
+        took.append(self.assert_back_within(REVERT_WITHIN, "{.data.mode}", "production", "-n", "rv", "configmap", "rv-config"))
+        # A deleted object comes back.
+        uid = self.field("{.metadata.uid}", "-n", "rv", "service", "rv-svc")
+        self.drift("-n", "rv", "delete", "service", "rv-svc")
+        started = time.time()
+        new_uid = eventually(lambda: self.field("{.metadata.uid}", "-n", "rv", "service", "rv-svc"), REVERT_WITHIN)
+        self.assertTrue(new_uid and new_uid != uid, "the deleted Service did not come back")
+        took.append(time.time() - started)
+        print(f"\n  reverted in {', '.join(f'{t:.2f}s' for t in took)}")
+        # Each revert is an Event on the object, naming the paths.
+        events = eventually(lambda: [e for e in (self.plane.get_json("events", "-n", "rv") or {"items": []})["items"]
+                                     if e.get("reason") == "Reverted" and e["involvedObject"]["name"] == "rv-web"], 5)
+        self.assertTrue(events, "no Reverted event on the Deployment")
+        self.assertIn("/spec/replicas", events[0].get("message") or events[0].get("note", ""))
+        self.assertGreaterEqual(locker.metric("helm_locker_reverts_total"), 6)
+        # Helm still owns its fields: upgrade and rollback meet no server-side apply conflict
+        # (in the recorded story both FAILED after kubectl edits).
+        release.upgrade(CHART, "rv", {"replicas": 3, "image": "nginx:1.26"})
+        self.assertEqual(self.field("{.spec.replicas}", "-n", "rv", "deploy", "rv-web"), "3")
+        self.assertEqual(self.field("{.data.mode}", "-n", "rv", "configmap", "rv-config"), "production")
+        release.rollback("rv", version=1)
+        self.assertEqual(self.field("{.spec.replicas}", "-n", "rv", "deploy", "rv-web"), "2")
+        self.assertEqual(self.field("{.spec.template.spec.containers[0].image}", "-n", "rv", "deploy", "rv-web"), "nginx:1.25")
+        # No revert fought Helm during the upgrade and rollback.
+        reverted_before = locker.metric("helm_locker_reverts_total")
+        time.sleep(2)
+        self.assertEqual(locker.metric("helm_locker_reverts_total"), reverted_before)
+        release.uninstall("rv")
+        # Uninstalled objects are gone for good: nothing recreates them.
+        time.sleep(2)
+        self.assertNotEqual(self.k("-n", "rv", "get", "deploy", "rv-web").returncode, 0)
+
+    def test_2_only_the_lease_holder_reverts_and_another_takes_over(self):
+        flags = ("--namespace", "pair", "--lease-name", "pair", "--lease-duration", "3")
+        first = self.start("first", *flags)
+        self.assertTrue(eventually(lambda: first.metric("helm_locker_leader") == 1, 20))
+        second = self.start("second", *flags)
+        release = self.plane.helm("pair")
+        release.install(CHART, "pair", {}, create_namespace=True)
+        time.sleep(1)
+        self.assertEqual((first.metric("helm_locker_leader"), second.metric("helm_locker_leader")), (1, 0))
+        self.drift("-n", "pair", "patch", "configmap", "pair-config", "-p", '{"data":{"greeting":"one"}}')
+        self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "pair", "configmap", "pair-config")
+        self.assertIn("drift reverted", first.log_text())
+        self.assertNotIn("drift reverted", second.log_text())
+        first.kill()
+        self.assertTrue(eventually(lambda: second.metric("helm_locker_leader") == 1, 15), "the second replica never took over")
+        self.drift("-n", "pair", "patch", "configmap", "pair-config", "-p", '{"data":{"greeting":"two"}}')
+        self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "pair", "configmap", "pair-config")
+        self.assertIn("drift reverted", second.log_text())
+        release.uninstall("pair")
+
+    def hr_status(self):
+        return (self.plane.get_json("helmrelease", "-n", "cattle-helm-system", "hr") or {}).get("status") or {}
+
+    def hr_events(self):
+        items = (self.plane.get_json("events", "-n", "cattle-helm-system") or {"items": []})["items"]
+        return [e["reason"] for e in items if e["involvedObject"]["name"] == "hr"]
+
+    def test_3_helmrelease_registers_its_release_and_shows_its_status(self):
+        out = self.k("apply", "-f", CRD)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.k("wait", "--for=condition=established", "crd/helmreleases.helm.cattle.io", "--timeout=30s")
+        self.k("create", "namespace", "cattle-helm-system")
+        registered, other = self.plane.helm("hr"), self.plane.helm("hr")
+        registered.install(CHART, "hr", {}, create_namespace=True)
+        other.install(CHART, "free", {})
+        out = self.k("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "helm.cattle.io/v1alpha1", "kind": "HelmRelease",
+            "metadata": {"name": "hr", "namespace": "cattle-helm-system"},
+            "spec": {"release": {"name": "hr", "namespace": "hr"}}}))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        locker = self.start("hr", "--namespace", "hr", "--registration-namespace", "cattle-helm-system",
+                            "--lease-name", "hr")
+        register_webhook(self.plane, locker, "helm-locker-hr")
+        status = eventually(lambda: self.hr_status() if self.hr_status().get("state") == "Deployed" else None, 15)
+        self.assertTrue(status, f"status: {self.hr_status()}")
+        self.assertEqual(status["version"], 1)
+        self.assertIn("Thanks for installing hr (revision 1)", status["notes"])
+        self.assertEqual([c["status"] for c in status["conditions"] if c["type"] == "Locked"], ["True"])
+        self.assertIn("Locked", eventually(self.hr_events, 5))
+        # The registered release is locked; the other is not.
+        denied = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":5}}').returncode != 0, 10)
+        self.assertTrue(denied)
+        out = self.k("-n", "hr", "patch", "deploy", "free-web", "-p", '{"spec":{"replicas":5}}')
+        self.assertEqual(out.returncode, 0, out.stderr)
+        time.sleep(2)
+        self.assertEqual(self.field("{.spec.replicas}", "-n", "hr", "deploy", "free-web"), "5")
+        # helm upgrade: Transitioning, then Deployed at the new revision.
+        registered.upgrade(CHART, "hr", {"replicas": 2})
+        status = eventually(lambda: self.hr_status() if self.hr_status().get("version") == 2 else None, 15)
+        self.assertEqual(status["state"], "Deployed")
+        self.assertIn("Transitioning", eventually(lambda: "Transitioning" in self.hr_events() and self.hr_events(), 5) or [])
+        # suspend: unlocked, nothing deleted, nothing reverted.
+        out = self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+        self.assertEqual(out.returncode, 0, out.stderr)
+        allowed = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":6}}').returncode == 0, 10)
+        self.assertTrue(allowed)
+        time.sleep(2)
+        self.assertEqual(self.field("{.spec.replicas}", "-n", "hr", "deploy", "hr-web"), "6")
+        cond = eventually(lambda: [c for c in self.hr_status().get("conditions", []) if c["reason"] == "NotLocked"], 5)
+        self.assertTrue(cond, self.hr_status())
+        # The release Secrets deleted: SecretNotFound.
+        self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+        self.k("delete", "validatingwebhookconfiguration", "helm-locker-hr")
+        out = self.k("-n", "hr", "delete", "secret", "-l", "owner=helm,name=hr")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        state = eventually(lambda: self.hr_status().get("state") == "SecretNotFound", 10)
+        self.assertTrue(state, self.hr_status())
+        self.assertEqual(self.k("-n", "hr", "get", "deploy", "hr-web").returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
