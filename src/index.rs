@@ -337,10 +337,10 @@ impl Index {
             );
             if ns.is_some()
                 && scope_of(&object.group, &object.kind) == Scope::Unknown
-                && !object
+                && object
                     .content
                     .pointer("/metadata/namespace")
-                    .is_some_and(|n| n.as_str().is_some_and(|s| !s.is_empty()))
+                    .is_none_or(|n| n.as_str().is_none_or(str::is_empty))
             {
                 self.add_claim(
                     object_hash(&object.group, &object.kind, None, &object.name),
