@@ -4,6 +4,8 @@ Helm (the Go SDK: server-side apply, field manager `python`) and kubectl.
 Drift is written while no webhook is registered (the reverter's job is what got past it).
 """
 
+import base64
+import gzip
 import json
 import os
 import time
@@ -120,6 +122,36 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "pair", "configmap", "pair-config")
         self.assertIn("drift reverted", second.log_text())
         release.uninstall("pair")
+
+    def test_4_client_side_releases_are_reverted_under_helms_update_manager(self):
+        """A Helm 3 style release (no apply_method; objects written with Update operations by
+        the `helm` field manager) gets a resourceVersion-guarded JSON patch as `helm`."""
+        self.k("create", "namespace", "csa")
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "legacy", "namespace": "csa"},
+              "data": {"greeting": "hello"}}
+        owned = json.loads(json.dumps(cm))
+        owned["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+        owned["metadata"]["annotations"] = {"meta.helm.sh/release-name": "legacy",
+                                            "meta.helm.sh/release-namespace": "csa"}
+        out = self.k("create", "--field-manager", "helm", "-f", "-", input=json.dumps(owned))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        release = {"name": "legacy", "namespace": "csa", "version": 1,
+                   "info": {"status": "deployed", "description": "Install complete"},
+                   "chart": {"metadata": {"name": "legacy", "version": "1.0.0"}},
+                   "manifest": "---\n# Source: legacy/templates/cm.yaml\n" + json.dumps(cm)}
+        payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                  "metadata": {"name": "sh.helm.release.v1.legacy.v1", "namespace": "csa",
+                               "labels": {"owner": "helm", "name": "legacy", "status": "deployed", "version": "1"}},
+                  "data": {"release": base64.b64encode(payload.encode()).decode()}}
+        out = self.k("create", "-f", "-", input=json.dumps(secret))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.start("csa", "--namespace", "csa", "--lease-name", "csa")
+        self.drift("-n", "csa", "patch", "configmap", "legacy", "-p", '{"data":{"greeting":"hacked"}}')
+        self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "csa", "configmap", "legacy")
+        managed = self.plane.get_json("-n", "csa", "configmap", "legacy", "--show-managed-fields")["metadata"]["managedFields"]
+        owners = [(m["manager"], m["operation"]) for m in managed if "f:greeting" in json.dumps(m.get("fieldsV1", {}))]
+        self.assertEqual(owners, [("helm", "Update")])
 
     def hr_status(self):
         return (self.plane.get_json("helmrelease", "-n", "cattle-helm-system", "hr") or {}).get("status") or {}
