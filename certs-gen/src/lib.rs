@@ -97,6 +97,37 @@ pub fn expiry(pem: &[u8]) -> Result<(String, i64), String> {
     ))
 }
 
+/// The names (DNS names and IP addresses) a PEM certificate is valid for.
+pub fn names(pem: &[u8]) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("not a PEM certificate: {e}"))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("bad subjectAltName: {e}"))?;
+    let mut names = Vec::new();
+    for name in san.iter().flat_map(|san| san.value.general_names.iter()) {
+        match name {
+            GeneralName::DNSName(dns) => names.push(dns.to_string()),
+            GeneralName::IPAddress(bytes) => {
+                let ip = match bytes.len() {
+                    4 => <[u8; 4]>::try_from(*bytes).ok().map(std::net::IpAddr::from),
+                    16 => <[u8; 16]>::try_from(*bytes)
+                        .ok()
+                        .map(std::net::IpAddr::from),
+                    _ => None,
+                };
+                names.extend(ip.map(|ip| ip.to_string()));
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
 /// The names a serving certificate for Service `service` in `namespace` must carry: what the
 /// API server dials (`<service>.<namespace>.svc`) and the usual in-cluster spellings.
 pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
@@ -218,6 +249,11 @@ mod tests {
         let (_, ca_expiry) = expiry(pki.ca_pem.as_bytes()).unwrap();
         assert!((ca_expiry - now - 100 * 86400).abs() < 60);
         assert!(expiry(b"nonsense").is_err());
+        assert_eq!(
+            names(pki.cert_pem.as_bytes()).unwrap(),
+            ["helm-locker.ns.svc", "10.0.0.1"]
+        );
+        assert!(names(b"nonsense").is_err());
     }
 
     #[test]
