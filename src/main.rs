@@ -93,7 +93,7 @@ struct ServeArgs {
     /// Names of the self-signed certificate (DNS names or IPs).
     #[arg(long = "self-signed-name", env = "HELM_LOCKER_SELF_SIGNED_NAMES", value_delimiter = ',', default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
     self_signed_names: Vec<String>,
-    /// Where --self-signed writes ca.crt, tls.crt and tls.key.
+    /// Where --self-signed and --self-managed-secret write ca.crt, tls.crt and tls.key.
     #[arg(
         long,
         env = "HELM_LOCKER_SELF_SIGNED_DIR",
@@ -196,6 +196,8 @@ struct ServeArgs {
     /// at error by default: clients that send an IP address as SNI would log a warning each.
     #[arg(long, env = "HELM_LOCKER_LOG", default_value = "info,rustls=error")]
     log: String,
+    #[command(flatten)]
+    self_managed: SelfManagedArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -371,13 +373,19 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         }),
         lease_duration,
     };
+    let managed = self_managed(args.self_managed, &args.self_signed_dir)?;
     let certificate = match (args.tls_cert, args.tls_key, args.self_signed) {
+        _ if managed.is_some() => Certificate::SelfManaged(managed.expect("checked")),
         (Some(cert), Some(key), _) => Certificate::Files { cert, key },
         (None, None, true) => Certificate::SelfSigned {
             names: args.self_signed_names,
             dir: args.self_signed_dir,
         },
-        _ => return Err("give --tls-cert and --tls-key, or --self-signed".into()),
+        _ => {
+            return Err(
+                "give --tls-cert and --tls-key, --self-signed, or --self-managed-secret".into(),
+            )
+        }
     };
     let source = match args.releases_dir {
         Some(dir) => ReleaseSource::Folder {
@@ -413,4 +421,63 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
         server.run(helm_locker::server::shutdown_signal()).await;
         Ok(())
     })
+}
+
+/// Self-managed certificate flags (`serve --self-managed-secret`).
+#[derive(clap::Args)]
+struct SelfManagedArgs {
+    /// Keep the serving certificate in this kubernetes.io/tls Secret: created (CA and
+    /// certificate) when absent, renewed 30 days before it expires; the PEMs are written to
+    /// --self-signed-dir and served from there. Needs --self-managed-service.
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_SECRET", requires = "self_managed_service", conflicts_with_all = ["tls_cert", "self_signed"])]
+    self_managed_secret: Option<String>,
+    /// Namespace of that Secret and of the webhook's Service (default: the pod's own).
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_NAMESPACE")]
+    self_managed_namespace: Option<String>,
+    /// The webhook's Service: the certificate is valid for <service>.<namespace>.svc (and
+    /// <service>, <service>.<namespace>, <service>.<namespace>.svc.cluster.local).
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_SERVICE")]
+    self_managed_service: Option<String>,
+    /// More names (DNS names or IPs) for the self-managed certificate.
+    #[arg(
+        long = "self-managed-name",
+        env = "HELM_LOCKER_SELF_MANAGED_NAMES",
+        value_delimiter = ','
+    )]
+    self_managed_names: Vec<String>,
+    /// Validating and/or Mutating webhook configurations whose caBundle the server keeps equal
+    /// to its self-managed CA.
+    #[arg(
+        long = "webhook-configuration",
+        env = "HELM_LOCKER_WEBHOOK_CONFIGURATIONS",
+        value_delimiter = ',',
+        requires = "self_managed_secret"
+    )]
+    webhook_configurations: Vec<String>,
+}
+
+fn self_managed(
+    args: SelfManagedArgs,
+    dir: &std::path::Path,
+) -> Result<Option<helm_locker::server::self_managed::SelfManaged>, String> {
+    const POD_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    let (Some(secret), Some(service)) = (args.self_managed_secret, args.self_managed_service)
+    else {
+        return Ok(None);
+    };
+    let namespace = match args.self_managed_namespace {
+        Some(namespace) => namespace,
+        None => std::fs::read_to_string(POD_NAMESPACE)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("give --self-managed-namespace ({POD_NAMESPACE}: {e})"))?,
+    };
+    let mut names = certs_gen::service_names(&service, &namespace);
+    names.extend(args.self_managed_names);
+    Ok(Some(helm_locker::server::self_managed::SelfManaged {
+        secret,
+        namespace,
+        names,
+        webhook_configurations: args.webhook_configurations,
+        dir: dir.to_path_buf(),
+    }))
 }

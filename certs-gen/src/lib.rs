@@ -1,5 +1,7 @@
 //! Certificates for helm-locker's webhook: a CA and a serving certificate signed by it (rcgen).
-//! Used by the `certs-gen` command and by `helm-locker serve --self-signed`.
+//! Used by the `certs-gen` command and by `helm-locker serve --self-signed` and
+//! `--self-managed-secret`; also renders the webhook configurations of `webhook-config/`
+//! (embedded at compile time) with the CA as `caBundle`.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -95,6 +97,136 @@ pub fn expiry(pem: &[u8]) -> Result<(String, i64), String> {
     ))
 }
 
+/// The names (DNS names and IP addresses) a PEM certificate is valid for.
+pub fn names(pem: &[u8]) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("not a PEM certificate: {e}"))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| format!("bad subjectAltName: {e}"))?;
+    let mut names = Vec::new();
+    for name in san.iter().flat_map(|san| san.value.general_names.iter()) {
+        match name {
+            GeneralName::DNSName(dns) => names.push(dns.to_string()),
+            GeneralName::IPAddress(bytes) => {
+                let ip = match bytes.len() {
+                    4 => <[u8; 4]>::try_from(*bytes).ok().map(std::net::IpAddr::from),
+                    16 => <[u8; 16]>::try_from(*bytes)
+                        .ok()
+                        .map(std::net::IpAddr::from),
+                    _ => None,
+                };
+                names.extend(ip.map(|ip| ip.to_string()));
+            }
+            _ => {}
+        }
+    }
+    Ok(names)
+}
+
+/// The names a serving certificate for Service `service` in `namespace` must carry: what the
+/// API server dials (`<service>.<namespace>.svc`) and the usual in-cluster spellings.
+pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
+    vec![
+        service.to_string(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+/// `webhook-config/validating.yaml`, as shipped.
+pub const VALIDATING_WEBHOOK: &str = include_str!("../../webhook-config/validating.yaml");
+/// `webhook-config/mutating.yaml` (repair mode), as shipped.
+pub const MUTATING_WEBHOOK: &str = include_str!("../../webhook-config/mutating.yaml");
+/// The namespace `webhook-config/` is written for.
+const SHIPPED_NAMESPACE: &str = "helm-locker";
+
+/// One shipped webhook configuration, pointed at `service` in `namespace`, with `ca_pem` as
+/// the `caBundle` of every webhook, and `namespace` (instead of the shipped `helm-locker`)
+/// among the namespaces never intercepted. Returned as YAML.
+pub fn webhook_configuration(
+    shipped: &str,
+    service: &str,
+    namespace: &str,
+    ca_pem: &str,
+) -> Result<String, String> {
+    use base64::Engine;
+    let mut doc: serde_json::Value = serde_saphyr::from_str(shipped)
+        .map_err(|e| format!("embedded webhook configuration: {e}"))?;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let webhooks = doc
+        .get_mut("webhooks")
+        .and_then(|w| w.as_array_mut())
+        .ok_or("embedded webhook configuration has no webhooks")?;
+    for webhook in webhooks {
+        let client = &mut webhook["clientConfig"];
+        client["caBundle"] = bundle.clone().into();
+        client["service"]["name"] = service.into();
+        client["service"]["namespace"] = namespace.into();
+        let expressions = webhook["namespaceSelector"]["matchExpressions"].as_array_mut();
+        for expression in expressions.into_iter().flatten() {
+            if expression["key"] != "kubernetes.io/metadata.name" {
+                continue;
+            }
+            if let Some(values) = expression["values"].as_array_mut() {
+                values.retain(|v| v != SHIPPED_NAMESPACE);
+                if !values.iter().any(|v| v == namespace) {
+                    values.push(namespace.into());
+                }
+            }
+        }
+    }
+    serde_saphyr::to_string(&doc).map_err(|e| format!("cannot write YAML: {e}"))
+}
+
+/// What `certs-gen` writes, file name and content, for a generated `pki`: the PEM files,
+/// `ca-bundle.b64`, `webhook-configuration.yaml` (the validating configuration, plus the
+/// mutating one when `repair`) and, when `secret` names one, a `kubernetes.io/tls` Secret.
+pub fn outputs(
+    pki: &Pki,
+    service: &str,
+    namespace: &str,
+    secret: Option<&str>,
+    repair: bool,
+) -> Result<Vec<(&'static str, String)>, String> {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut webhooks = webhook_configuration(VALIDATING_WEBHOOK, service, namespace, &pki.ca_pem)?;
+    if repair {
+        webhooks.push_str("---\n");
+        webhooks.push_str(&webhook_configuration(
+            MUTATING_WEBHOOK,
+            service,
+            namespace,
+            &pki.ca_pem,
+        )?);
+    }
+    let mut files = vec![
+        ("ca.crt", pki.ca_pem.clone()),
+        ("tls.crt", pki.cert_pem.clone()),
+        ("tls.key", pki.key_pem.clone()),
+        ("ca-bundle.b64", b64(&pki.ca_pem)),
+        ("webhook-configuration.yaml", webhooks),
+    ];
+    if let Some(secret) = secret {
+        files.push((
+            "secret.yaml",
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {secret}\n  namespace: {namespace}\ntype: kubernetes.io/tls\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n",
+                b64(&pki.ca_pem),
+                b64(&pki.cert_pem),
+                b64(&pki.key_pem)
+            ),
+        ));
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +249,63 @@ mod tests {
         let (_, ca_expiry) = expiry(pki.ca_pem.as_bytes()).unwrap();
         assert!((ca_expiry - now - 100 * 86400).abs() < 60);
         assert!(expiry(b"nonsense").is_err());
+        assert_eq!(
+            names(pki.cert_pem.as_bytes()).unwrap(),
+            ["helm-locker.ns.svc", "10.0.0.1"]
+        );
+        assert!(names(b"nonsense").is_err());
+    }
+
+    #[test]
+    fn rendered_webhook_configurations_carry_the_ca_service_and_namespace() {
+        use base64::Engine;
+        let pki = generate("t", &["t.ops.svc".into()], &Default::default()).unwrap();
+        for (shipped, path) in [
+            (VALIDATING_WEBHOOK, "/validate"),
+            (MUTATING_WEBHOOK, "/mutate"),
+        ] {
+            let yaml = webhook_configuration(shipped, "hl", "ops", &pki.ca_pem).unwrap();
+            let doc: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+            let shipped: serde_json::Value = serde_saphyr::from_str(shipped).unwrap();
+            let webhook = &doc["webhooks"][0];
+            let bundle = webhook["clientConfig"]["caBundle"].as_str().unwrap();
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(bundle)
+                .unwrap();
+            assert_eq!(decoded, pki.ca_pem.as_bytes());
+            assert_eq!(webhook["clientConfig"]["service"]["name"], "hl");
+            assert_eq!(webhook["clientConfig"]["service"]["namespace"], "ops");
+            assert_eq!(webhook["clientConfig"]["service"]["path"], path);
+            assert_eq!(
+                webhook["namespaceSelector"]["matchExpressions"][0]["values"],
+                serde_json::json!(["kube-system", "kube-node-lease", "ops"])
+            );
+            // Everything else is the shipped file's.
+            assert_eq!(webhook["rules"], shipped["webhooks"][0]["rules"]);
+            assert_eq!(
+                webhook["failurePolicy"],
+                shipped["webhooks"][0]["failurePolicy"]
+            );
+            assert_eq!(doc["kind"], shipped["kind"]);
+        }
+        let files = outputs(&pki, "hl", "ops", Some("hl-tls"), true).unwrap();
+        let names: Vec<_> = files.iter().map(|(n, _)| *n).collect();
+        assert!(names.contains(&"secret.yaml") && names.contains(&"webhook-configuration.yaml"));
+        let both = &files
+            .iter()
+            .find(|(n, _)| *n == "webhook-configuration.yaml")
+            .unwrap()
+            .1;
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(both).unwrap();
+        let kinds: Vec<_> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "ValidatingWebhookConfiguration",
+                "MutatingWebhookConfiguration"
+            ]
+        );
+        let only = outputs(&pki, "hl", "ops", None, false).unwrap();
+        assert!(!only.iter().any(|(n, _)| *n == "secret.yaml"));
     }
 }

@@ -1,7 +1,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use base64::Engine;
 use certs_gen::{expiry, generate, Validity};
 use clap::Parser;
 
@@ -9,7 +8,9 @@ use clap::Parser;
 ///
 /// Writes ca.crt, tls.crt and tls.key to --out; the certificate is valid for
 /// <service>.<namespace>.svc and <service>.<namespace>.svc.cluster.local plus any --dns/--ip.
-/// Give ca.crt (base64) as the caBundle of the webhook configurations.
+/// Also writes ca-bundle.b64 (the caBundle) and webhook-configuration.yaml: the webhook
+/// configurations of webhook-config/ for that Service, with the CA filled in
+/// (kubectl apply -f certs/webhook-configuration.yaml).
 #[derive(Parser)]
 #[command(name = "certs-gen", version, about, long_about)]
 struct Args {
@@ -37,6 +38,9 @@ struct Args {
     /// Also write secret.yaml: a kubernetes.io/tls Secret of this name with the certificate.
     #[arg(long)]
     secret: Option<String>,
+    /// Also put the mutating webhook configuration (repair mode) in webhook-configuration.yaml.
+    #[arg(long)]
+    repair: bool,
     /// Instead of generating, say when the PEM certificates in these files expire (exit 1 if
     /// one has expired or expires within --warn-days).
     #[arg(long, num_args = 1..)]
@@ -94,12 +98,7 @@ fn run_check(args: &Args) -> Result<ExitCode, String> {
 }
 
 fn run_generate(args: &Args) -> Result<ExitCode, String> {
-    let mut names = vec![
-        args.service.clone(),
-        format!("{}.{}", args.service, args.namespace),
-        format!("{}.{}.svc", args.service, args.namespace),
-        format!("{}.{}.svc.cluster.local", args.service, args.namespace),
-    ];
+    let mut names = certs_gen::service_names(&args.service, &args.namespace);
     names.extend(args.dns.iter().cloned());
     for ip in &args.ip {
         ip.parse::<std::net::IpAddr>()
@@ -115,43 +114,33 @@ fn run_generate(args: &Args) -> Result<ExitCode, String> {
         },
     )
     .map_err(|e| e.to_string())?;
+    let files = certs_gen::outputs(
+        &pki,
+        &args.service,
+        &args.namespace,
+        args.secret.as_deref(),
+        args.repair,
+    )?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
-    let write = |name: &str, text: &str| {
-        std::fs::write(args.out.join(name), text)
-            .map_err(|e| format!("{}: {e}", args.out.join(name).display()))
-    };
-    write("ca.crt", &pki.ca_pem)?;
-    write("tls.crt", &pki.cert_pem)?;
-    write("tls.key", &pki.key_pem)?;
-    restrict(&args.out.join("tls.key"))?;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    if let Some(secret) = &args.secret {
-        write(
-            "secret.yaml",
-            &format!(
-                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {secret}\n  namespace: {}\ntype: kubernetes.io/tls\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n",
-                args.namespace,
-                b64(&pki.ca_pem),
-                b64(&pki.cert_pem),
-                b64(&pki.key_pem)
-            ),
-        )?;
+    for (name, text) in &files {
+        let path = args.out.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    write("ca-bundle.b64", &b64(&pki.ca_pem))?;
+    restrict(&args.out.join("tls.key"))?;
+    if args.secret.is_some() {
+        restrict(&args.out.join("secret.yaml"))?;
+    }
+    let written: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
     println!(
-        "wrote {}/{{ca.crt,tls.crt,tls.key,ca-bundle.b64{}}} for {}",
+        "wrote {}/{{{}}} for {}",
         args.out.display(),
-        if args.secret.is_some() {
-            ",secret.yaml"
-        } else {
-            ""
-        },
+        written.join(","),
         names.join(", ")
     );
     Ok(ExitCode::SUCCESS)
 }
 
-/// The private key is readable by its owner only.
+/// Files with the private key are readable by their owner only.
 fn restrict(path: &std::path::Path) -> Result<(), String> {
     #[cfg(unix)]
     {

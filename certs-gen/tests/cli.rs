@@ -34,6 +34,7 @@ fn generates_service_certificates_and_checks_their_expiry() {
         "tls.key",
         "ca-bundle.b64",
         "secret.yaml",
+        "webhook-configuration.yaml",
     ] {
         assert!(dir.join(file).exists(), "{file}");
     }

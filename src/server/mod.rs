@@ -4,6 +4,7 @@ pub mod admin;
 pub mod admission;
 pub mod listen;
 pub mod metrics;
+pub mod self_managed;
 pub mod state;
 pub mod tls;
 
@@ -28,6 +29,9 @@ pub enum Certificate {
     Files { cert: PathBuf, key: PathBuf },
     /// Generated at start (CA and serving certificate); the CA is written to `ca_out`.
     SelfSigned { names: Vec<String>, dir: PathBuf },
+    /// Kept in a Secret by the server itself, which also keeps the caBundle of its webhook
+    /// configurations current (see [`self_managed`]).
+    SelfManaged(self_managed::SelfManaged),
 }
 
 /// Where releases come from.
@@ -66,6 +70,8 @@ pub enum ServeError {
     SelfSigned(String),
     #[error("{0}")]
     Kubernetes(String),
+    #[error("self-managed certificate: {0}")]
+    SelfManaged(String),
 }
 
 /// A server whose ports are bound (so tests and callers know the addresses) but not yet
@@ -81,6 +87,7 @@ pub struct BoundServer {
     tls: Arc<rustls::ServerConfig>,
     source: ReleaseSource,
     kube: Option<kube::Client>,
+    self_managed: Option<(kube::Client, self_managed::SelfManaged)>,
     grace: Duration,
     controller: Option<crate::controller::ControllerSettings>,
 }
@@ -94,7 +101,19 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 impl BoundServer {
     pub async fn bind(settings: Settings) -> Result<BoundServer, ServeError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut managed = None;
         let (cert_files, ca_pem) = match &settings.certificate {
+            Certificate::SelfManaged(wanted) => {
+                let client = source::kube::client()
+                    .await
+                    .map_err(ServeError::Kubernetes)?;
+                self_managed::reconcile(&client, wanted)
+                    .await
+                    .map_err(ServeError::SelfManaged)?;
+                let ca = std::fs::read_to_string(wanted.dir.join("ca.crt")).ok();
+                managed = Some((client, wanted.clone()));
+                ((wanted.dir.join("tls.crt"), wanted.dir.join("tls.key")), ca)
+            }
             Certificate::Files { cert, key } => ((cert.clone(), key.clone()), None),
             Certificate::SelfSigned { names, dir } => {
                 let pki = certs_gen::generate("helm-locker", names, &Default::default())
@@ -162,6 +181,7 @@ impl BoundServer {
             tls,
             source: settings.source,
             kube,
+            self_managed: managed,
             grace: settings.shutdown_grace,
             controller: settings.controller,
         })
@@ -170,6 +190,9 @@ impl BoundServer {
     /// Serves until `shutdown` completes, then drains in-flight requests.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
         let state = self.state;
+        let certificate_task = self
+            .self_managed
+            .map(|(client, wanted)| tokio::spawn(self_managed::run(client, wanted)));
         let source_task = match self.source {
             ReleaseSource::Folder { dir, interval } => tokio::spawn(source::folder::run(
                 dir,
@@ -244,6 +267,9 @@ impl BoundServer {
         let _ = webhook.await;
         let _ = admin.await;
         source_task.abort();
+        if let Some(task) = certificate_task {
+            task.abort();
+        }
     }
 }
 

@@ -40,15 +40,34 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsEr
             source,
         })
     };
-    let cert_pem = read(cert)?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+    certified_key(&read(cert)?, &read(key)?, cert, key)
+}
+
+/// Checks that a PEM certificate and key (already in memory) belong together.
+pub fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
+    certified_key(
+        cert_pem,
+        key_pem,
+        Path::new("tls.crt"),
+        Path::new("tls.key"),
+    )
+    .map(|_| ())
+}
+
+fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert: &Path,
+    key: &Path,
+) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .filter_map(Result::ok)
         .collect();
     if chain.is_empty() {
         return Err(TlsError::NoCertificate { path: cert.into() });
     }
-    let key_der = PrivateKeyDer::from_pem_slice(&read(key)?)
-        .map_err(|_| TlsError::NoKey { path: key.into() })?;
+    let key_der =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| TlsError::NoKey { path: key.into() })?;
     let provider = rustls::crypto::ring::default_provider();
     let certified =
         CertifiedKey::from_der(chain, key_der, &provider).map_err(|e| TlsError::Mismatch {

@@ -1,0 +1,136 @@
+{{/* Names */}}
+{{- define "helm-locker.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "helm-locker.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "helm-locker.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "helm-locker.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "helm-locker.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "helm-locker.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "helm-locker.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "helm-locker.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The Secret holding the serving certificate. */}}
+{{- define "helm-locker.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "given" }}
+{{- required "certificates.given.secretName is required in mode given (certs-gen --secret NAME writes one)" .Values.certificates.given.secretName }}
+{{- else }}
+{{- printf "%s-tls" (include "helm-locker.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "helm-locker.mutating" -}}
+{{- if or .Values.webhook.mutating (eq .Values.mode "repair") }}true{{ end }}
+{{- end }}
+
+{{/*
+One webhook of a webhook configuration. The same safe defaults as webhook-config/validating.yaml
+(see the comments there; tests/e2e/test_chart.py checks that they agree). Rules enumerate the
+API groups: a rule for all groups would also send leases, events, tokenreviews and
+subjectaccessreviews to the locker, and rules cannot exclude.
+*/}}
+{{- define "helm-locker.webhook" -}}
+- name: {{ .name }}
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: {{ .root.Values.webhook.failurePolicy }}
+  timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
+  matchPolicy: Equivalent
+  {{- if .mutating }}
+  reinvocationPolicy: Never
+  {{- end }}
+  clientConfig:
+    {{- if eq .root.Values.certificates.mode "given" }}
+    caBundle: {{ required "certificates.given.caBundle is required in mode given (base64 of the CA, certs-gen writes it as ca-bundle.b64)" .root.Values.certificates.given.caBundle }}
+    {{- end }}
+    service:
+      name: {{ include "helm-locker.fullname" .root }}
+      namespace: {{ .root.Release.Namespace }}
+      path: {{ .path }}
+      port: {{ .root.Values.service.port }}
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      {{- range .root.Values.webhook.excludeNamespaces }}
+      - {{ . }}
+      {{- end }}
+      {{- if not (has .root.Release.Namespace .root.Values.webhook.excludeNamespaces) }}
+      - {{ .root.Release.Namespace }}
+      {{- end }}
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["*"]
+    operations: [CREATE, UPDATE, DELETE]
+    resources:
+    - configmaps
+    - endpoints
+    - limitranges
+    - namespaces
+    - persistentvolumeclaims
+    - persistentvolumes
+    - pods
+    - podtemplates
+    - replicationcontrollers
+    - replicationcontrollers/scale
+    - resourcequotas
+    - secrets
+    - serviceaccounts
+    - services
+    scope: "*"
+  - apiGroups:
+    - apiextensions.k8s.io
+    - apiregistration.k8s.io
+    - apps
+    - autoscaling
+    - batch
+    - discovery.k8s.io
+    - extensions
+    - flowcontrol.apiserver.k8s.io
+    - networking.k8s.io
+    - node.k8s.io
+    - policy
+    - rbac.authorization.k8s.io
+    - scheduling.k8s.io
+    - storage.k8s.io
+    apiVersions: ["*"]
+    operations: [CREATE, UPDATE, DELETE]
+    resources: ["*", "*/scale"]
+    scope: "*"
+  {{- with .root.Values.webhook.extraApiGroups }}
+  - apiGroups: {{ toJson . }}
+    apiVersions: ["*"]
+    operations: [CREATE, UPDATE, DELETE]
+    resources: ["*", "*/scale"]
+    scope: "*"
+  {{- end }}
+{{- end }}
+
+{{- define "helm-locker.webhookAnnotations" -}}
+{{- if eq .Values.certificates.mode "certManager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "helm-locker.tlsSecret" .) }}
+{{- end }}
+{{- end }}
