@@ -185,6 +185,41 @@ class ChartOnARealControlPlane(unittest.TestCase):
         finally:
             kubectl(self.env, "delete", "validatingwebhookconfiguration", "helm-locker-e2e-install")
 
+    def test_two_replicas_starting_together_serve_one_certificate(self):
+        secret, ports, procs = "race-tls", [], []
+        try:
+            for i in range(2):
+                port, admin = free_port(), free_port()
+                ports.append((port, admin))
+                procs.append(subprocess.Popen(
+                    [BIN, "serve", "--addr", f"127.0.0.1:{port}", "--admin-addr", f"127.0.0.1:{admin}",
+                     "--self-managed-secret", secret, "--self-managed-namespace", NS,
+                     "--self-managed-service", RELEASE, "--self-signed-dir", os.path.join(self.plane.dir, f"race{i}")],
+                    env=self.sa_env, stdout=self.log, stderr=subprocess.STDOUT))
+            served = []
+            for (port, admin), proc in zip(ports, procs):
+                deadline = time.time() + 30
+                while True:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/readyz", timeout=1) as r:
+                            if r.status == 200:
+                                break
+                    except OSError:
+                        pass
+                    self.assertIsNone(proc.poll(), "a replica exited")
+                    self.assertLess(time.time(), deadline)
+                    time.sleep(0.2)
+                data = json.loads(self.must("-n", NS, "get", "secret", secret, "-o", "json"))["data"]
+                context = ssl.create_default_context(cadata=base64.b64decode(data["ca.crt"]).decode())
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as tcp:
+                    with context.wrap_socket(tcp, server_hostname=f"{RELEASE}.{NS}.svc") as tls:
+                        served.append(tls.getpeercert(binary_form=True))
+            self.assertEqual(served[0], served[1])
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=30)
+
     def test_without_the_reverter_the_service_account_can_read_but_not_write(self):
         allowed = [
             ("list", "secrets", "-A"), ("watch", "secrets", "-A"), ("get", "secrets", "-n", "shop"),
