@@ -6,44 +6,15 @@ registered by URL at 127.0.0.1, so the API server must run on this machine, as k
 """
 
 import base64
-import json
 import os
-import socket
 import subprocess
-import sys
-import tempfile
 import time
 import unittest
 import urllib.request
 
 import helm_python as helm
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CHART = os.path.join(HERE, "charts", "shop")
-BIN = os.environ.get("HELM_LOCKER_BIN", os.path.join(HERE, "..", "..", "target", "debug", "helm-locker"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ControlPlane:
-    """The loopback control plane (kube-testenv.sh), or an existing cluster."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="helm-locker-e2e-")
-        existing = os.environ.get("E2E_KUBECONFIG")
-        if existing:
-            self.kubeconfig, self.owned = existing, False
-            return
-        subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir], check=True)
-        self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
-
-    def down(self):
-        if self.owned:
-            subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+from harness import BIN, CHART, HERE, ControlPlane, free_port  # noqa: F401 (re-exported for test_install)
 
 
 def kubectl(env, *args, input=None):
