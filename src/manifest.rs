@@ -2,7 +2,7 @@
 
 use serde_saphyr::DuplicateKeyPolicy;
 
-use crate::tree::Tree;
+use crate::tree::{Packed, Tree};
 
 /// One object a chart renders, with the chart's content for comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -13,7 +13,9 @@ pub struct ManifestObject {
     /// `metadata.namespace` as the chart wrote it (often absent).
     pub namespace: Option<String>,
     pub name: String,
-    pub content: Tree,
+    /// Packed as soon as it is parsed: a cluster's worth of parsed trees would not fit the
+    /// memory the index is allowed.
+    pub content: Packed,
 }
 
 impl ManifestObject {
@@ -167,7 +169,7 @@ fn object_from_tree(content: Tree) -> Result<ManifestObject, &'static str> {
         kind: kind.to_string(),
         namespace,
         name: name.to_string(),
-        content,
+        content: Packed::pack(&content),
     })
 }
 
@@ -204,7 +206,10 @@ mod tests {
             ("apps", "v1", "Deployment", "web")
         );
         assert_eq!(d.namespace.as_deref(), Some("shop"));
-        assert_eq!(d.content.pointer("/spec/replicas"), Some(&Tree::Int(3)));
+        assert_eq!(
+            d.content.unpack().pointer("/spec/replicas"),
+            Some(&Tree::Int(3))
+        );
         let c = &m.objects[1];
         assert_eq!((c.group.as_str(), c.api_version()), ("", "v1".to_string()));
         assert_eq!(c.namespace, None);
@@ -217,6 +222,7 @@ mod tests {
         assert_eq!(
             m.objects[0]
                 .content
+                .unpack()
                 .pointer("/data/a")
                 .and_then(Tree::as_str),
             Some("two")
@@ -246,7 +252,7 @@ mod tests {
     #[test]
     fn yaml_1_1_booleans_and_quoted_numbers_are_kept_as_kubernetes_reads_them() {
         let m = parse_manifest("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec:\n  on: yes\n  port: \"80\"\n  num: 80\n");
-        let c = &m.objects[0].content;
+        let c = &m.objects[0].content.unpack();
         assert_eq!(c.pointer("/spec/port"), Some(&Tree::Str("80".into())));
         assert_eq!(c.pointer("/spec/num"), Some(&Tree::Int(80)));
         // go-yaml v2 (Kubernetes, Helm) reads `on`/`yes` as booleans: so does the index.

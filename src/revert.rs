@@ -79,7 +79,7 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
 
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
 pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
-    drifted_fields(&object.content, live, ignore)
+    drifted_fields(&object.content(), live, ignore)
 }
 
 /// Whether a deleted object is created again. Not when the chart gives it owners
@@ -87,7 +87,7 @@ pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change
 /// object created again under a missing owner would only be collected again.
 pub fn recreate_when_deleted(object: &LockedObject) -> bool {
     object
-        .content
+        .content()
         .pointer("/metadata/ownerReferences")
         .is_none_or(Tree::is_empty_value)
 }
@@ -95,7 +95,7 @@ pub fn recreate_when_deleted(object: &LockedObject) -> bool {
 /// The object as Helm would send it: the chart's content with its identity and Helm's
 /// ownership metadata. Ignored fields carry the live value, so reverting never moves them.
 pub fn desired_object(object: &LockedObject, live: Option<&Value>, ignore: &[&str]) -> Value {
-    let mut body = object.content.to_json();
+    let mut body = object.content().to_json();
     if !body.is_object() {
         body = Value::Object(Map::new());
     }

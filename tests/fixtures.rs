@@ -68,7 +68,7 @@ fn helm3_fixtures_have_the_documented_content() {
         .lookup("networking.k8s.io", "Ingress", Some("d8-system"), "foo")
         .expect("the Ingress is locked");
     // The duplicated `spec:` keeps its last value, as lenient parsers (and the API server) do.
-    assert!(ingress.content.get("spec").is_some());
+    assert!(ingress.content().get("spec").is_some());
 
     let deprecated = read("deckhouse-helm3ReleaseWithDeprecated.yaml");
     assert_eq!(deprecated.secret.namespace, "appns");
