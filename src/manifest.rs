@@ -1,7 +1,5 @@
 //! A release manifest (multi-document YAML with `# Source:` comments) -> the objects it owns.
 
-use serde_saphyr::DuplicateKeyPolicy;
-
 use crate::tree::{Packed, Tree};
 
 /// One object a chart renders, with the chart's content for comparison.
@@ -90,10 +88,6 @@ fn source_comment(doc: &str) -> Option<String> {
 /// does); empty documents are skipped; a `List` is expanded into its items.
 pub fn parse_manifest(manifest: &str) -> Manifest {
     let mut out = Manifest::default();
-    let options = serde_saphyr::options! {
-        duplicate_keys: DuplicateKeyPolicy::LastWins,
-        with_snippet: false,
-    };
     for (i, doc) in split_documents(manifest).enumerate() {
         if doc
             .lines()
@@ -106,14 +100,12 @@ pub fn parse_manifest(manifest: &str) -> Manifest {
             source: source_comment(doc),
             reason,
         };
-        match serde_saphyr::from_str_with_options::<Tree>(doc, options.clone()) {
+        match crate::yaml::parse_document(doc) {
             Ok(Tree::Null) => {}
             Ok(tree) => collect_objects(tree, &mut out, &skip),
             Err(e) => out.skipped.push(skip(format!(
                 "not valid YAML{}",
-                e.location()
-                    .map(|l| format!(" (line {})", l.line()))
-                    .unwrap_or_default()
+                e.line.map(|l| format!(" (line {l})")).unwrap_or_default()
             ))),
         }
     }
