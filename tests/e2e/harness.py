@@ -1,6 +1,7 @@
 """Shared pieces of the end-to-end suite: the control plane, kubectl, and helm-locker processes."""
 
 import base64
+import gzip
 import json
 import os
 import signal
@@ -58,6 +59,36 @@ class ControlPlane:
             created = sorted(self.cluster_objects() - self.found)
             if created:
                 self.kubectl("delete", "--wait=false", "--ignore-not-found", *created)
+
+    def stop_apiserver(self):
+        """Stops kube-apiserver (etcd keeps the data); start_apiserver brings it back."""
+        assert self.owned, "only our own control plane can be restarted"
+        pidfile = os.path.join(self.dir, "apiserver.pid")
+        with open(pidfile) as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            self.apiserver_command = [a.decode() for a in f.read().split(b"\0") if a]
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ")[1].startswith("Z"):
+                        break
+            except OSError:
+                break
+            time.sleep(0.1)
+
+    def start_apiserver(self):
+        log = open(os.path.join(self.dir, "apiserver.log"), "a")
+        process = subprocess.Popen(self.apiserver_command, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        with open(os.path.join(self.dir, "apiserver.pid"), "w") as f:
+            f.write(str(process.pid))
+        deadline = time.time() + 60
+        while self.kubectl("get", "--raw", "/readyz").returncode != 0:
+            assert time.time() < deadline and process.poll() is None, "kube-apiserver did not come back"
+            time.sleep(0.2)
 
     def kubectl(self, *args, input=None):
         return subprocess.run(["kubectl", *args], env=self.env, input=input, capture_output=True,
@@ -195,3 +226,16 @@ def eventually(predicate, timeout, interval=0.1):
         if value or time.time() > deadline:
             return value
         time.sleep(interval)
+
+
+def release_secret(name, namespace, objects):
+    """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64."""
+    manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{json.dumps(o)}\n" for i, o in enumerate(objects))
+    release = {"name": name, "namespace": namespace, "version": 1,
+               "info": {"status": "deployed", "description": "Install complete"},
+               "chart": {"metadata": {"name": "bulk", "version": "1.0.0"}}, "manifest": manifest}
+    payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
+                         "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+            "data": {"release": base64.b64encode(payload.encode()).decode()}}

@@ -17,15 +17,13 @@ objects' final state.
 Run through scripts/e2e.sh (it builds helm-locker and sets HELM_LOCKER_BIN).
 """
 
-import base64
-import gzip
 import json
 import os
 import time
 import unittest
 import urllib.request
 
-from harness import CHART, ROOT, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
+from harness import CHART, ROOT, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "helmreleases.helm.cattle.io.yaml")
 DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
@@ -342,19 +340,6 @@ class HelmReleaseOptIn(Scenario):
         state = eventually(lambda: self.status().get("state") == "SecretNotFound", 10)
         self.assertTrue(state, self.status())
         self.assertEqual(self.k("-n", "hr", "get", "deploy", "hr-web").returncode, 0)
-
-
-def release_secret(name, namespace, objects):
-    """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64."""
-    manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{json.dumps(o)}\n" for i, o in enumerate(objects))
-    release = {"name": name, "namespace": namespace, "version": 1,
-               "info": {"status": "deployed", "description": "Install complete"},
-               "chart": {"metadata": {"name": "bulk", "version": "1.0.0"}}, "manifest": manifest}
-    payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
-    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-            "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
-                         "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
-            "data": {"release": base64.b64encode(payload.encode()).decode()}}
 
 
 class RestartMidStory(Scenario):
