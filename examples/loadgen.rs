@@ -55,6 +55,10 @@ struct Args {
     /// Report this process's CPU time and RSS over the run.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Open a new connection (a new TLS handshake) every this many requests per worker, 0 for
+    /// never (HTTP/1.1 only).
+    #[arg(long, default_value_t = 0)]
+    new_connection_every: u64,
     /// A label copied into the output.
     #[arg(long, default_value = "")]
     label: String,
@@ -81,7 +85,10 @@ fn parse_url(url: &str) -> Target {
 struct Tally {
     histogram: Option<Histogram<u64>>,
     ok: u64,
+    /// Requests sent that got no answer, or a non-200 one.
     errors: u64,
+    /// Requests never sent: the connection was closed or refused before (server shut down).
+    unsent: u64,
     denied: u64,
 }
 
@@ -98,6 +105,7 @@ impl Tally {
         }
         self.ok += other.ok;
         self.errors += other.errors;
+        self.unsent += other.unsent;
         self.denied += other.denied;
     }
 }
@@ -123,19 +131,38 @@ enum Sender {
     H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
 }
 
+enum SendError {
+    /// The connection was gone before the request left.
+    NotSent,
+    /// The request was sent; the answer never came.
+    InFlight,
+}
+
 impl Sender {
     async fn send(
         &mut self,
         request: hyper::Request<Full<Bytes>>,
-    ) -> hyper::Result<hyper::Response<hyper::body::Incoming>> {
+    ) -> Result<hyper::Response<hyper::body::Incoming>, SendError> {
         match self {
             Sender::H1(s) => {
-                s.ready().await?;
-                s.send_request(request).await
+                s.ready().await.map_err(|_| SendError::NotSent)?;
+                s.send_request(request).await.map_err(|e| {
+                    if e.is_canceled() {
+                        SendError::NotSent
+                    } else {
+                        SendError::InFlight
+                    }
+                })
             }
             Sender::H2(s) => {
-                s.ready().await?;
-                s.send_request(request).await
+                s.ready().await.map_err(|_| SendError::NotSent)?;
+                s.send_request(request).await.map_err(|e| {
+                    if e.is_canceled() {
+                        SendError::NotSent
+                    } else {
+                        SendError::InFlight
+                    }
+                })
             }
         }
     }
@@ -176,6 +203,7 @@ async fn worker(
     bodies: Arc<Vec<Bytes>>,
     offset: usize,
     interval: Option<Duration>,
+    new_connection_every: u64,
     start: Instant,
     measure_from: Instant,
     end: Instant,
@@ -215,16 +243,20 @@ async fn worker(
             Ok(response) => {
                 let ok = response.status() == 200;
                 match response.into_body().collect().await {
-                    Ok(body) if ok => Some(body.to_bytes()),
-                    _ => None,
+                    Ok(body) if ok => Ok(body.to_bytes()),
+                    _ => Err(SendError::InFlight),
                 }
             }
-            Err(_) => None,
+            Err(e) => Err(e),
         };
         previous_done = Instant::now();
-        if outcome.is_none() && matches!(sender, Sender::H1(_)) {
-            if let Ok(fresh) = connect(&target, &tls, false).await {
-                sender = fresh;
+        let h1 = matches!(sender, Sender::H1(_));
+        let renew = new_connection_every > 0 && (i as u64).is_multiple_of(new_connection_every);
+        if h1 && (outcome.is_err() || renew) {
+            match connect(&target, &tls, false).await {
+                Ok(fresh) => sender = fresh,
+                // Refused (the server is gone): try again a little later.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
             }
         }
         if due < measure_from {
@@ -232,7 +264,7 @@ async fn worker(
         }
         let micros = previous_done.duration_since(sent_at).as_micros().max(1) as u64;
         match outcome {
-            Some(body) => {
+            Ok(body) => {
                 tally.ok += 1;
                 if memchr(b"\"allowed\":false", &body) {
                     tally.denied += 1;
@@ -241,7 +273,8 @@ async fn worker(
                     h.saturating_record(micros);
                 }
             }
-            None => tally.errors += 1,
+            Err(SendError::InFlight) => tally.errors += 1,
+            Err(SendError::NotSent) => tally.unsent += 1,
         }
     }
 }
@@ -313,6 +346,7 @@ async fn main() {
             bodies.clone(),
             n * 7919,
             interval,
+            args.new_connection_every,
             start + stagger,
             measure_from,
             end,
@@ -339,12 +373,13 @@ async fn main() {
         _ => ("null".into(), "null".into()),
     };
     println!(
-        "{{\"label\":{:?},\"protocol\":\"{}\",\"rate\":{},\"requests\":{},\"errors\":{},\"denied\":{},\"rps\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"server_cpu_percent\":{},\"server_rss_kib\":{}}}",
+        "{{\"label\":{:?},\"protocol\":\"{}\",\"rate\":{},\"requests\":{},\"errors\":{},\"unsent\":{},\"denied\":{},\"rps\":{:.0},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"server_cpu_percent\":{},\"server_rss_kib\":{}}}",
         args.label,
         if args.http2 { "h2" } else { "http/1.1" },
         args.rate,
         tally.ok,
         tally.errors,
+        tally.unsent,
         tally.denied,
         tally.ok as f64 / elapsed,
         h.value_at_quantile(0.50),
