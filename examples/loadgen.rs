@@ -131,6 +131,26 @@ enum Sender {
     H2(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
 }
 
+/// Whether a failed request was processed: over HTTP/2 a stream the server refused
+/// (REFUSED_STREAM, or above the last stream a GOAWAY accepted) never reached it, and clients
+/// such as the API server's retry it.
+fn classify(e: &hyper::Error) -> SendError {
+    let mut chain = format!("{e:?}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        chain.push_str(&format!(" {s:?}"));
+        source = s.source();
+    }
+    if std::env::var_os("LOADGEN_DEBUG").is_some() {
+        eprintln!("request failed: {chain}");
+    }
+    if e.is_canceled() || chain.contains("REFUSED_STREAM") || chain.contains("GoAway") {
+        SendError::NotSent
+    } else {
+        SendError::InFlight
+    }
+}
+
 enum SendError {
     /// The connection was gone before the request left.
     NotSent,
@@ -146,23 +166,11 @@ impl Sender {
         match self {
             Sender::H1(s) => {
                 s.ready().await.map_err(|_| SendError::NotSent)?;
-                s.send_request(request).await.map_err(|e| {
-                    if e.is_canceled() {
-                        SendError::NotSent
-                    } else {
-                        SendError::InFlight
-                    }
-                })
+                s.send_request(request).await.map_err(|e| classify(&e))
             }
             Sender::H2(s) => {
                 s.ready().await.map_err(|_| SendError::NotSent)?;
-                s.send_request(request).await.map_err(|e| {
-                    if e.is_canceled() {
-                        SendError::NotSent
-                    } else {
-                        SendError::InFlight
-                    }
-                })
+                s.send_request(request).await.map_err(|e| classify(&e))
             }
         }
     }
