@@ -8,20 +8,23 @@
 #   3. TLS: 1.0 and 1.1 refused, 1.2 and 1.3 accepted; with --client-ca, a client without a
 #      certificate signed by that CA is refused and one with it is answered.
 # Exits non-zero if any fails.
-#   scripts/faults.sh
+#   scripts/faults.sh                 (PROFILE=debug: the dev build, as scripts/test.sh runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --bin helm-locker --example loadgen
-cargo build --release --locked -p certs-gen
+# The dev build is ~10x slower (the load generator too): a lighter load, the same assertions.
+if [[ ${PROFILE:-release} == debug ]]; then build=() bin=target/debug steady=300 heavy=600
+else build=(--release) bin=target/release steady=2000 heavy=4000; fi
+cargo build "${build[@]}" --locked --bin helm-locker --example loadgen
+cargo build "${build[@]}" --locked -p certs-gen
 out=target/faults
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
 ls tests/fixtures/cluster-capture/reviews/*.json >"$work/mix.txt"
-target/release/certs-gen --out "$work/old" --ip 127.0.0.1 >/dev/null
-target/release/certs-gen --out "$work/new" --ip 127.0.0.1 >/dev/null
+$bin/certs-gen --out "$work/old" --ip 127.0.0.1 >/dev/null
+$bin/certs-gen --out "$work/new" --ip 127.0.0.1 >/dev/null
 cat "$work/old/ca.crt" "$work/new/ca.crt" >"$work/both-cas.crt"
 mkdir -p "$work/serving" && cp "$work/old/tls.crt" "$work/old/tls.key" "$work/serving/"
 failed=0
@@ -29,12 +32,12 @@ issuer() { openssl s_client -connect 127.0.0.1:48443 -servername 127.0.0.1 </dev
 fingerprint() { openssl x509 -noout -fingerprint -sha256 -in "$1"; }
 
 echo "== certificate rotation under load"
-target/release/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
+$bin/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
   --releases-dir "$work/releases" --addr 127.0.0.1:48443 --admin-addr 127.0.0.1:48080 >"$out/rotation.log" 2>&1 &
 pid=$!
 until curl -sf localhost:48080/readyz >/dev/null 2>&1; do sleep 0.05; done
-target/release/examples/loadgen --url https://127.0.0.1:48443/validate --ca "$work/both-cas.crt" --mix "$work/mix.txt" \
-  --connections 16 --rate 2000 --seconds 8 --warmup 0 --new-connection-every 20 --server-pid $pid \
+$bin/examples/loadgen --url https://127.0.0.1:48443/validate --ca "$work/both-cas.crt" --mix "$work/mix.txt" \
+  --connections 16 --rate $steady --seconds 8 --warmup 0 --new-connection-every 20 --server-pid $pid \
   --label rotation >"$out/rotation.json" &
 load=$!
 sleep 3
@@ -60,12 +63,12 @@ for protocol in h2 http/1.1; do
   echo "== SIGTERM under load ($protocol)"
   flags=(--connections 16)
   [[ $protocol == h2 ]] && flags=(--connections 4 --http2 --streams 4)
-  target/release/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
+  $bin/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
     --releases-dir "$work/releases" --addr 127.0.0.1:48443 --admin-addr 127.0.0.1:48080 >"$out/sigterm.log" 2>&1 &
   pid=$!
   until curl -sf localhost:48080/readyz >/dev/null 2>&1; do sleep 0.05; done
-  target/release/examples/loadgen --url https://127.0.0.1:48443/validate --ca "$work/both-cas.crt" --mix "$work/mix.txt" \
-    "${flags[@]}" --rate 4000 --seconds 6 --warmup 0 --label "sigterm $protocol" >"$out/sigterm.json" &
+  $bin/examples/loadgen --url https://127.0.0.1:48443/validate --ca "$work/both-cas.crt" --mix "$work/mix.txt" \
+    "${flags[@]}" --rate $heavy --seconds 6 --warmup 0 --label "sigterm $protocol" >"$out/sigterm.json" &
   load=$!
   sleep 3
   kill -TERM $pid
@@ -89,7 +92,7 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kube-ap
 printf 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n' >"$work/client.ext"
 openssl x509 -req -in "$work/client.csr" -CA "$work/client-ca.crt" -CAkey "$work/client-ca.key" -CAcreateserial \
   -days 1 -extfile "$work/client.ext" -out "$work/client.crt" 2>/dev/null
-target/release/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
+$bin/helm-locker serve --tls-cert "$work/serving/tls.crt" --tls-key "$work/serving/tls.key" \
   --client-ca "$work/client-ca.crt" --releases-dir "$work/releases" \
   --addr 127.0.0.1:48443 --admin-addr 127.0.0.1:48080 >"$out/tls.log" 2>&1 &
 pid=$!

@@ -16,7 +16,7 @@ cargo build --release --locked --bin helm-locker --example baseline_server --exa
 out=target/load
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
 

@@ -17,7 +17,7 @@ cargo build --release --locked --bin helm-locker --example synth_releases --exam
 out=target/scale
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 unowned=tests/fixtures/cluster-capture/reviews/103-kubectl-create-unrelated-create-configmap-unrelated.json
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 printf '| releases | objects | manifests MiB | ready in s | RSS MiB | RSS / manifests | p50 µs | p99 µs | p99.9 µs | errors |\n'
