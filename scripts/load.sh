@@ -19,6 +19,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
+# As the API server sends them: keys in Go's field order, compact.
+python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$work/reviews"
 
 # The mix: every recorded review, weighted by class.
 : >"$out/mix.txt"
@@ -33,7 +35,7 @@ for review in tests/fixtures/cluster-capture/reviews/*.json; do
   # Helm's own uninstall DELETEs would be denied only because this state says "deployed"; a
   # user's kubectl edits are the denials worth measuring.
   [[ $class == denied && $review == *helm-* ]] && continue
-  for _ in $(seq $weight); do echo "$review" >>"$out/mix.txt"; done
+  for _ in $(seq $weight); do echo "$work/reviews/$(basename "$review")" >>"$out/mix.txt"; done
   count[$class]=$((count[$class] + weight))
 done
 echo "mix: ${count[unowned]} unowned, ${count[locked-allowed]} locked but allowed, ${count[denied]} denied (of $(wc -l <"$out/mix.txt"))"
