@@ -252,7 +252,14 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
         Mode::Warn => Decision::Warn(l),
         Mode::Repair => {
             let patch = repair_patch(&l.changes);
-            Decision::Repair(l, patch)
+            // A patch that does not apply would fail the write with the API server's opaque
+            // error. Only malformed writes get one (a scale request without `spec`): deny them.
+            let mut repaired = new;
+            if json_patch::patch(&mut repaired, &patch).is_ok() {
+                Decision::Repair(l, patch)
+            } else {
+                Decision::Deny(l)
+            }
         }
         Mode::Deny | Mode::Off => Decision::Deny(l),
     })
@@ -751,6 +758,42 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn repair_mode_denies_a_write_its_patch_cannot_repair() {
+        // Found by fuzzing (fuzz target `review`): a scale request without an object (or a
+        // Scale without `spec`) got a patch adding /spec/replicas under a missing parent.
+        let repair = Config {
+            mode: Mode::Repair,
+            ..Config::default()
+        };
+        let scale = |spec: Value| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": spec});
+        let body = |object: Value| {
+            review(
+                "UPDATE",
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+                Some("scale"),
+                "web",
+                Some("shop"),
+                "admin",
+                object,
+                scale(json!({"replicas": 7})),
+            )
+        };
+        for malformed in [Value::Null, json!({"kind": "Scale"})] {
+            let d = decide_json(&index(Status::Deployed), &repair, &body(malformed));
+            assert!(matches!(d, Decision::Deny(_)), "{d:?}");
+        }
+        // Scaled to 0, the Scale's `spec` is empty (replicas is omitempty): repaired.
+        let d = decide_json(&index(Status::Deployed), &repair, &body(scale(json!({}))));
+        let Decision::Repair(_, patch) = d else {
+            panic!("{d:?}")
+        };
+        let mut object = scale(json!({}));
+        json_patch::patch(&mut object, &patch).unwrap();
+        assert_eq!(object["spec"]["replicas"], 3);
     }
 
     #[test]
