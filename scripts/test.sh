@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (CI runs exactly this through .ci/run):
-#   1. formatting, clippy (warnings are errors), then unit, fixture-replay, CLI and HTTPS server
-#      tests (cargo test);
+#   1. formatting, clippy (warnings are errors), licenses and banned crates (cargo deny), then
+#      unit, property, fixture-replay, CLI and HTTPS server tests (cargo test);
 #   2. the benchmarks and examples still build (dev profile: run them with cargo bench);
 #   3. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
 # Set SKIP_E2E=1 to run only 1 and 2 (the control plane is built once, ~15 min, then cached).
@@ -9,6 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# Licenses and banned crates (deny.toml). cargo-deny is built once when missing (~4-7 min on two
+# cores); advisories are not checked here: their database is fetched from GitHub.
+if ! command -v cargo-deny >/dev/null; then
+  cargo install cargo-deny --locked --version 0.20.2
+fi
+cargo deny --offline check licenses bans
 cargo test --workspace --locked
 cargo build --workspace --locked --benches --examples
 if [[ -z ${SKIP_E2E:-} ]]; then
