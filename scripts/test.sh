@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (CI runs exactly this through .ci/run):
 #   1. formatting, clippy (warnings are errors), licenses and banned crates (cargo deny), then
-#      unit, property, fixture-replay, CLI and HTTPS server tests (cargo test);
-#   2. the benchmarks and examples still build (dev profile: run them with cargo bench);
+#      unit, property, fixture-replay, fuzz-corpus replay, log-leak, CLI and HTTPS server tests
+#      (cargo test);
+#   2. the benchmarks, examples and fuzz targets still build (dev profile: run them with
+#      cargo bench, and cargo fuzz as docs/reliability.md says);
 #   3. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
 # Set SKIP_E2E=1 to run only 1 and 2 (the control plane is built once, ~15 min, then cached).
 set -euo pipefail
@@ -17,6 +19,16 @@ fi
 cargo deny --offline check licenses bans
 cargo test --workspace --locked
 cargo build --workspace --locked --benches --examples
+# The fuzz targets (fuzz/, a workspace of its own) still build; tests/fuzz_corpus.rs has already
+# replayed their committed corpora. They share target/ so only what differs is compiled. Without
+# a C++ compiler libFuzzer cannot be built: the targets are then type-checked only.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+if command -v c++ >/dev/null; then
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo build --manifest-path fuzz/Cargo.toml --locked
+else
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo check --manifest-path fuzz/Cargo.toml --locked \
+    --no-default-features
+fi
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh
 fi
