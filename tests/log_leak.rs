@@ -133,6 +133,13 @@ struct Server {
 }
 
 impl Server {
+    /// Stops the server, then reads everything it wrote.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.logs()
+    }
+
     fn logs(&self) -> String {
         std::fs::read_to_string(&self.stdout).unwrap()
             + &std::fs::read_to_string(&self.stderr).unwrap()
@@ -343,7 +350,6 @@ async fn exercise(addr: SocketAddr, admin: SocketAddr, ca: &[u8], releases: &Pat
         .unwrap(),
     )
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
     bodies
 }
 
@@ -369,8 +375,12 @@ async fn no_log_line_carries_release_or_secret_data() {
         assert!(bodies[1].contains("\"allowed\":false"), "{}", bodies[1]);
         assert!(!bodies[1].contains(&chart_secret_value()), "{}", bodies[1]);
         assert!(bodies[3].contains("\"allowed\":true"), "{}", bodies[3]);
-        let logs = server.logs();
-        drop(server);
+        // The folder is polled every 0.1 s: wait for the reload (generously, CI is busy).
+        let started = Instant::now();
+        while !server.logs().contains("later.json") && started.elapsed() < Duration::from_secs(30) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let logs = server.stop();
         // The run logged what it should: trace lines of the libraries, the decode failures by
         // file name, the denials, the malformed requests.
         for expected in [
