@@ -150,7 +150,7 @@ fn benches(c: &mut Criterion) {
         .releases()
         .iter()
         .flat_map(|s| s.objects.iter().flatten())
-        .map(|o| o.content.heap_bytes() + std::mem::size_of_val(&o.content))
+        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
         .sum();
     println!("manifests: {manifest_bytes} bytes decompressed; chart trees in the index: {tree_bytes} bytes ({:.2}x)", tree_bytes as f64 / manifest_bytes as f64);
 }

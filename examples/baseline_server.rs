@@ -1,5 +1,5 @@
 //! The limit for load benchmarks: a minimal hyper + rustls server that answers every request
-//! with a canned "allowed" AdmissionReview without reading it. Not part of helm-locker; used by
+//! with a canned "allowed" AdmissionReview: it reads the body but never parses it. Not part of helm-locker; used by
 //! scripts/load.sh to measure helm-locker as a ratio of what the transport allows.
 //!
 //!   cargo run --release --example baseline_server -- 127.0.0.1:9443 CERT KEY
@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -46,12 +46,14 @@ async fn main() {
             let Ok(tls) = acceptor.accept(stream).await else {
                 return;
             };
-            let service = service_fn(|_req| async {
+            let service = service_fn(|request: hyper::Request<hyper::body::Incoming>| async {
+                // Read the body (HTTP/1.1 keep-alive needs it drained), never parse it.
+                let _ = request.into_body().collect().await;
                 Ok::<_, std::convert::Infallible>(
                     hyper::Response::builder()
                         .header("content-type", "application/json")
                         .body(Full::new(Bytes::from_static(ALLOWED)))
-                        .unwrap(),
+                        .expect("a static response"),
                 )
             });
             let _ = auto::Builder::new(TokioExecutor::new())

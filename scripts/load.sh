@@ -1,36 +1,68 @@
 #!/usr/bin/env bash
-# Load benchmark over TLS on loopback: helm-locker serve vs a minimal always-allow hyper+rustls
-# server (examples/baseline_server.rs), same machine, same run. Reports reviews/s and latency
-# percentiles (wrk: HTTP/1.1 keep-alive; h2load: HTTP/2). Needs wrk and h2load (Debian: wrk,
-# nghttp2-client; installed when missing). Traffic stays on 127.0.0.1 and each run is bounded.
-#   scripts/load.sh [SECONDS]
+# Load benchmark over TLS on loopback, three servers in the same run:
+#   limit       examples/baseline_server.rs: hyper + rustls, a canned "allowed" without reading
+#   peer        examples/peer_server.rs: axum, kube-rs style (whole AdmissionReview<DynamicObject>)
+#   helm-locker helm-locker serve, indexing the recorded release (shop, revision 2 deployed)
+# The load is the recorded AdmissionReviews (tests/fixtures/cluster-capture), weighted into a
+# realistic mix by how helm-locker decides them offline (`helm-locker review`): ~90% objects no
+# release owns, ~8% writes to locked objects that are allowed (controllers' status updates,
+# Helm's own writes), ~2% denials. examples/loadgen.rs drives it over HTTP/1.1 keep-alive and
+# HTTP/2, at the highest rate and at fixed rates, and reads each server's CPU and RSS.
+#   scripts/load.sh [SECONDS]      (default 10 per run; results also in target/load/results.jsonl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-command -v wrk >/dev/null && command -v h2load >/dev/null || {
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nghttp2-client >/dev/null; }
-cargo build --release --locked --bin helm-locker --example baseline_server
+cargo build --release --locked --bin helm-locker --example baseline_server --example peer_server --example loadgen
+out=target/load
+rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-# The allow path most writes take: an object no release owns (the recorded kubectl create).
-review=tests/fixtures/cluster-capture/reviews/103-kubectl-create-unrelated-create-configmap-unrelated.json
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-local f = io.open("$review", "r"); wrk.body = f:read("*a"); f:close()
-LUA
-target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir examples/releases \
-  --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 --log warn,rustls=error &
-for _ in $(seq 50); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
-target/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
-sleep 0.5
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-for target in "helm-locker https://127.0.0.1:18443/validate" "baseline https://127.0.0.1:19443/validate"; do
-  set -- $target
-  echo "== $1, HTTP/1.1 keep-alive, 2 threads x 32 connections, ${secs}s (wrk)"
-  wrk -t2 -c32 -d"${secs}s" --latency -s "$work/post.lua" "$2" | grep -E "Requests/sec|^ +(50|75|90|99)%|Non-2xx|Socket errors"
-  echo "== $1, HTTP/2, 32 connections x 8 streams, ${secs}s (h2load)"
-  h2load -D "$secs" -c32 -m8 -t2 -d "$review" -H 'content-type: application/json' "$2" | grep -E "finished in|requests:|time for request"
-  echo "== $1, HTTP/1.1, fixed 5000 req/s (h2load --rps, 10 clients x 500)"
-  h2load --h1 -D "$secs" -c10 --rps 500 -t2 -d "$review" -H 'content-type: application/json' "$2" | grep -E "finished in|requests:|time for request"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
+mkdir -p "$work/releases" && cp "$state" "$work/releases/"
+# As the API server sends them: keys in Go's field order, compact.
+python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$work/reviews"
+
+# The mix: every recorded review, weighted by class.
+: >"$out/mix.txt"
+declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
+for review in tests/fixtures/cluster-capture/reviews/*.json; do
+  explained=$(target/release/helm-locker review --releases "$state" --explain "$review" 2>&1 >/dev/null)
+  case $explained in
+    "allowed: no Helm release owns"*) class=unowned weight=8 ;;
+    denied:*) class=denied weight=2 ;;
+    *) class=locked-allowed weight=2 ;;
+  esac
+  # Helm's own uninstall DELETEs would be denied only because this state says "deployed"; a
+  # user's kubectl edits are the denials worth measuring.
+  [[ $class == denied && $review == *helm-* ]] && continue
+  for _ in $(seq $weight); do echo "$work/reviews/$(basename "$review")" >>"$out/mix.txt"; done
+  count[$class]=$((count[$class] + weight))
 done
+echo "mix: ${count[unowned]} unowned, ${count[locked-allowed]} locked but allowed, ${count[denied]} denied (of $(wc -l <"$out/mix.txt"))"
+
+target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
+  --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 >"$work/helm-locker.log" 2>&1 &
+locker=$!
+for _ in $(seq 100); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
+target/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
+limit=$!
+target/release/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
+peer=$!
+sleep 0.5
+
+machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "machine: $machine; $secs s per run, load generator on the same cores"
+run() { # name pid port label loadgen-args...
+  local name=$1 pid=$2 port=$3 label=$4
+  shift 4
+  target/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
+    --mix "$out/mix.txt" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
+}
+for server in "limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443"; do
+  set -- $server
+  run "$1" "$2" "$3" "max h1" --connections 32
+  run "$1" "$2" "$3" "max h2" --connections 4 --http2 --streams 16
+  run "$1" "$2" "$3" "5000/s h1" --connections 16 --rate 5000
+  run "$1" "$2" "$3" "1000/s h1" --connections 8 --rate 1000
+done
+python3 scripts/load_report.py "$out/results.jsonl" "$machine" | tee "$out/report.md"

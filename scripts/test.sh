@@ -5,8 +5,10 @@
 #      (cargo test);
 #   2. the benchmarks, examples and fuzz targets still build (dev profile: run them with
 #      cargo bench, and cargo fuzz as docs/reliability.md says);
-#   3. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
-# Set SKIP_E2E=1 to run only 1 and 2 (the control plane is built once, ~15 min, then cached).
+#   3. transport faults under load: certificate rotation, SIGTERM, TLS versions, client
+#      certificates (scripts/faults.sh, on the dev build);
+#   4. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
+# Set SKIP_E2E=1 to run only 1 to 3 (the control plane is built once, ~15 min, then cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
@@ -29,6 +31,7 @@ else
   CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo check --manifest-path fuzz/Cargo.toml --locked \
     --no-default-features
 fi
+PROFILE=debug ./scripts/faults.sh
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh
 fi

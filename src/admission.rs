@@ -153,7 +153,176 @@ pub enum ReviewError {
     BadRequest(String),
 }
 
+/// The head of a review: the fields the API server writes before the objects (`uid`, `kind`,
+/// `resource`, `subResource`, `name`, `namespace`, `operation`), read without scanning the
+/// objects, the user or the options. Most writes are for objects no release owns, and that is
+/// known from the head alone; anything else is decided from the full [`parse_review`].
+/// `None` when the head is incomplete, has no name, or the body is not an AdmissionReview.
+pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
+    use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
+    use std::cell::RefCell;
+
+    const STOP: &str = "helm-locker: head read";
+    const GO_ORDER: &[&str] = &[
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "object",
+        "oldObject",
+        "dryRun",
+        "options",
+    ];
+
+    #[derive(Default)]
+    struct Head<'a> {
+        api_version: Option<Cow<'a, str>>,
+        review_kind: Option<Cow<'a, str>>,
+        uid: Option<Cow<'a, str>>,
+        kind: Option<GroupVersionKind<'a>>,
+        resource: Option<GroupVersionResource<'a>>,
+        sub_resource: Option<Cow<'a, str>>,
+        name: Option<Cow<'a, str>>,
+        namespace: Option<Cow<'a, str>>,
+        operation: Option<Operation>,
+        complete: bool,
+    }
+
+    struct RequestSeed<'h, 'a>(&'h RefCell<Head<'a>>);
+    impl<'de, 'h> DeserializeSeed<'de> for RequestSeed<'h, 'de> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de, 'h> Visitor<'de> for RequestSeed<'h, 'de> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an AdmissionRequest")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+            // Stopping early is only safe when the keys come in the API server's order (Go's
+            // field order, which encoding/json always follows): then no head field can follow
+            // `userInfo`. Bodies in any other order are read to the end.
+            let mut in_order = true;
+            let mut last_rank = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                let rank = GO_ORDER.iter().position(|k| *k == key);
+                in_order &= rank.is_some() && rank > last_rank;
+                last_rank = rank;
+                let mut head = self.0.borrow_mut();
+                match &*key {
+                    "uid" => head.uid = Some(map.next_value()?),
+                    "kind" => head.kind = Some(map.next_value()?),
+                    "resource" => head.resource = Some(map.next_value()?),
+                    "subResource" => head.sub_resource = map.next_value()?,
+                    "name" => head.name = map.next_value()?,
+                    "namespace" => head.namespace = map.next_value()?,
+                    "operation" => head.operation = Some(map.next_value()?),
+                    "userInfo" | "object" | "oldObject" if in_order && head.operation.is_some() => {
+                        head.complete = true;
+                        return Err(M::Error::custom(STOP));
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            self.0.borrow_mut().complete = true;
+            Ok(())
+        }
+    }
+
+    struct ReviewVisitor<'h, 'a>(&'h RefCell<Head<'a>>);
+    impl<'de, 'h> Visitor<'de> for ReviewVisitor<'h, 'de> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an AdmissionReview")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                match &*key {
+                    "apiVersion" => self.0.borrow_mut().api_version = Some(map.next_value()?),
+                    "kind" => self.0.borrow_mut().review_kind = Some(map.next_value()?),
+                    "request" => return map.next_value_seed(RequestSeed(self.0)),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let head = RefCell::new(Head::default());
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let _ = serde::Deserializer::deserialize_map(&mut deserializer, ReviewVisitor(&head));
+    let head = head.into_inner();
+    let (Some(api_version), Some("AdmissionReview"), true) =
+        (head.api_version, head.review_kind.as_deref(), head.complete)
+    else {
+        return None;
+    };
+    if api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1" {
+        return None;
+    }
+    let request = Request {
+        uid: head.uid?,
+        kind: head.kind?,
+        resource: head.resource.unwrap_or_default(),
+        sub_resource: head.sub_resource,
+        name: Some(head.name.filter(|n| !n.is_empty())?),
+        namespace: head.namespace,
+        operation: head.operation?,
+        user_info: UserInfo::default(),
+        object: None,
+        old_object: None,
+        dry_run: None,
+        options: None,
+    };
+    Some(Review {
+        api_version,
+        request,
+    })
+}
+
+/// The whole review in one pass: what nearly every request is.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OnePassReview<'a> {
+    #[serde(borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request: Option<Request<'a>>,
+}
+
 pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    // One pass over the body (the objects in it are only scanned, not parsed). When it fails,
+    // the two-step parse below names what is wrong.
+    if let Ok(OnePassReview {
+        api_version: Some(api_version),
+        kind: Some(kind),
+        request: Some(request),
+    }) = serde_json::from_slice::<OnePassReview>(body)
+    {
+        if kind == "AdmissionReview"
+            && (api_version == "admission.k8s.io/v1" || api_version == "admission.k8s.io/v1beta1")
+        {
+            return Ok(Review {
+                api_version,
+                request,
+            });
+        }
+    }
     let raw: RawReview =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(describe_json_error(&e)))?;
     let kind = raw.kind.unwrap_or_default();
@@ -270,6 +439,32 @@ pub fn render_allowed(api_version: &str, uid: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_head_is_read_without_the_objects_when_keys_come_in_the_api_servers_order() {
+        // As the API server writes it; what follows `userInfo` is never read (here: not JSON).
+        let go_order = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u1","kind":{"group":"apps","version":"v1","kind":"Deployment"},"resource":{"group":"apps","version":"v1","resource":"deployments"},"requestKind":{"group":"apps","version":"v1","kind":"Deployment"},"name":"web","namespace":"shop","operation":"UPDATE","userInfo":{"username":"alice"},"object":{not json at all"#;
+        let head = parse_head(go_order).expect("a head");
+        assert_eq!(head.request.uid, "u1");
+        assert_eq!(head.request.kind.kind, "Deployment");
+        assert_eq!(head.request.namespace(), Some("shop"));
+        assert_eq!(head.request.name(), Some("web"));
+        assert_eq!(head.request.operation, Operation::Update);
+        assert!(head.request.object.is_none());
+        // Another order (sorted keys, as tools write them): read to the end, no early stop.
+        let other = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"dryRun":false,"kind":{"group":"","version":"v1","kind":"ConfigMap"},"name":"cfg","object":{"a":1},"operation":"UPDATE","subResource":"status","uid":"u2"}}"#;
+        let head = parse_head(other).unwrap();
+        assert_eq!(
+            (head.request.uid.as_ref(), head.request.sub_resource()),
+            ("u2", Some("status"))
+        );
+        // No name (a collection DELETE names the object in oldObject), no uid, not a review:
+        // the full parse decides.
+        assert!(parse_head(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u3","kind":{"kind":"ConfigMap"},"operation":"DELETE","oldObject":{}}}"#).is_none());
+        assert!(parse_head(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{"kind":"ConfigMap"},"name":"x","operation":"DELETE"}}"#).is_none());
+        assert!(parse_head(br#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_none());
+        assert!(parse_head(b"not json").is_none());
+    }
 
     const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","kind":{"group":"apps","version":"v1","kind":"Deployment"},"resource":{"group":"apps","version":"v1","resource":"deployments"},"name":"web","namespace":"shop","operation":"UPDATE","userInfo":{"username":"admin","groups":["system:masters"]},"object":{"a":"with \"escapes\""},"oldObject":null,"dryRun":false,"options":{"fieldManager":"kubectl-patch"}}}"#;
 

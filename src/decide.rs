@@ -237,16 +237,11 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
     let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
     let old = parse_object(request.old_object(), "oldObject")?;
     let ignore = policy.ignored_paths(object);
+    let content = object.content();
     let changes = if scale {
-        locked_changes_at(
-            &object.content,
-            "/spec/replicas",
-            &new,
-            old.as_ref(),
-            &ignore,
-        )
+        locked_changes_at(&content, "/spec/replicas", &new, old.as_ref(), &ignore)
     } else {
-        locked_changes(&object.content, &new, old.as_ref(), &ignore)
+        locked_changes(&content, &new, old.as_ref(), &ignore)
     };
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange { release }));

@@ -5,7 +5,7 @@
 //! update touches only the entries of the release it changes. The server reads snapshots from a
 //! [`SharedIndex`] on every request without locks while the release source swaps in new ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::Registration;
-use crate::manifest::{parse_manifest, ManifestObject, SkippedDocument};
+use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
 use crate::release::{Release, ReleaseSecret, SecretRef, Status};
-use crate::tree::Tree;
+use crate::tree::{Packed, Tree};
 
 /// A release's identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,11 +62,17 @@ pub struct LockedObject {
     /// cluster-scoped kinds.
     pub namespace: Option<String>,
     pub name: String,
-    pub content: Tree,
+    /// The chart's content, packed; [`content`](Self::content) unpacks it.
+    pub packed: Packed,
     pub release: ReleaseKey,
 }
 
 impl LockedObject {
+    /// The object as the chart renders it.
+    pub fn content(&self) -> Tree {
+        self.packed.unpack()
+    }
+
     pub fn api_version(&self) -> String {
         crate::manifest::api_version(&self.group, &self.version)
     }
@@ -155,10 +161,53 @@ impl Index {
 
     pub fn from_secrets(secrets: impl IntoIterator<Item = ReleaseSecret>) -> Self {
         let mut index = Index::new();
-        for secret in secrets {
-            index.upsert(secret);
-        }
+        index.upsert_many(secrets.into_iter().collect());
         index
+    }
+
+    /// [`upsert`](Self::upsert)s a batch (a list of release Secrets), parsing the newest
+    /// manifest of each release on every core first: YAML parsing is nearly all the cost of
+    /// indexing a cluster. The result is the same as upserting one by one.
+    pub fn upsert_many(&mut self, mut secrets: Vec<ReleaseSecret>) -> Vec<UpdateReport> {
+        // Newest revision first within a release, so older ones are never parsed.
+        secrets.sort_by(|a, b| {
+            (
+                &a.release.namespace,
+                &a.release.name,
+                std::cmp::Reverse(a.release.revision),
+            )
+                .cmp(&(
+                    &b.release.namespace,
+                    &b.release.name,
+                    std::cmp::Reverse(b.release.revision),
+                ))
+        });
+        let newest: Vec<usize> = (0..secrets.len())
+            .filter(|&i| {
+                let r = &secrets[i].release;
+                let first_of_release = i == 0 || {
+                    let p = &secrets[i - 1].release;
+                    (&p.namespace, &p.name) != (&r.namespace, &r.name)
+                };
+                let known = self
+                    .releases
+                    .get(&ReleaseKey::new(r.namespace.clone(), r.name.clone()))
+                    .and_then(|s| s.revisions.keys().next_back().copied());
+                first_of_release && known.is_none_or(|n| r.revision >= n)
+            })
+            .collect();
+        // The manifests leave their releases (nothing else keeps them) and each is freed as soon
+        // as it is parsed, so a cluster's manifests and parsed objects are never all in memory.
+        let manifests: Vec<(usize, String)> = newest
+            .iter()
+            .map(|&i| (i, std::mem::take(&mut secrets[i].release.manifest)))
+            .collect();
+        let mut parsed = parse_in_parallel(manifests);
+        secrets
+            .into_iter()
+            .enumerate()
+            .map(|(i, secret)| self.upsert_parsed(secret, parsed.remove(&i)))
+            .collect()
     }
 
     pub fn release_count(&self) -> usize {
@@ -210,6 +259,11 @@ impl Index {
 
     /// Adds or replaces one revision of a release (a Secret was created or updated).
     pub fn upsert(&mut self, secret: ReleaseSecret) -> UpdateReport {
+        self.upsert_parsed(secret, None)
+    }
+
+    /// `upsert` with the release's manifest already parsed (or `None` to parse it here if needed).
+    fn upsert_parsed(&mut self, secret: ReleaseSecret, parsed: Option<Manifest>) -> UpdateReport {
         let ReleaseSecret {
             secret: secret_ref,
             labels,
@@ -241,7 +295,7 @@ impl Index {
             if let Some(previous) = &previous {
                 self.unclaim(previous);
             }
-            let manifest = parse_manifest(&release.manifest);
+            let manifest = parsed.unwrap_or_else(|| parse_manifest(&release.manifest));
             let objects: Vec<_> = manifest
                 .objects
                 .into_iter()
@@ -338,7 +392,7 @@ impl Index {
             if ns.is_some()
                 && scope_of(&object.group, &object.kind) == Scope::Unknown
                 && object
-                    .content
+                    .content()
                     .pointer("/metadata/namespace")
                     .is_none_or(|n| n.as_str().is_none_or(str::is_empty))
             {
@@ -518,7 +572,7 @@ fn locked_object(object: ManifestObject, release: &ReleaseKey) -> LockedObject {
         kind: object.kind,
         namespace,
         name: object.name,
-        content: object.content,
+        packed: object.content,
         release: release.clone(),
     }
 }
@@ -607,6 +661,31 @@ pub fn scope_of(group: &str, kind: &str) -> Scope {
     }
 }
 
+/// Parses manifests (tagged with a position), spread over the machine's cores.
+fn parse_in_parallel(manifests: Vec<(usize, String)>) -> HashMap<usize, Manifest> {
+    let parse = |(i, manifest): (usize, String)| (i, parse_manifest(&manifest));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(manifests.len().div_ceil(16).max(1));
+    if threads <= 1 {
+        return manifests.into_iter().map(parse).collect();
+    }
+    let mut parts: Vec<Vec<(usize, String)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (n, item) in manifests.into_iter().enumerate() {
+        parts[n % threads].push(item);
+    }
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || part.into_iter().map(parse).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    })
+}
+
 /// An index shared between one writer (the release source) and many readers (requests).
 /// Background tasks (the reverter, the HelmRelease status) [`subscribe`](Self::subscribe) to
 /// hear about updates.
@@ -683,6 +762,61 @@ mod tests {
     }
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
+
+    #[test]
+    fn a_batch_indexes_like_one_by_one_in_any_order() {
+        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
+        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let batch = || {
+            let mut all = vec![
+                secret("shop", "shop", 1, Status::Superseded, v1),
+                secret("shop", "shop", 2, Status::Deployed, v2),
+                secret("shop", "legacy", 3, Status::Deployed, APP),
+            ];
+            // Enough releases to take the parallel path.
+            for i in 0..40 {
+                all.push(secret(
+                    "bulk",
+                    &format!("r{i}"),
+                    1,
+                    Status::Deployed,
+                    &APP.replace("name: web", &format!("name: web{i}")),
+                ));
+            }
+            all
+        };
+        let mut reversed = batch();
+        reversed.reverse();
+        let one_by_one = {
+            let mut index = Index::new();
+            for s in batch() {
+                index.upsert(s);
+            }
+            index
+        };
+        for order in [batch(), reversed] {
+            let mut index = Index::new();
+            index.upsert_many(order);
+            assert_eq!(index.release_count(), one_by_one.release_count());
+            assert_eq!(index.object_count(), one_by_one.object_count());
+            assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+            assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
+            let web7 = index
+                .lookup("apps", "Deployment", Some("bulk"), "web7")
+                .unwrap();
+            assert_eq!(web7.release, ReleaseKey::new("bulk", "r7"));
+            assert_eq!(
+                web7.content().pointer("/spec/replicas"),
+                Some(&Tree::Int(3))
+            );
+        }
+        // A batch older than what is indexed changes no objects.
+        let mut index = Index::new();
+        index.upsert(secret("shop", "shop", 2, Status::Deployed, v2));
+        index.upsert_many(vec![secret("shop", "shop", 1, Status::Superseded, v1)]);
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
+    }
 
     #[test]
     fn namespaces_resolve_by_scope_and_version_does_not_matter() {

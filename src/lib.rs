@@ -19,3 +19,4 @@ pub mod revert;
 pub mod server;
 pub mod source;
 pub mod tree;
+pub mod yaml;

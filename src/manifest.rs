@@ -1,8 +1,6 @@
 //! A release manifest (multi-document YAML with `# Source:` comments) -> the objects it owns.
 
-use serde_saphyr::DuplicateKeyPolicy;
-
-use crate::tree::Tree;
+use crate::tree::{Packed, Tree};
 
 /// One object a chart renders, with the chart's content for comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -13,7 +11,9 @@ pub struct ManifestObject {
     /// `metadata.namespace` as the chart wrote it (often absent).
     pub namespace: Option<String>,
     pub name: String,
-    pub content: Tree,
+    /// Packed as soon as it is parsed: a cluster's worth of parsed trees would not fit the
+    /// memory the index is allowed.
+    pub content: Packed,
 }
 
 impl ManifestObject {
@@ -88,10 +88,6 @@ fn source_comment(doc: &str) -> Option<String> {
 /// does); empty documents are skipped; a `List` is expanded into its items.
 pub fn parse_manifest(manifest: &str) -> Manifest {
     let mut out = Manifest::default();
-    let options = serde_saphyr::options! {
-        duplicate_keys: DuplicateKeyPolicy::LastWins,
-        with_snippet: false,
-    };
     for (i, doc) in split_documents(manifest).enumerate() {
         if doc
             .lines()
@@ -104,14 +100,12 @@ pub fn parse_manifest(manifest: &str) -> Manifest {
             source: source_comment(doc),
             reason,
         };
-        match serde_saphyr::from_str_with_options::<Tree>(doc, options.clone()) {
+        match crate::yaml::parse_document(doc) {
             Ok(Tree::Null) => {}
             Ok(tree) => collect_objects(tree, &mut out, &skip),
             Err(e) => out.skipped.push(skip(format!(
                 "not valid YAML{}",
-                e.location()
-                    .map(|l| format!(" (line {})", l.line()))
-                    .unwrap_or_default()
+                e.line.map(|l| format!(" (line {l})")).unwrap_or_default()
             ))),
         }
     }
@@ -167,7 +161,7 @@ fn object_from_tree(content: Tree) -> Result<ManifestObject, &'static str> {
         kind: kind.to_string(),
         namespace,
         name: name.to_string(),
-        content,
+        content: Packed::pack(&content),
     })
 }
 
@@ -204,7 +198,10 @@ mod tests {
             ("apps", "v1", "Deployment", "web")
         );
         assert_eq!(d.namespace.as_deref(), Some("shop"));
-        assert_eq!(d.content.pointer("/spec/replicas"), Some(&Tree::Int(3)));
+        assert_eq!(
+            d.content.unpack().pointer("/spec/replicas"),
+            Some(&Tree::Int(3))
+        );
         let c = &m.objects[1];
         assert_eq!((c.group.as_str(), c.api_version()), ("", "v1".to_string()));
         assert_eq!(c.namespace, None);
@@ -217,6 +214,7 @@ mod tests {
         assert_eq!(
             m.objects[0]
                 .content
+                .unpack()
                 .pointer("/data/a")
                 .and_then(Tree::as_str),
             Some("two")
@@ -246,7 +244,7 @@ mod tests {
     #[test]
     fn yaml_1_1_booleans_and_quoted_numbers_are_kept_as_kubernetes_reads_them() {
         let m = parse_manifest("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nspec:\n  on: yes\n  port: \"80\"\n  num: 80\n");
-        let c = &m.objects[0].content;
+        let c = &m.objects[0].content.unpack();
         assert_eq!(c.pointer("/spec/port"), Some(&Tree::Str("80".into())));
         assert_eq!(c.pointer("/spec/num"), Some(&Tree::Int(80)));
         // go-yaml v2 (Kubernetes, Helm) reads `on`/`yes` as booleans: so does the index.

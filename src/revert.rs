@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 
 use crate::compare::{drifted_fields, is_ignored, repair_patch, Change};
 use crate::index::LockedObject;
+use crate::tree::Tree;
 
 /// Helm's ownership metadata (Helm sets these on every object it creates or adopts).
 const RELEASE_NAME: &str = "meta.helm.sh/release-name";
@@ -78,13 +79,23 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
 
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
 pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
-    drifted_fields(&object.content, live, ignore)
+    drifted_fields(&object.content(), live, ignore)
+}
+
+/// Whether a deleted object is created again. Not when the chart gives it owners
+/// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
+/// object created again under a missing owner would only be collected again.
+pub fn recreate_when_deleted(object: &LockedObject) -> bool {
+    object
+        .content()
+        .pointer("/metadata/ownerReferences")
+        .is_none_or(Tree::is_empty_value)
 }
 
 /// The object as Helm would send it: the chart's content with its identity and Helm's
 /// ownership metadata. Ignored fields carry the live value, so reverting never moves them.
 pub fn desired_object(object: &LockedObject, live: Option<&Value>, ignore: &[&str]) -> Value {
-    let mut body = object.content.to_json();
+    let mut body = object.content().to_json();
     if !body.is_object() {
         body = Value::Object(Map::new());
     }
@@ -255,7 +266,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello, mode: prod}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
+    const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello, mode: prod}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dependent\n  ownerReferences:\n  - {apiVersion: v1, kind: ConfigMap, name: anchor, uid: 1234}\ndata: {note: owned}\n";
 
     fn objects() -> Vec<Arc<LockedObject>> {
         let index = Index::from_secrets([ReleaseSecret {
@@ -351,6 +362,15 @@ mod tests {
             helm_writer(None, Some("csa")),
             HelmWriter::Update("helm".into())
         );
+    }
+
+    #[test]
+    fn objects_with_owners_are_left_to_the_garbage_collector() {
+        let objects = objects();
+        let named = |name: &str| objects.iter().find(|o| o.name == name).unwrap();
+        assert!(recreate_when_deleted(named("web")));
+        assert!(recreate_when_deleted(named("reader")));
+        assert!(!recreate_when_deleted(named("dependent")));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +130,57 @@ impl From<&Value> for Tree {
     }
 }
 
+impl Serialize for Tree {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Tree::Null => serializer.serialize_unit(),
+            Tree::Bool(b) => serializer.serialize_bool(*b),
+            Tree::Int(i) => serializer.serialize_i64(*i),
+            // JSON has no NaN or infinity; the API server would refuse them anyway.
+            Tree::Float(f) if !f.is_finite() => serializer.serialize_unit(),
+            Tree::Float(f) => serializer.serialize_f64(*f),
+            Tree::Str(s) => serializer.serialize_str(s),
+            Tree::List(items) => serializer.collect_seq(items.iter()),
+            Tree::Map(entries) => serializer.collect_map(entries.iter().map(|(k, v)| (&**k, v))),
+        }
+    }
+}
+
+/// A [`Tree`] kept as compact JSON text until it is needed.
+///
+/// The index holds the chart's content of every locked object, but reads one only when a
+/// request or a drift check touches that object. As JSON text it takes about the manifest's
+/// own size; as a parsed tree several times that (a small allocation per node). Unpacking
+/// parses JSON, a few microseconds for a typical object.
+#[derive(Clone, PartialEq)]
+pub struct Packed(Box<str>);
+
+impl Packed {
+    pub fn pack(tree: &Tree) -> Packed {
+        // Serializing a Tree cannot fail: string keys, finite numbers.
+        Packed(
+            serde_json::to_string(tree)
+                .unwrap_or_default()
+                .into_boxed_str(),
+        )
+    }
+
+    pub fn unpack(&self) -> Tree {
+        serde_json::from_str(&self.0).unwrap_or(Tree::Null)
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl fmt::Debug for Packed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl<'de> Deserialize<'de> for Tree {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(TreeVisitor)
@@ -230,6 +282,16 @@ impl<'de> Deserialize<'de> for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_trees_unpack_to_the_same_tree() {
+        let yaml = "a: 1\nb: -2.5\nc: [x, true, null, {d: \"é \\u0001 \\\"q\\\"\"}]\ne: {}\nf: []\ng: 9007199254740993\nh: 1e300\n";
+        let tree: Tree = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(Packed::pack(&tree).unpack(), tree);
+        assert_eq!(Packed::pack(&Tree::Null).unpack(), Tree::Null);
+        // Not representable in JSON: packed as null, as the API server could not store them.
+        assert_eq!(Packed::pack(&Tree::Float(f64::NAN)).unpack(), Tree::Null);
+    }
 
     #[test]
     fn duplicate_keys_keep_the_last_value() {

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use helm_locker::admission::parse_review;
+use helm_locker::admission::{parse_head, parse_review};
 use helm_locker::config::Config;
 use helm_locker::decide::{decide, Allowed, Decision};
 use helm_locker::index::Index;
@@ -68,7 +68,7 @@ fn helm3_fixtures_have_the_documented_content() {
         .lookup("networking.k8s.io", "Ingress", Some("d8-system"), "foo")
         .expect("the Ingress is locked");
     // The duplicated `spec:` keeps its last value, as lenient parsers (and the API server) do.
-    assert!(ingress.content.get("spec").is_some());
+    assert!(ingress.content().get("spec").is_some());
 
     let deprecated = read("deckhouse-helm3ReleaseWithDeprecated.yaml");
     assert_eq!(deprecated.secret.namespace, "appns");
@@ -151,9 +151,22 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
     let mut index = Index::new();
     let mut seen = BTreeSet::new();
     let mut report = Vec::new();
+    let mut fast_path = 0;
     for review in reviews() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(&index, &config, &parsed.request).unwrap();
+        // The server's fast path (the review's head only) answers only what the full review
+        // would, and only for objects no release owns.
+        if let Some(head) = parse_head(review.body.as_bytes()) {
+            assert_eq!(head.request.uid, parsed.request.uid);
+            assert_eq!(head.api_version, parsed.api_version);
+            if let Ok(fast @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
+                decide(&index, &config, &head.request)
+            {
+                assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
+                fast_path += 1;
+            }
+        }
         let expected = DENIED.iter().find(|(n, _)| *n == review.number);
         match (&decision, expected) {
             (Decision::Deny(locked), Some((_, fragment))) => {
@@ -207,6 +220,10 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         report.join("\n")
     );
     assert_eq!(seen.len(), DENIED.len());
+    assert!(
+        fast_path > 100,
+        "only {fast_path} reviews took the fast path"
+    );
 }
 
 #[test]

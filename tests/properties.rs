@@ -512,7 +512,13 @@ fn chart_tree(chart: &Value, seed: u64) -> Tree {
     text.push('\n');
     let manifest = parse_manifest(&text);
     assert_eq!(manifest.skipped, [], "{text}");
-    manifest.objects.into_iter().next().unwrap().content
+    manifest
+        .objects
+        .into_iter()
+        .next()
+        .unwrap()
+        .content
+        .unpack()
 }
 
 /// JSON pointers of the scalars under `/spec` that came from the chart (not added by others).

@@ -1,7 +1,8 @@
 //! The drift reverter: the second line behind the webhook. It watches every kind that locked
 //! releases own (discovery + dynamic API; watches come and go with the releases), finds drift
 //! with the webhook's own field comparison, and puts the chart's values back as Helm's field
-//! manager (see [`crate::revert`]); a deleted object is created again.
+//! manager (see [`crate::revert`]); a deleted object is created again, unless the chart gives it
+//! owners (then the garbage collector deleted it with them).
 //!
 //! Every replica watches and queues; only the Lease holder writes, and it checks leadership
 //! right before each write. A write happens only after a fresh read of the release's newest
@@ -459,6 +460,9 @@ impl Reverter {
                     return Ok(Outcome::InSync);
                 }
                 changes
+            }
+            None if !revert::recreate_when_deleted(&object) => {
+                return Ok(Outcome::Skipped("deleted with its owner"))
             }
             None => vec![],
         };

@@ -32,8 +32,8 @@ pub fn load_index(dir: &Path, metrics: &Metrics) -> Index {
         tracing::warn!(problem = %problem, "skipped release file");
     }
     let mut index = Index::new();
-    for secret in loaded.secrets {
-        for conflict in index.upsert(secret).conflicts {
+    for report in index.upsert_many(loaded.secrets) {
+        for conflict in report.conflicts {
             tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
         }
     }
@@ -51,6 +51,7 @@ pub async fn run(
     let mut seen = fingerprint(&dir);
     let index = load_index(&dir, &metrics);
     tracing::info!(dir = %dir.display(), releases = index.release_count(), objects = index.object_count(), "releases loaded");
+    crate::source::return_freed_memory();
     shared.update(|current| *current = index);
     ready.store(true, Ordering::Release);
     loop {

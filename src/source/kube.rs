@@ -105,10 +105,11 @@ pub async fn watch(
                     for key in stale {
                         index.remove_release(&key);
                     }
-                    for secret in list {
-                        log_report(&index.upsert(secret));
+                    for report in index.upsert_many(list) {
+                        log_report(&report);
                     }
                 });
+                crate::source::return_freed_memory();
                 let index = shared.snapshot();
                 tracing::info!(namespace = ?namespace, secrets = count, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
                 if !first_list_done {

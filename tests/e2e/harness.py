@@ -1,6 +1,7 @@
 """Shared pieces of the end-to-end suite: the control plane, kubectl, and helm-locker processes."""
 
 import base64
+import gzip
 import json
 import os
 import signal
@@ -16,6 +17,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CHART = os.path.join(HERE, "charts", "shop")
 BIN = os.environ.get("HELM_LOCKER_BIN", os.path.join(ROOT, "target", "debug", "helm-locker"))
+# Where the API server reaches the lockers the tests start. Loopback for our own control plane;
+# for a cluster in containers (kind) the host's address on the container network, e.g.
+# E2E_WEBHOOK_HOST=$(docker network inspect kind -f '{{(index .IPAM.Config 0).Gateway}}').
+WEBHOOK_HOST = os.environ.get("E2E_WEBHOOK_HOST", "127.0.0.1")
+# Cluster-wide kinds the tests create; on an existing cluster, new ones are deleted at the end.
+CLUSTER_KINDS = "namespaces,clusterroles,clusterrolebindings,customresourcedefinitions"
 
 
 def free_port():
@@ -25,7 +32,9 @@ def free_port():
 
 
 class ControlPlane:
-    """The loopback control plane (kube-testenv.sh), or an existing cluster (E2E_KUBECONFIG)."""
+    """The loopback control plane (kube-testenv.sh), or an existing cluster (E2E_KUBECONFIG),
+    left as found: what the tests created cluster-wide (namespaces, cluster roles and bindings,
+    CRDs) is deleted at the end. Failing to start is an error, never a skip."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="helm-locker-e2e-")
@@ -36,14 +45,57 @@ class ControlPlane:
             subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir], check=True)
             self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
         self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        self.found = set() if self.owned else self.cluster_objects()
+
+    def cluster_objects(self):
+        out = self.kubectl("get", CLUSTER_KINDS, "-o", "name")
+        assert out.returncode == 0, f"cannot reach the cluster: {out.stderr}"
+        return set(out.stdout.split())
 
     def down(self):
         if self.owned:
             subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+        else:
+            created = sorted(self.cluster_objects() - self.found)
+            if created:
+                self.kubectl("delete", "--wait=false", "--ignore-not-found", *created)
+
+    def stop_apiserver(self):
+        """Stops kube-apiserver (etcd keeps the data); start_apiserver brings it back."""
+        assert self.owned, "only our own control plane can be restarted"
+        pidfile = os.path.join(self.dir, "apiserver.pid")
+        with open(pidfile) as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            self.apiserver_command = [a.decode() for a in f.read().split(b"\0") if a]
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + 30
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ")[1].startswith("Z"):
+                        break
+            except OSError:
+                break
+            time.sleep(0.1)
+
+    def start_apiserver(self):
+        log = open(os.path.join(self.dir, "apiserver.log"), "a")
+        process = subprocess.Popen(self.apiserver_command, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        with open(os.path.join(self.dir, "apiserver.pid"), "w") as f:
+            f.write(str(process.pid))
+        deadline = time.time() + 60
+        while self.kubectl("get", "--raw", "/readyz").returncode != 0:
+            assert time.time() < deadline and process.poll() is None, "kube-apiserver did not come back"
+            time.sleep(0.2)
 
     def kubectl(self, *args, input=None):
         return subprocess.run(["kubectl", *args], env=self.env, input=input, capture_output=True,
                               text=True, timeout=60)
+
+    def run(self, command, env=None):
+        return subprocess.run(command, env=env or self.env, capture_output=True, text=True, timeout=60)
 
     def get_json(self, *args):
         out = self.kubectl("get", *args, "-o", "json")
@@ -64,7 +116,8 @@ class Locker:
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [BIN, "serve", "--self-signed", "--self-signed-dir", self.certs,
-             "--addr", f"127.0.0.1:{self.port}", "--admin-addr", f"127.0.0.1:{self.admin}",
+             "--self-signed-name", WEBHOOK_HOST,
+             "--addr", f"{'127.0.0.1' if WEBHOOK_HOST == '127.0.0.1' else '0.0.0.0'}:{self.port}", "--admin-addr", f"127.0.0.1:{self.admin}",
              "--identity", name, *flags],
             env=plane.env, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -121,21 +174,21 @@ class Locker:
 
 WEBHOOK = """
 apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
+kind: {kind}WebhookConfiguration
 metadata:
   name: {name}
 webhooks:
-- name: validate.helm-locker.io
+- name: {path}.helm-locker.io
   admissionReviewVersions: [v1]
   sideEffects: None
-  failurePolicy: Fail
+  failurePolicy: {failure_policy}
   timeoutSeconds: 5
   clientConfig:
-    url: https://127.0.0.1:{port}/validate
+    url: https://{host}:{port}/{path}
     caBundle: {ca}
   namespaceSelector:
     matchExpressions:
-    - {{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}}
+    - {{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}}{selector}
   rules:
   - apiGroups: ["*"]
     apiVersions: ["*"]
@@ -145,9 +198,24 @@ webhooks:
 """
 
 
-def register_webhook(plane, locker, name):
-    out = plane.kubectl("apply", "-f", "-", input=WEBHOOK.format(name=name, port=locker.port, ca=locker.ca_bundle()))
+def register_webhook(plane, locker, name, mutating=False, failure_policy="Fail", only_label=None):
+    """A webhook configuration for every resource, pointing at locker by URL. `only_label`
+    ("key=value") limits it to namespaces carrying that label."""
+    selector = ""
+    if only_label:
+        key, value = only_label.split("=", 1)
+        selector = f"\n    - {{key: {key}, operator: In, values: [{value}]}}"
+    config = WEBHOOK.format(kind="Mutating" if mutating else "Validating", name=name,
+                            path="mutate" if mutating else "validate", failure_policy=failure_policy,
+                            host=WEBHOOK_HOST, port=locker.port, ca=locker.ca_bundle(),
+                            selector=selector)
+    out = plane.kubectl("apply", "-f", "-", input=config)
     assert out.returncode == 0, out.stderr
+
+
+def unregister_webhook(plane, name, mutating=False):
+    kind = "mutatingwebhookconfiguration" if mutating else "validatingwebhookconfiguration"
+    plane.kubectl("delete", kind, name, "--ignore-not-found")
 
 
 def eventually(predicate, timeout, interval=0.1):
@@ -158,3 +226,16 @@ def eventually(predicate, timeout, interval=0.1):
         if value or time.time() > deadline:
             return value
         time.sleep(interval)
+
+
+def release_secret(name, namespace, objects):
+    """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64."""
+    manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{json.dumps(o)}\n" for i, o in enumerate(objects))
+    release = {"name": name, "namespace": namespace, "version": 1,
+               "info": {"status": "deployed", "description": "Install complete"},
+               "chart": {"metadata": {"name": "bulk", "version": "1.0.0"}}, "manifest": manifest}
+    payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
+                         "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+            "data": {"release": base64.b64encode(payload.encode()).decode()}}

@@ -1,5 +1,6 @@
-"""The drift reverter, leader election and HelmRelease opt-in on a real control plane, with real
-Helm (the Go SDK: server-side apply, field manager `python`) and kubectl.
+"""The drift reverter in detail and leader election on a real control plane, with real Helm (the
+Go SDK: server-side apply, field manager `python`) and kubectl. (HelmRelease opt-in is scenario 6
+in test_scenarios.py.)
 
 Drift is written while no webhook is registered (the reverter's job is what got past it).
 """
@@ -7,13 +8,11 @@ Drift is written while no webhook is registered (the reverter's job is what got 
 import base64
 import gzip
 import json
-import os
 import time
 import unittest
 
-from harness import CHART, ControlPlane, Locker, ROOT, eventually, register_webhook
+from harness import CHART, ControlPlane, Locker, eventually
 
-CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "helmreleases.helm.cattle.io.yaml")
 REVERT_WITHIN = 5.0
 
 
@@ -25,7 +24,6 @@ class ControllerOnARealControlPlane(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.plane.kubectl("delete", "validatingwebhookconfiguration", "helm-locker-hr", "--ignore-not-found")
         for locker in cls.lockers:
             locker.stop()
         cls.plane.down()
@@ -152,65 +150,6 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         managed = self.plane.get_json("-n", "csa", "configmap", "legacy", "--show-managed-fields")["metadata"]["managedFields"]
         owners = [(m["manager"], m["operation"]) for m in managed if "f:greeting" in json.dumps(m.get("fieldsV1", {}))]
         self.assertEqual(owners, [("helm", "Update")])
-
-    def hr_status(self):
-        return (self.plane.get_json("helmrelease", "-n", "cattle-helm-system", "hr") or {}).get("status") or {}
-
-    def hr_events(self):
-        items = (self.plane.get_json("events", "-n", "cattle-helm-system") or {"items": []})["items"]
-        return [e["reason"] for e in items if e["involvedObject"]["name"] == "hr"]
-
-    def test_3_helmrelease_registers_its_release_and_shows_its_status(self):
-        out = self.k("apply", "-f", CRD)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        self.k("wait", "--for=condition=established", "crd/helmreleases.helm.cattle.io", "--timeout=30s")
-        self.k("create", "namespace", "cattle-helm-system")
-        registered, other = self.plane.helm("hr"), self.plane.helm("hr")
-        registered.install(CHART, "hr", {}, create_namespace=True)
-        other.install(CHART, "free", {})
-        out = self.k("apply", "-f", "-", input=json.dumps({
-            "apiVersion": "helm.cattle.io/v1alpha1", "kind": "HelmRelease",
-            "metadata": {"name": "hr", "namespace": "cattle-helm-system"},
-            "spec": {"release": {"name": "hr", "namespace": "hr"}}}))
-        self.assertEqual(out.returncode, 0, out.stderr)
-        locker = self.start("hr", "--namespace", "hr", "--registration-namespace", "cattle-helm-system",
-                            "--lease-name", "hr")
-        register_webhook(self.plane, locker, "helm-locker-hr")
-        status = eventually(lambda: self.hr_status() if self.hr_status().get("state") == "Deployed" else None, 15)
-        self.assertTrue(status, f"status: {self.hr_status()}")
-        self.assertEqual(status["version"], 1)
-        self.assertIn("Thanks for installing hr (revision 1)", status["notes"])
-        self.assertEqual([c["status"] for c in status["conditions"] if c["type"] == "Locked"], ["True"])
-        self.assertIn("Locked", eventually(self.hr_events, 5))
-        # The registered release is locked; the other is not.
-        denied = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":5}}').returncode != 0, 10)
-        self.assertTrue(denied)
-        out = self.k("-n", "hr", "patch", "deploy", "free-web", "-p", '{"spec":{"replicas":5}}')
-        self.assertEqual(out.returncode, 0, out.stderr)
-        time.sleep(2)
-        self.assertEqual(self.field("{.spec.replicas}", "-n", "hr", "deploy", "free-web"), "5")
-        # helm upgrade: Transitioning, then Deployed at the new revision.
-        registered.upgrade(CHART, "hr", {"replicas": 2})
-        status = eventually(lambda: self.hr_status() if self.hr_status().get("version") == 2 else None, 15)
-        self.assertEqual(status["state"], "Deployed")
-        self.assertIn("Transitioning", eventually(lambda: "Transitioning" in self.hr_events() and self.hr_events(), 5) or [])
-        # suspend: unlocked, nothing deleted, nothing reverted.
-        out = self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-        self.assertEqual(out.returncode, 0, out.stderr)
-        allowed = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":6}}').returncode == 0, 10)
-        self.assertTrue(allowed)
-        time.sleep(2)
-        self.assertEqual(self.field("{.spec.replicas}", "-n", "hr", "deploy", "hr-web"), "6")
-        cond = eventually(lambda: [c for c in self.hr_status().get("conditions", []) if c["reason"] == "NotLocked"], 5)
-        self.assertTrue(cond, self.hr_status())
-        # The release Secrets deleted: SecretNotFound.
-        self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":false}}')
-        self.k("delete", "validatingwebhookconfiguration", "helm-locker-hr")
-        out = self.k("-n", "hr", "delete", "secret", "-l", "owner=helm,name=hr")
-        self.assertEqual(out.returncode, 0, out.stderr)
-        state = eventually(lambda: self.hr_status().get("state") == "SecretNotFound", 10)
-        self.assertTrue(state, self.hr_status())
-        self.assertEqual(self.k("-n", "hr", "get", "deploy", "hr-web").returncode, 0)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@ import urllib.request
 
 import helm_python as helm
 
-from test_webhook import BIN, CHART as SHOP_CHART, ControlPlane, free_port, kubectl
+from harness import BIN, CHART as SHOP_CHART, ControlPlane, free_port
+
+
+def kubectl(env, *args, input=None):
+    return subprocess.run(["kubectl", *args], env=env, input=input, capture_output=True, text=True, timeout=60)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))

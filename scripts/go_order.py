@@ -1,0 +1,36 @@
+"""Rewrites AdmissionReviews with their keys in the order kube-apiserver writes them (Go's
+struct field order; the recorded fixtures were saved with sorted keys), compact as on the wire.
+
+    python3 scripts/go_order.py IN_DIR OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+REVIEW = ["kind", "apiVersion", "request"]
+REQUEST = ["uid", "kind", "resource", "subResource", "requestKind", "requestResource",
+           "requestSubResource", "name", "namespace", "operation", "userInfo", "object", "oldObject",
+           "dryRun", "options"]
+
+
+def ordered(d, order):
+    return {k: d[k] for k in order if k in d} | {k: v for k, v in d.items() if k not in order}
+
+
+def main(src, dst):
+    os.makedirs(dst, exist_ok=True)
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(src, name)) as f:
+            review = json.load(f)
+        review = ordered(review, REVIEW)
+        if isinstance(review.get("request"), dict):
+            review["request"] = ordered(review["request"], REQUEST)
+        with open(os.path.join(dst, name), "w") as f:
+            json.dump(review, f, separators=(",", ":"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
