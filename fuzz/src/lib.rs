@@ -8,9 +8,9 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker::admission::{parse_review, render_response};
+use helm_locker::admission::{parse_head, parse_review, render_response};
 use helm_locker::config::{Config, Mode};
-use helm_locker::decide::{confirm, decide, Decision};
+use helm_locker::decide::{confirm, decide, Allowed, Decision};
 use helm_locker::index::Index;
 use helm_locker::manifest::{parse_manifest, split_documents};
 use helm_locker::quantity::Quantity;
@@ -52,15 +52,31 @@ fn configs() -> &'static [Config; 2] {
 }
 
 /// (a) An AdmissionReview body, decided as `POST /validate` and `POST /mutate` decide it
-/// (`parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`),
-/// against the recorded `shop` release, in deny mode and in repair mode.
+/// against the recorded `shop` release, in deny mode and in repair mode: the fast path
+/// (`parse_head`, `decide`: an object no release owns is answered from the review's head), then
+/// `parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`.
+/// What the fast path allows, the full path must not deny, warn about or repair.
 pub fn review(data: &[u8]) {
+    let head = parse_head(data);
+    let mut fast = [false; 2];
+    if let Some(head) = &head {
+        for (config, fast) in configs().iter().zip(&mut fast) {
+            if let Ok(decision @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
+                decide(index(), config, &head.request)
+            {
+                *fast = true;
+                let body = render_response(&head.api_version, &head.request.uid, &decision);
+                let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
+                assert_eq!(parsed["response"]["allowed"], true);
+            }
+        }
+    }
     let Ok(review) = parse_review(data) else {
         return;
     };
     let request = &review.request;
     let _ = request.field_manager();
-    for config in configs() {
+    for (config, fast) in configs().iter().zip(fast) {
         let decision = match decide(index(), config, request) {
             Ok(decision) => decision,
             Err(e) => {
@@ -68,6 +84,15 @@ pub fn review(data: &[u8]) {
                 continue;
             }
         };
+        assert!(
+            !fast
+                || !matches!(
+                    decision,
+                    Decision::Deny(_) | Decision::Warn(_) | Decision::Repair(..)
+                ),
+            "the fast path allowed what the full review locks: {}",
+            decision.explain()
+        );
         if let Decision::Repair(locked, patch) = &decision {
             repaired_write_is_allowed(config, request, patch);
             assert!(!locked.changes.is_empty());
