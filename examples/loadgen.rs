@@ -259,7 +259,7 @@ async fn worker(
         };
         previous_done = Instant::now();
         let h1 = matches!(sender, Sender::H1(_));
-        let renew = new_connection_every > 0 && (i as u64).is_multiple_of(new_connection_every);
+        let renew = new_connection_every > 0 && (i as u64) % new_connection_every == 0;
         if h1 && (outcome.is_err() || renew) {
             match connect(&target, &tls, false).await {
                 Ok(fresh) => sender = fresh,

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (CI runs exactly this through .ci/run):
-#   1. formatting, then unit, fixture-replay, CLI and HTTPS server tests (cargo test);
-#   2. the benchmarks and examples still build (dev profile: run them with cargo bench);
+#   1. formatting, clippy (warnings are errors), licenses and banned crates (cargo deny), then
+#      unit, property, fixture-replay, fuzz-corpus replay, log-leak, CLI and HTTPS server tests
+#      (cargo test);
+#   2. the benchmarks, examples and fuzz targets still build (dev profile: run them with
+#      cargo bench, and cargo fuzz as docs/reliability.md says);
 #   3. transport faults under load: certificate rotation, SIGTERM, TLS versions, client
 #      certificates (scripts/faults.sh, on the dev build);
 #   4. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
@@ -9,8 +12,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# Licenses and banned crates (deny.toml). cargo-deny is built once when missing (~4-7 min on two
+# cores); advisories are not checked here: their database is fetched from GitHub.
+if ! command -v cargo-deny >/dev/null; then
+  cargo install cargo-deny --locked --version 0.20.2
+fi
+cargo deny --offline check licenses bans
 cargo test --workspace --locked
 cargo build --workspace --locked --benches --examples
+# The fuzz targets (fuzz/, a workspace of its own) still build; tests/fuzz_corpus.rs has already
+# replayed their committed corpora. They share target/ so only what differs is compiled. Without
+# a C++ compiler libFuzzer cannot be built: the targets are then type-checked only.
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+if command -v c++ >/dev/null; then
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo build --manifest-path fuzz/Cargo.toml --locked
+else
+  CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo check --manifest-path fuzz/Cargo.toml --locked \
+    --no-default-features
+fi
 PROFILE=debug ./scripts/faults.sh
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh

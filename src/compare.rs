@@ -142,9 +142,14 @@ impl Walk<'_> {
                     .map(Vec::as_slice)
                     .unwrap_or_default();
                 if let Some(key) = merge_key(last_segment(&self.path), items) {
+                    // Items that share a key (env may repeat a name) pair up in order: the k-th
+                    // chart item with a key meets the k-th live item with it.
+                    let mut new_taken = vec![false; new_items.len()];
+                    let mut old_taken = vec![false; old_items.len()];
                     for item in items.iter() {
-                        let position = new_items.iter().position(|n| key.matches(item, n));
-                        let old_item = old_items.iter().find(|o| key.matches(item, o));
+                        let position = take_match(&key, item, new_items, &mut new_taken);
+                        let old_item = take_match(&key, item, old_items, &mut old_taken)
+                            .map(|i| &old_items[i]);
                         let len = self.path.len();
                         match position {
                             Some(i) => push_segment(&mut self.path, &i.to_string()),
@@ -243,6 +248,18 @@ impl MergeKey {
             }
         })
     }
+}
+
+/// The first live item not yet paired that matches `chart_item` by key; marks it paired.
+fn take_match(
+    key: &MergeKey,
+    chart_item: &Tree,
+    live: &[Value],
+    taken: &mut [bool],
+) -> Option<usize> {
+    let i = (0..live.len()).find(|&i| !taken[i] && key.matches(chart_item, &live[i]))?;
+    taken[i] = true;
+    Some(i)
 }
 
 fn merge_key(field: &str, items: &[Tree]) -> Option<MergeKey> {
@@ -531,6 +548,28 @@ mod tests {
         let removed =
             json!({"containers": [live["containers"][0].clone(), live["containers"][2].clone()]});
         assert_eq!(paths(chart, removed, Some(live)), ["/containers/-"]);
+    }
+
+    #[test]
+    fn items_sharing_a_merge_key_pair_up_in_order() {
+        // Found by the property tests (tests/properties.rs): env may repeat a name (the API
+        // server only warns), and every chart item used to meet the first live item with its
+        // name, so the second one was always reported as drift.
+        let chart = json!({"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]});
+        let live = chart.clone();
+        assert!(paths(chart.clone(), live.clone(), None).is_empty());
+        assert!(drifted_fields(&tree(chart.clone()), &live, &[]).is_empty());
+        let mut changed = live.clone();
+        changed["env"][1]["value"] = json!("3");
+        assert_eq!(
+            paths(chart.clone(), changed.clone(), Some(live)),
+            ["/env/1/value"]
+        );
+        let drift: Vec<_> = drifted_fields(&tree(chart), &changed, &[])
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(drift, ["/env/1/value"]);
     }
 
     #[test]

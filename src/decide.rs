@@ -203,6 +203,9 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
         }));
     }
     let describe = object.describe();
+    // A Secret's values stay out of the message: it reaches users who may write the Secret
+    // without being allowed to read it, kubectl's output and the API server's audit log.
+    let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
     let locked = |delete, changes: Vec<Change>| {
         let message = message(
             &describe,
@@ -211,6 +214,7 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
             newest.status,
             delete,
             &changes,
+            hide_values,
         );
         Locked {
             release: release.clone(),
@@ -247,7 +251,14 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
         Mode::Warn => Decision::Warn(l),
         Mode::Repair => {
             let patch = repair_patch(&l.changes);
-            Decision::Repair(l, patch)
+            // A patch that does not apply would fail the write with the API server's opaque
+            // error. Only malformed writes get one (a scale request without `spec`): deny them.
+            let mut repaired = new;
+            if json_patch::patch(&mut repaired, &patch).is_ok() {
+                Decision::Repair(l, patch)
+            } else {
+                Decision::Deny(l)
+            }
         }
         Mode::Deny | Mode::Off => Decision::Deny(l),
     })
@@ -332,6 +343,7 @@ fn message(
     status: Status,
     delete: bool,
     changes: &[Change],
+    hide_values: bool,
 ) -> String {
     let head =
         format!("{object} is locked by Helm release {release} (revision {revision}, {status})");
@@ -344,6 +356,12 @@ fn message(
         .iter()
         .take(MAX_CHANGES_IN_MESSAGE)
         .map(|c| match &c.requested {
+            Some(_) if hide_values => {
+                format!("{} is set by the chart, this request changes it", c.path)
+            }
+            None if hide_values => {
+                format!("{} is set by the chart, this request removes it", c.path)
+            }
             Some(v) => format!(
                 "{} is {} in the chart, this request sets {}",
                 c.path,
@@ -363,8 +381,13 @@ fn message(
             changes.len() - MAX_CHANGES_IN_MESSAGE
         ));
     }
+    let hidden = if hide_values {
+        " (a Secret's values are not shown)"
+    } else {
+        ""
+    };
     format!(
-        "{head}: {}. Change it with helm upgrade, or ask an admin.",
+        "{head}: {}{hidden}. Change it with helm upgrade, or ask an admin.",
         parts.join("; ")
     )
 }
@@ -419,6 +442,8 @@ mod tests {
                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "web", "image": image, "imagePullPolicy": "IfNotPresent"}]}}}})
     }
 
+    // One argument per AdmissionRequest field the tests vary: a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     fn review(
         op: &str,
         kind: Value,
@@ -744,6 +769,107 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_secrets_values_are_not_quoted_in_the_message() {
+        let chart = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {password: aHVudGVyMg==, user: YWRtaW4=}\n";
+        // Revision 3 of the release owns only the Secret.
+        let mut index = index(Status::Deployed);
+        index.upsert(ReleaseSecret {
+            secret: SecretRef {
+                namespace: "shop".into(),
+                name: "sh.helm.release.v1.shop.v3".into(),
+            },
+            labels: BTreeMap::new(),
+            release: Release {
+                name: "shop".into(),
+                namespace: "shop".into(),
+                revision: 3,
+                status: Status::Deployed,
+                description: String::new(),
+                notes: String::new(),
+                chart: String::new(),
+                apply_method: None,
+                manifest: chart.into(),
+                hooks: vec![],
+            },
+        });
+        let object = |password: Option<&str>| {
+            let mut data = json!({"user": "YWRtaW4="});
+            if let Some(p) = password {
+                data["password"] = json!(p);
+            }
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "shop"}, "data": data})
+        };
+        for new in [object(Some("c3RvbGVu")), object(None)] {
+            let body = review(
+                "UPDATE",
+                json!({"group": "", "version": "v1", "kind": "Secret"}),
+                json!({"group": "", "version": "v1", "resource": "secrets"}),
+                None,
+                "creds",
+                Some("shop"),
+                "admin",
+                new,
+                object(Some("aHVudGVyMg==")),
+            );
+            for mode in [Mode::Deny, Mode::Warn] {
+                let config = Config {
+                    mode,
+                    ..Config::default()
+                };
+                let (Decision::Deny(l) | Decision::Warn(l)) = decide_json(&index, &config, &body)
+                else {
+                    panic!()
+                };
+                assert!(
+                    l.message.contains("/data/password is set by the chart"),
+                    "{}",
+                    l.message
+                );
+                assert!(l.message.contains("not shown"), "{}", l.message);
+                for value in ["aHVudGVyMg==", "c3RvbGVu", "YWRtaW4="] {
+                    assert!(!l.message.contains(value), "{}", l.message);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn repair_mode_denies_a_write_its_patch_cannot_repair() {
+        // Found by fuzzing (fuzz target `review`): a scale request without an object (or a
+        // Scale without `spec`) got a patch adding /spec/replicas under a missing parent.
+        let repair = Config {
+            mode: Mode::Repair,
+            ..Config::default()
+        };
+        let scale = |spec: Value| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": spec});
+        let body = |object: Value| {
+            review(
+                "UPDATE",
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+                Some("scale"),
+                "web",
+                Some("shop"),
+                "admin",
+                object,
+                scale(json!({"replicas": 7})),
+            )
+        };
+        for malformed in [Value::Null, json!({"kind": "Scale"})] {
+            let d = decide_json(&index(Status::Deployed), &repair, &body(malformed));
+            assert!(matches!(d, Decision::Deny(_)), "{d:?}");
+        }
+        // Scaled to 0, the Scale's `spec` is empty (replicas is omitempty): repaired.
+        let d = decide_json(&index(Status::Deployed), &repair, &body(scale(json!({}))));
+        let Decision::Repair(_, patch) = d else {
+            panic!("{d:?}")
+        };
+        let mut object = scale(json!({}));
+        json_patch::patch(&mut object, &patch).unwrap();
+        assert_eq!(object["spec"]["replicas"], 3);
     }
 
     #[test]

@@ -950,7 +950,7 @@ mod tests {
                 winner: ReleaseKey::new("alpha", "r"),
                 losers: vec![ReleaseKey::new("zeta", "r")],
             };
-            assert_eq!(reports[1].conflicts, [conflict.clone()]);
+            assert_eq!(reports[1].conflicts, std::slice::from_ref(&conflict));
             assert_eq!(index.conflicts(), [conflict]);
             index.remove_release(&ReleaseKey::new("alpha", "r"));
             assert_eq!(

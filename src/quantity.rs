@@ -1,8 +1,12 @@
 //! Kubernetes resource quantities (`500m`, `0.5`, `1Gi`, `1e3`) reduced to an exact canonical
 //! value, so that a chart's `cpu: "0.5"` equals the API server's `500m`.
 
-/// An exact quantity: `coefficient * 10^exponent`, normalized (no trailing zeros in the
-/// coefficient, zero is `0 * 10^0`).
+/// The finest precision the API server keeps (`1n`).
+const NANO: i32 = -9;
+
+/// A quantity as the API server stores it: `coefficient * 10^exponent`, exact down to `1n`
+/// (finer precision is rounded up, as the API server does), normalized (no trailing zeros in
+/// the coefficient, zero is `0 * 10^0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quantity {
     coefficient: i128,
@@ -80,6 +84,17 @@ impl Quantity {
                 exponent: 0,
             };
         }
+        if exponent < NANO {
+            // The API server keeps nano precision and rounds anything finer up, away from zero
+            // ("0.1n" is stored as "1n", "-1.5n" as "-2n").
+            let magnitude = coefficient.unsigned_abs();
+            let rounded = match 10u128.checked_pow(NANO.abs_diff(exponent)) {
+                Some(unit) => magnitude / unit + u128::from(magnitude % unit != 0),
+                None => 1,
+            };
+            coefficient = coefficient.signum() * i128::try_from(rounded).unwrap_or(i128::MAX);
+            exponent = NANO;
+        }
         while coefficient % 10 == 0 {
             coefficient /= 10;
             exponent += 1;
@@ -120,6 +135,19 @@ mod tests {
         assert_eq!(q("100Mi"), q("104857600"));
         assert_eq!(q("1E2"), q("100"));
         assert_eq!(q(".5"), q("500m"));
+    }
+
+    #[test]
+    fn precision_finer_than_nano_rounds_up_as_the_api_server_stores_it() {
+        // Found by the property test tests/properties.rs against the API server's rules.
+        assert_eq!(q("0.1n"), q("1n"));
+        assert_eq!(q("1.5n"), q("2n"));
+        assert_eq!(q("-1.5n"), q("-2n"));
+        assert_eq!(q("0.0000000001"), q("1n"));
+        assert_eq!(q("1e-1000"), q("1n"));
+        assert_eq!(q("1000000001e-18"), q("2n"));
+        assert_ne!(q("1.5n"), q("1n"));
+        assert_eq!(q("0e-20"), q("0"));
     }
 
     #[test]

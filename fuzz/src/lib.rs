@@ -1,0 +1,224 @@
+//! The fuzz targets' bodies, shared by the libFuzzer binaries in `fuzz_targets/` and by the
+//! main crate's `tests/fuzz_corpus.rs`, which replays the committed corpora through exactly these
+//! functions on every `cargo test` (no libFuzzer, no nightly flags).
+//!
+//! Each function takes arbitrary bytes and must neither panic nor hang nor allocate without
+//! bound; where an invariant is cheap to state it is asserted, so a violation is a crash too.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use helm_locker::admission::{parse_head, parse_review, render_response};
+use helm_locker::config::{Config, Mode};
+use helm_locker::decide::{confirm, decide, Allowed, Decision};
+use helm_locker::index::Index;
+use helm_locker::manifest::{parse_manifest, split_documents};
+use helm_locker::quantity::Quantity;
+use helm_locker::release::{
+    decode_data_release, decode_helm_payload, decode_release_json, parse_release_file,
+    ReleaseSecret, SecretRef, Status,
+};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The `shop` release as recorded after `helm upgrade` (revision 2 deployed: a Deployment,
+/// ConfigMap, Service, ServiceAccount, ClusterRole and a custom resource are locked).
+const RELEASE: &str =
+    include_str!("../../tests/fixtures/cluster-capture/releases/02-after-upgrade.json");
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        Index::from_secrets(
+            parse_release_file(RELEASE)
+                .expect("the fixture parses")
+                .into_iter()
+                .map(|s| s.expect("the fixture decodes")),
+        )
+    })
+}
+
+fn configs() -> &'static [Config; 2] {
+    static CONFIGS: OnceLock<[Config; 2]> = OnceLock::new();
+    CONFIGS.get_or_init(|| {
+        [
+            Config::default(),
+            Config {
+                mode: Mode::Repair,
+                ..Config::default()
+            },
+        ]
+    })
+}
+
+/// (a) An AdmissionReview body, decided as `POST /validate` and `POST /mutate` decide it
+/// against the recorded `shop` release, in deny mode and in repair mode: the fast path
+/// (`parse_head`, `decide`: an object no release owns is answered from the review's head), then
+/// `parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`.
+/// What the fast path allows, the full path must not deny, warn about or repair.
+pub fn review(data: &[u8]) {
+    let head = parse_head(data);
+    let mut fast = [false; 2];
+    if let Some(head) = &head {
+        for (config, fast) in configs().iter().zip(&mut fast) {
+            if let Ok(decision @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
+                decide(index(), config, &head.request)
+            {
+                *fast = true;
+                let body = render_response(&head.api_version, &head.request.uid, &decision);
+                let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
+                assert_eq!(parsed["response"]["allowed"], true);
+            }
+        }
+    }
+    let Ok(review) = parse_review(data) else {
+        return;
+    };
+    let request = &review.request;
+    let _ = request.field_manager();
+    for (config, fast) in configs().iter().zip(fast) {
+        let decision = match decide(index(), config, request) {
+            Ok(decision) => decision,
+            Err(e) => {
+                let _ = e.to_string();
+                continue;
+            }
+        };
+        assert!(
+            !fast
+                || !matches!(
+                    decision,
+                    Decision::Deny(_) | Decision::Warn(_) | Decision::Repair(..)
+                ),
+            "the fast path allowed what the full review locks: {}",
+            decision.explain()
+        );
+        if let Decision::Repair(locked, patch) = &decision {
+            repaired_write_is_allowed(config, request, patch);
+            assert!(!locked.changes.is_empty());
+        }
+        if let Decision::Deny(locked) | Decision::Warn(locked) = &decision {
+            assert!(locked.delete || !locked.changes.is_empty());
+            assert!(!locked.message.is_empty());
+        }
+        for decision in [decision.clone().for_validation(), decision.for_mutation()] {
+            let pending = confirm(decision.clone(), Some(Status::PendingUpgrade));
+            assert!(pending.is_allowed());
+            let decision = confirm(decision, Some(Status::Deployed));
+            let _ = decision.explain();
+            let body = render_response(&review.api_version, &request.uid, &decision);
+            let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
+            assert_eq!(parsed["response"]["allowed"], decision.is_allowed());
+        }
+    }
+}
+
+/// Repair mode's patch applies to the request's object, and the patched write has nothing left
+/// to repair (the API server would reject a patch that does not apply, failing the user's write).
+fn repaired_write_is_allowed(
+    config: &Config,
+    request: &helm_locker::admission::Request<'_>,
+    patch: &json_patch::Patch,
+) {
+    let mut object: Value = request
+        .object()
+        .map(|o| serde_json::from_str(o.get()).expect("decide parsed it"))
+        .unwrap_or(Value::Null);
+    json_patch::patch(&mut object, patch).expect("the repair patch applies to the object");
+    let text = RawValue::from_string(object.to_string()).expect("a Value serializes to JSON");
+    let mut repaired = request.clone();
+    repaired.object = Some(&text);
+    let again = decide(index(), config, &repaired).expect("the repaired object is an object");
+    assert!(
+        !matches!(again, Decision::Repair(..) | Decision::Deny(..)),
+        "the repaired write is still changed: {}",
+        again.explain()
+    );
+}
+
+/// (b) Release decoding: the bytes as a Secret's `data.release` (both base64 layers), as the
+/// decoded Helm layer, as the payload under Helm's base64 (gzip or JSON), as release JSON, and
+/// as a release file (`--releases-dir`, `inspect`); every release decoded is indexed.
+pub fn release(data: &[u8]) {
+    let mut decoded = Vec::new();
+    if let Ok(text) = std::str::from_utf8(data) {
+        decoded.push(decode_data_release(text));
+        if let Ok(entries) = parse_release_file(text) {
+            let secrets: Vec<_> = entries.into_iter().filter_map(Result::ok).collect();
+            let _ = Index::from_secrets(secrets).object_count();
+        }
+    }
+    decoded.push(decode_helm_payload(data));
+    let helm_layer = base64::engine::general_purpose::STANDARD.encode(data);
+    decoded.push(decode_helm_payload(helm_layer.as_bytes()));
+    decoded.push(decode_release_json(data));
+    for result in decoded {
+        match result {
+            Ok(release) => {
+                let _ = parse_manifest(&release.manifest).objects.len();
+                let secret = ReleaseSecret {
+                    secret: SecretRef {
+                        namespace: release.namespace.clone(),
+                        name: format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+                    },
+                    labels: Default::default(),
+                    release,
+                };
+                let _ = Index::from_secrets([secret]).object_count();
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+    }
+}
+
+/// (c) A release manifest: Helm's document splitter, then the YAML parser and object extraction.
+pub fn manifest(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let documents: Vec<&str> = split_documents(text).collect();
+    // The documents are pieces of the manifest, in order.
+    let total: usize = documents.iter().map(|d| d.len()).sum();
+    assert!(total <= text.len());
+    let manifest = parse_manifest(text);
+    for object in &manifest.objects {
+        assert!(!object.kind.is_empty() && !object.name.is_empty());
+        let _ = object.api_version();
+    }
+    for skipped in &manifest.skipped {
+        assert!(skipped.document >= 1 && skipped.document <= documents.len());
+    }
+}
+
+/// (d) The quantity parser, directly and as the comparison uses it (a JSON string or number).
+pub fn quantity(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let parsed = Quantity::parse(text);
+    let as_json = Value::String(text.to_string());
+    assert_eq!(Quantity::from_json(&as_json), parsed);
+    // A value always equals itself, as a quantity and as a plain value.
+    assert!(helm_locker::compare::json_eq(
+        Some(&as_json),
+        Some(&as_json),
+        true
+    ));
+    if let Ok(number) = serde_json::from_str::<Value>(text) {
+        if number.is_number() {
+            assert!(
+                Quantity::from_json(&number).is_some(),
+                "a JSON number is a quantity: {text}"
+            );
+        }
+    }
+    if let Some(q) = parsed {
+        // A sign or surrounding whitespace changes nothing else.
+        let trimmed = text.trim();
+        if !trimmed.starts_with(['+', '-']) {
+            assert_eq!(Quantity::parse(&format!("+{trimmed}")), Some(q));
+        }
+    }
+}
