@@ -143,6 +143,40 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
+    // Admission latency against the size of the cluster: the head-only fast path for an object
+    // no release owns (the review in the API server's key order, as it sends it), and a full
+    // decision for a write to a locked Deployment of release r0 (present at every size).
+    let deployment = big_deployment("r0-web-1", 3);
+    let unowned_go = format!(
+        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"name":"not-in-any-chart","namespace":"ns0","operation":"UPDATE","userInfo":{{"username":"admin"}},"object":{deployment},"oldObject":{deployment}}}}}"#
+    );
+    let mut labelled = deployment.clone();
+    labelled["metadata"]["labels"]["team"] = json!("payments");
+    let locked_go = format!(
+        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","kind":{{"group":"apps","version":"v1","kind":"Deployment"}},"resource":{{"group":"apps","version":"v1","resource":"deployments"}},"name":"r0-web-1","namespace":"ns0","operation":"UPDATE","userInfo":{{"username":"admin"}},"object":{labelled},"oldObject":{deployment}}}}}"#
+    );
+    let mut group = c.benchmark_group("scale");
+    for releases in [1, 1_000, 10_000] {
+        let index = cluster(releases, 30);
+        group.bench_function(format!("head + unowned, {releases} releases x 30"), |b| {
+            b.iter(|| {
+                let head =
+                    helm_locker::admission::parse_head(black_box(unowned_go.as_bytes())).unwrap();
+                decide(&index, &config, &head.request).unwrap().is_allowed()
+            })
+        });
+        group.bench_function(
+            format!("parse + locked write, {releases} releases x 30"),
+            |b| {
+                b.iter(|| {
+                    let r = parse_review(black_box(locked_go.as_bytes())).unwrap();
+                    decide(&index, &config, &r.request).unwrap().is_allowed()
+                })
+            },
+        );
+    }
+    group.finish();
+
     let manifest_bytes: usize = (0..1_000)
         .map(|i| manifest(&format!("r{i}"), 30).len())
         .sum();
