@@ -19,26 +19,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-# As the API server sends them: keys in Go's field order, compact.
-python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$work/reviews"
-
-# The mix: every recorded review, weighted by class.
-: >"$out/mix.txt"
-declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
-for review in tests/fixtures/cluster-capture/reviews/*.json; do
-  explained=$(target/release/helm-locker review --releases "$state" --explain "$review" 2>&1 >/dev/null)
-  case $explained in
-    "allowed: no Helm release owns"*) class=unowned weight=8 ;;
-    denied:*) class=denied weight=2 ;;
-    *) class=locked-allowed weight=2 ;;
-  esac
-  # Helm's own uninstall DELETEs would be denied only because this state says "deployed"; a
-  # user's kubectl edits are the denials worth measuring.
-  [[ $class == denied && $review == *helm-* ]] && continue
-  for _ in $(seq $weight); do echo "$work/reviews/$(basename "$review")" >>"$out/mix.txt"; done
-  count[$class]=$((count[$class] + weight))
-done
-echo "mix: ${count[unowned]} unowned, ${count[locked-allowed]} locked but allowed, ${count[denied]} denied (of $(wc -l <"$out/mix.txt"))"
+scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt"
 
 target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
   --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 >"$work/helm-locker.log" 2>&1 &

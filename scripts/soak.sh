@@ -15,18 +15,7 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-# As the API server sends them: keys in Go's field order, compact.
-python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$work/reviews"
-: >"$out/mix.txt"
-for review in tests/fixtures/cluster-capture/reviews/*.json; do
-  explained=$(target/release/helm-locker review --releases "$state" --explain "$review" 2>&1 >/dev/null)
-  case $explained in
-    "allowed: no Helm release owns"*) weight=8 ;;
-    denied:*) [[ $review == *helm-* ]] && continue; weight=2 ;;
-    *) weight=2 ;;
-  esac
-  for _ in $(seq $weight); do echo "$work/reviews/$(basename "$review")" >>"$out/mix.txt"; done
-done
+scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt"
 target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
   --addr 127.0.0.1:38443 --admin-addr 127.0.0.1:38080 >"$out/helm-locker.log" 2>&1 &
 pid=$!

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The realistic review mix of scripts/load.sh and scripts/soak.sh: every recorded AdmissionReview
+# (tests/fixtures/cluster-capture), rewritten as the API server sends it (keys in Go's field
+# order, compact) into DIR/reviews, and listed in MIX weighted by how helm-locker decides it
+# against STATE (`helm-locker review`): 8 for an object no release owns, 2 for a write to a
+# locked object that is allowed, 2 for a kubectl change that is denied (~90/8/2%).
+#   scripts/review_mix.sh HELM_LOCKER STATE DIR MIX
+set -euo pipefail
+cd "$(dirname "$0")/.."
+locker=$1 state=$2 dir=$3 mix=$4
+python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$dir/reviews"
+: >"$mix"
+declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
+for review in tests/fixtures/cluster-capture/reviews/*.json; do
+  explained=$("$locker" review --releases "$state" --explain "$review" 2>&1 >/dev/null)
+  case $explained in
+    "allowed: no Helm release owns"*) class=unowned weight=8 ;;
+    denied:*) class=denied weight=2 ;;
+    *) class=locked-allowed weight=2 ;;
+  esac
+  # Helm's own uninstall DELETEs would be denied only because this state says "deployed"; a
+  # user's kubectl edits are the denials worth measuring.
+  [[ $class == denied && $review == *helm-* ]] && continue
+  for _ in $(seq $weight); do echo "$dir/reviews/$(basename "$review")" >>"$mix"; done
+  count[$class]=$((count[$class] + weight))
+done
+echo "mix: ${count[unowned]} unowned, ${count[locked-allowed]} locked but allowed, ${count[denied]} denied (of $(wc -l <"$mix"))"
