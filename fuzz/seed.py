@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -56,12 +57,22 @@ def main():
             write(out, "release", data)
         release = json.loads(release_json)
         write(out, "manifest", release.get("manifest", ""))
+        for doc in re.split(r"(?m)^---\s*$", release.get("manifest", "")):
+            if doc.strip():
+                write(out, "yaml", doc)
         for hook in release.get("hooks") or []:
             write(out, "manifest", hook.get("manifest", ""))
         for line in release.get("manifest", "").splitlines():
             key, _, value = line.strip().partition(":")
             if key in ("cpu", "memory", "storage", "ephemeral-storage") and value.strip():
                 quantities.add(value.strip().strip('"'))
+    # Shapes the block parser takes and shapes it must leave to the reference.
+    for doc in ["a: |\n  text\n\n   more\n\n", "a: >-\n  one\n  two\n\n  three\n", "a: |-\n\nb: 2\n",
+                "l:\n- x: 1\n  y: [a, 'b', \"c\", {d: [], e: {}}]\n-\n- - z\n", "k: \"\\u00e9\\x41\\t\"\nk: 'it''s'\n",
+                "a: &x 1\nb: *x\n", "a: !!str 1\n", "<<: {a: 1}\n", "a: multi\n  line\n", "a: |+\n  keep\n",
+                "a: |2\n    text\n", "a: >\n  folded\n    more\n", "a: 0755\nb: yes\n1: one\n", "a:\n\tb: 1\n",
+                "? complex\n: key\n", "  indented: doc\n  second: 2\n", "a: b #c\nd: e#f\n"]:
+        write(out, "yaml", doc)
     for q in sorted(quantities):
         write(out, "quantity", q)
 

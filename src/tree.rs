@@ -78,16 +78,19 @@ impl Tree {
 
     /// Builds a map from entries in any order; a repeated key keeps its last value.
     pub fn map_from(mut entries: Vec<(Box<str>, Tree)>) -> Tree {
-        // Stable sort keeps insertion order among equal keys, so the last one of a run wins.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(Box<str>, Tree)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            match out.last_mut() {
-                Some(last) if last.0 == k => last.1 = v,
-                _ => out.push((k, v)),
-            }
+        // Stable sort keeps insertion order among equal keys; of a run of equal keys the first
+        // stays in place and takes the value of the last.
+        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            entries.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    std::mem::swap(&mut later.1, &mut kept.1);
+                }
+                same
+            });
         }
-        Tree::Map(out.into_boxed_slice())
+        Tree::Map(entries.into_boxed_slice())
     }
 
     /// Approximate heap bytes held by this tree (for memory reports).

@@ -55,3 +55,8 @@ fn manifest_corpus() {
 fn quantity_corpus() {
     replay("quantity", harness::quantity);
 }
+
+#[test]
+fn yaml_corpus() {
+    replay("yaml", harness::yaml);
+}

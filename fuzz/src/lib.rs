@@ -192,6 +192,21 @@ pub fn manifest(data: &[u8]) {
     }
 }
 
+/// (e) One YAML document, differentially: what the line-oriented block parser accepts, it must
+/// read exactly as the reference parser (serde-saphyr) does; `parse_document` never panics.
+pub fn yaml(data: &[u8]) {
+    let Ok(doc) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some(tree) = helm_locker::yaml::block::parse(doc) {
+        match helm_locker::yaml::reference(doc) {
+            Ok(reference) => assert_eq!(tree, reference, "block and the reference disagree"),
+            Err(e) => panic!("block accepted what the reference rejects: {e:?}"),
+        }
+    }
+    let _ = helm_locker::yaml::parse_document(doc);
+}
+
 /// (d) The quantity parser, directly and as the comparison uses it (a JSON string or number).
 pub fn quantity(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
