@@ -166,7 +166,7 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
     let Some(object) = find_object(index, request, scale)? else {
         return Ok(Decision::Allow(Allowed::NotOwned));
     };
-    let release = object.release.clone();
+    let release = ReleaseKey::clone(&object.release);
     let Some(state) = index.release(&release) else {
         return Ok(Decision::Allow(Allowed::NotOwned));
     };

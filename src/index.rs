@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::Registration;
+use crate::interning::{Interner, SharedStr};
 use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
 use crate::release::{Release, ReleaseSecret, SecretRef, Status};
 use crate::tree::{Packed, Tree};
@@ -55,16 +56,18 @@ pub struct Revision {
 /// An object a release locks, with the chart's content.
 #[derive(Debug, PartialEq)]
 pub struct LockedObject {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
+    // Shared: a cluster's objects repeat a few groups, versions, kinds and namespaces.
+    pub group: SharedStr,
+    pub version: SharedStr,
+    pub kind: SharedStr,
     /// Resolved: the chart's namespace, else the release's for namespaced kinds; `None` for
     /// cluster-scoped kinds.
-    pub namespace: Option<String>,
+    pub namespace: Option<SharedStr>,
     pub name: String,
     /// The chart's content, packed; [`content`](Self::content) unpacks it.
     pub packed: Packed,
-    pub release: ReleaseKey,
+    /// Shared by the objects of a release.
+    pub release: Arc<ReleaseKey>,
 }
 
 impl LockedObject {
@@ -117,6 +120,29 @@ struct Claim {
     alias: bool,
 }
 
+/// The claims on one identity hash: nearly always one, kept without an allocation of its own.
+#[derive(Clone, Debug)]
+enum Claims {
+    One(Claim),
+    Many(Arc<[Claim]>),
+}
+
+impl Claims {
+    fn from_vec(claims: Vec<Claim>) -> Claims {
+        match <[Claim; 1]>::try_from(claims) {
+            Ok([claim]) => Claims::One(claim),
+            Err(claims) => Claims::Many(claims.into()),
+        }
+    }
+
+    fn as_slice(&self) -> &[Claim] {
+        match self {
+            Claims::One(claim) => std::slice::from_ref(claim),
+            Claims::Many(claims) => claims,
+        }
+    }
+}
+
 /// Two releases render the same object; the one with the smaller (namespace, name) wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
@@ -138,7 +164,7 @@ pub struct UpdateReport {
 #[derive(Clone, Default)]
 pub struct Index {
     releases: imbl::HashMap<ReleaseKey, Arc<ReleaseState>>,
-    objects: imbl::HashMap<u64, Arc<[Claim]>>,
+    objects: imbl::HashMap<u64, Claims>,
     secrets: imbl::HashMap<SecretRef, (ReleaseKey, u64)>,
     /// HelmReleases by the release they register (only with a registration namespace).
     registrations: imbl::HashMap<ReleaseKey, Arc<Registration>>,
@@ -198,9 +224,13 @@ impl Index {
             .collect();
         // The manifests leave their releases (nothing else keeps them) and each is freed as soon
         // as it is parsed, so a cluster's manifests and parsed objects are never all in memory.
-        let manifests: Vec<(usize, String)> = newest
+        let manifests: Vec<(usize, ReleaseKey, String)> = newest
             .iter()
-            .map(|&i| (i, std::mem::take(&mut secrets[i].release.manifest)))
+            .map(|&i| {
+                let release = &mut secrets[i].release;
+                let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
+                (i, key, std::mem::take(&mut release.manifest))
+            })
             .collect();
         let mut parsed = parse_in_parallel(manifests);
         secrets
@@ -263,7 +293,7 @@ impl Index {
     }
 
     /// `upsert` with the release's manifest already parsed (or `None` to parse it here if needed).
-    fn upsert_parsed(&mut self, secret: ReleaseSecret, parsed: Option<Manifest>) -> UpdateReport {
+    fn upsert_parsed(&mut self, secret: ReleaseSecret, parsed: Option<Objects>) -> UpdateReport {
         let ReleaseSecret {
             secret: secret_ref,
             labels,
@@ -295,18 +325,14 @@ impl Index {
             if let Some(previous) = &previous {
                 self.unclaim(previous);
             }
-            let manifest = parsed.unwrap_or_else(|| parse_manifest(&release.manifest));
-            let objects: Vec<_> = manifest
-                .objects
-                .into_iter()
-                .map(|o| Arc::new(locked_object(o, &key)))
-                .collect();
+            let parsed = parsed
+                .unwrap_or_else(|| Objects::of(&key, &release.manifest, &mut Interner::default()));
             report.reindexed = Some(key.clone());
             ReleaseState {
                 key: key.clone(),
                 revisions,
-                objects: Some(objects),
-                skipped: manifest.skipped,
+                objects: Some(parsed.objects),
+                skipped: parsed.skipped,
             }
         } else {
             let previous = previous.expect("an older revision implies a known release");
@@ -409,7 +435,7 @@ impl Index {
             if !losers.is_empty() {
                 conflicts.push(Conflict {
                     object: object.describe(),
-                    winner,
+                    winner: winner.clone(),
                     losers,
                 });
             }
@@ -421,11 +447,11 @@ impl Index {
         let mut claims: Vec<Claim> = self
             .objects
             .get(&hash)
-            .map(|c| c.to_vec())
+            .map(|c| c.as_slice().to_vec())
             .unwrap_or_default();
         claims.push(claim);
         claims.sort_by(|a, b| (a.alias, &a.object.release).cmp(&(b.alias, &b.object.release)));
-        self.objects.insert(hash, claims.into());
+        self.objects.insert(hash, Claims::from_vec(claims));
     }
 
     fn unclaim(&mut self, state: &ReleaseState) {
@@ -438,14 +464,15 @@ impl Index {
             for hash in hashes {
                 if let Some(claims) = self.objects.get(&hash) {
                     let kept: Vec<Claim> = claims
+                        .as_slice()
                         .iter()
                         .filter(|c| !Arc::ptr_eq(&c.object, object))
                         .cloned()
                         .collect();
                     if kept.is_empty() {
                         self.objects.remove(&hash);
-                    } else if kept.len() != claims.len() {
-                        self.objects.insert(hash, kept.into());
+                    } else if kept.len() != claims.as_slice().len() {
+                        self.objects.insert(hash, Claims::from_vec(kept));
                     }
                 }
             }
@@ -459,16 +486,16 @@ impl Index {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
-    ) -> (ReleaseKey, Vec<ReleaseKey>) {
+    ) -> (&ReleaseKey, Vec<ReleaseKey>) {
         let mut owners = self
             .objects
             .get(&object_hash(group, kind, namespace, name))
             .into_iter()
-            .flat_map(|c| c.iter())
+            .flat_map(|c| c.as_slice())
             .filter(|c| !c.alias && c.object.matches(group, kind, namespace, name))
-            .map(|c| c.object.release.clone());
+            .map(|c| &*c.object.release);
         let winner = owners.next().expect("just claimed");
-        (winner, owners.collect())
+        (winner, owners.cloned().collect())
     }
 
     /// Every object claimed by more than one release.
@@ -482,10 +509,10 @@ impl Index {
                     object.namespace.as_deref(),
                     &object.name,
                 );
-                if !losers.is_empty() && winner == state.key {
+                if !losers.is_empty() && *winner == state.key {
                     out.push(Conflict {
                         object: object.describe(),
-                        winner,
+                        winner: winner.clone(),
                         losers,
                     });
                 }
@@ -508,6 +535,7 @@ impl Index {
             .objects
             .get(&object_hash(group, kind, namespace, name))?;
         claims
+            .as_slice()
             .iter()
             .find(|c| {
                 c.object
@@ -557,19 +585,21 @@ fn revision_of(release: &Release, secret: SecretRef, labels: BTreeMap<String, St
     }
 }
 
-fn locked_object(object: ManifestObject, release: &ReleaseKey) -> LockedObject {
+fn locked_object(
+    object: ManifestObject,
+    release: &Arc<ReleaseKey>,
+    strings: &mut Interner,
+) -> LockedObject {
     let namespace = match scope_of(&object.group, &object.kind) {
         Scope::Cluster => None,
-        Scope::Namespaced | Scope::Unknown => Some(
-            object
-                .namespace
-                .unwrap_or_else(|| release.namespace.clone()),
-        ),
+        Scope::Namespaced | Scope::Unknown => {
+            Some(strings.intern(object.namespace.as_deref().unwrap_or(&release.namespace)))
+        }
     };
     LockedObject {
-        group: object.group,
-        version: object.version,
-        kind: object.kind,
+        group: strings.intern(&object.group),
+        version: strings.intern(&object.version),
+        kind: strings.intern(&object.kind),
         namespace,
         name: object.name,
         packed: object.content,
@@ -662,22 +692,51 @@ pub fn scope_of(group: &str, kind: &str) -> Scope {
 }
 
 /// Parses manifests (tagged with a position), spread over the machine's cores.
-fn parse_in_parallel(manifests: Vec<(usize, String)>) -> HashMap<usize, Manifest> {
-    let parse = |(i, manifest): (usize, String)| (i, parse_manifest(&manifest));
+/// What a release's manifest locks, ready for the index.
+struct Objects {
+    objects: Vec<Arc<LockedObject>>,
+    skipped: Vec<SkippedDocument>,
+}
+
+impl Objects {
+    fn of(key: &ReleaseKey, manifest: &str, strings: &mut Interner) -> Objects {
+        let Manifest { objects, skipped } = parse_manifest(manifest);
+        let key = Arc::new(key.clone());
+        Objects {
+            objects: objects
+                .into_iter()
+                .map(|o| Arc::new(locked_object(o, &key, strings)))
+                .collect(),
+            skipped,
+        }
+    }
+}
+
+/// Parses manifests into locked objects on every core. Each thread interns its own strings and
+/// builds the objects it parsed, so what the index keeps is allocated where it was parsed and
+/// nothing parsing left behind is interleaved with it.
+fn parse_in_parallel(manifests: Vec<(usize, ReleaseKey, String)>) -> HashMap<usize, Objects> {
+    let parse_all = |part: Vec<(usize, ReleaseKey, String)>| {
+        let mut strings = Interner::default();
+        part.into_iter()
+            .map(|(i, key, manifest)| (i, Objects::of(&key, &manifest, &mut strings)))
+            .collect::<Vec<_>>()
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(manifests.len().div_ceil(16).max(1));
     if threads <= 1 {
-        return manifests.into_iter().map(parse).collect();
+        return parse_all(manifests).into_iter().collect();
     }
-    let mut parts: Vec<Vec<(usize, String)>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut parts: Vec<Vec<(usize, ReleaseKey, String)>> =
+        (0..threads).map(|_| Vec::new()).collect();
     for (n, item) in manifests.into_iter().enumerate() {
         parts[n % threads].push(item);
     }
     std::thread::scope(|scope| {
         let workers: Vec<_> = parts
             .into_iter()
-            .map(|part| scope.spawn(move || part.into_iter().map(parse).collect::<Vec<_>>()))
+            .map(|part| scope.spawn(move || parse_all(part)))
             .collect();
         workers
             .into_iter()
@@ -804,7 +863,7 @@ mod tests {
             let web7 = index
                 .lookup("apps", "Deployment", Some("bulk"), "web7")
                 .unwrap();
-            assert_eq!(web7.release, ReleaseKey::new("bulk", "r7"));
+            assert_eq!(*web7.release, ReleaseKey::new("bulk", "r7"));
             assert_eq!(
                 web7.content().pointer("/spec/replicas"),
                 Some(&Tree::Int(3))
@@ -825,7 +884,7 @@ mod tests {
         let web = index
             .lookup("apps", "Deployment", Some("shop"), "web")
             .unwrap();
-        assert_eq!(web.release, ReleaseKey::new("shop", "shop"));
+        assert_eq!(*web.release, ReleaseKey::new("shop", "shop"));
         assert!(index
             .lookup("apps", "Deployment", Some("other"), "web")
             .is_none());
@@ -944,7 +1003,7 @@ mod tests {
             let owner = index
                 .lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared")
                 .unwrap();
-            assert_eq!(owner.release, ReleaseKey::new("alpha", "r"));
+            assert_eq!(*owner.release, ReleaseKey::new("alpha", "r"));
             let conflict = Conflict {
                 object: "ClusterRole shared".into(),
                 winner: ReleaseKey::new("alpha", "r"),
@@ -954,7 +1013,7 @@ mod tests {
             assert_eq!(index.conflicts(), [conflict]);
             index.remove_release(&ReleaseKey::new("alpha", "r"));
             assert_eq!(
-                index
+                *index
                     .lookup("rbac.authorization.k8s.io", "ClusterRole", None, "shared")
                     .unwrap()
                     .release,

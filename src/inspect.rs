@@ -44,8 +44,8 @@ pub fn inspect(index: &Index) -> InspectOutput {
                     .flatten()
                     .map(|o| InspectObject {
                         api_version: o.api_version(),
-                        kind: o.kind.clone(),
-                        namespace: o.namespace.clone(),
+                        kind: o.kind.to_string(),
+                        namespace: o.namespace.as_deref().map(str::to_string),
                         name: o.name.clone(),
                     })
                     .collect(),

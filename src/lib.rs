@@ -12,6 +12,7 @@ pub mod decide;
 pub mod helmrelease;
 pub mod index;
 pub mod inspect;
+pub mod interning;
 pub mod manifest;
 pub mod quantity;
 pub mod release;

@@ -160,12 +160,17 @@ pub struct Packed(Box<str>);
 
 impl Packed {
     pub fn pack(tree: &Tree) -> Packed {
-        // Serializing a Tree cannot fail: string keys, finite numbers.
-        Packed(
-            serde_json::to_string(tree)
-                .unwrap_or_default()
-                .into_boxed_str(),
-        )
+        thread_local! {
+            static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        // Written into a reused buffer, then copied into one allocation of the exact size: the
+        // index keeps hundreds of thousands of these for as long as their releases live.
+        BUFFER.with_borrow_mut(|buffer| {
+            buffer.clear();
+            // Serializing a Tree cannot fail: string keys, finite numbers.
+            let _ = serde_json::to_writer(&mut *buffer, tree);
+            Packed(String::from_utf8_lossy(buffer).into())
+        })
     }
 
     pub fn unpack(&self) -> Tree {

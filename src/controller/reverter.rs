@@ -44,10 +44,10 @@ pub struct ObjectKey {
 impl ObjectKey {
     fn of(object: &LockedObject) -> ObjectKey {
         ObjectKey {
-            group: object.group.clone(),
-            version: object.version.clone(),
-            kind: object.kind.clone(),
-            namespace: object.namespace.clone(),
+            group: object.group.to_string(),
+            version: object.version.to_string(),
+            kind: object.kind.to_string(),
+            namespace: object.namespace.as_deref().map(str::to_string),
             name: object.name.clone(),
         }
     }
@@ -156,8 +156,8 @@ impl Reverter {
             for state in index.releases() {
                 for object in state.objects.iter().flatten() {
                     wanted
-                        .entry((object.group.clone(), object.kind.clone()))
-                        .or_insert_with(|| object.version.clone());
+                        .entry((object.group.to_string(), object.kind.to_string()))
+                        .or_insert_with(|| object.version.to_string());
                 }
             }
             watches.retain(|kind, (_, task)| {
@@ -265,8 +265,10 @@ impl Reverter {
                         for object in state.objects.iter().flatten() {
                             if object.group == gvk.group
                                 && object.kind == gvk.kind
-                                && !listed
-                                    .contains(&(object.namespace.clone(), object.name.clone()))
+                                && !listed.contains(&(
+                                    object.namespace.as_deref().map(str::to_string),
+                                    object.name.clone(),
+                                ))
                                 && revertable(&self.config, &index, object).is_some()
                             {
                                 let _ = tx.send(Job {
