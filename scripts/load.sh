@@ -8,10 +8,12 @@
 # release owns, ~8% writes to locked objects that are allowed (controllers' status updates,
 # Helm's own writes), ~2% denials. examples/loadgen.rs drives it over HTTP/1.1 keep-alive and
 # HTTP/2, at the highest rate and at fixed rates, and reads each server's CPU and RSS.
-#   scripts/load.sh [SECONDS]      (default 10 per run; results also in target/load/results.jsonl)
+#   scripts/load.sh [SECONDS [ROUNDS]]   (default 10 s per run, 3 rounds; results also in
+#                                        target/load/results.jsonl, the report in report.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
+rounds=${2:-3}
 cargo build --release --locked --bin helm-locker --example baseline_server --example peer_server --example loadgen
 out=target/load
 rm -rf "$out" && mkdir -p "$out"
@@ -32,18 +34,28 @@ peer=$!
 sleep 0.5
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "machine: $machine; $secs s per run, load generator on the same cores"
+echo "machine: $machine; $rounds rounds of $secs s per run, load generator on the same cores"
 run() { # name pid port label loadgen-args...
   local name=$1 pid=$2 port=$3 label=$4
   shift 4
   target/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
     --mix "$out/mix.txt" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
 }
-for server in "limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443"; do
-  set -- $server
-  run "$1" "$2" "$3" "max h1" --connections 32
-  run "$1" "$2" "$3" "max h2" --connections 4 --http2 --streams 16
-  run "$1" "$2" "$3" "5000/s h1" --connections 16 --rate 5000
-  run "$1" "$2" "$3" "1000/s h1" --connections 8 --rate 1000
+# Rounds, and within a round the servers one after the other for each kind of run, in an order
+# that rotates: a ratio is taken between runs seconds apart, so the machine's drift (other
+# tenants, turbo) hits every server alike. The report gives medians over the rounds.
+servers=("limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443")
+for round in $(seq "$rounds"); do
+  for kind in "max h1" "max h2" "5000/s h1" "1000/s h1"; do
+    for i in 0 1 2; do
+      set -- ${servers[$(((i + round) % 3))]}
+      case $kind in
+        "max h1") run "$1" "$2" "$3" "$kind" --connections 32 ;;
+        "max h2") run "$1" "$2" "$3" "$kind" --connections 4 --http2 --streams 16 ;;
+        "5000/s h1") run "$1" "$2" "$3" "$kind" --connections 16 --rate 5000 ;;
+        "1000/s h1") run "$1" "$2" "$3" "$kind" --connections 8 --rate 1000 ;;
+      esac
+    done
+  done
 done
 python3 scripts/load_report.py "$out/results.jsonl" "$machine" | tee "$out/report.md"

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -44,12 +44,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn validate(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    admit(&state, Endpoint::Validate, &headers, body).await
+// The request whole rather than a `HeaderMap` extractor, which would clone the headers.
+async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    admit(&state, Endpoint::Validate, &parts.headers, body).await
 }
 
-async fn mutate(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    admit(&state, Endpoint::Mutate, &headers, body).await
+async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    admit(&state, Endpoint::Mutate, &parts.headers, body).await
 }
 
 fn error(status: StatusCode, message: String) -> Response {
