@@ -82,6 +82,15 @@ pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change
     drifted_fields(&object.content(), live, ignore)
 }
 
+/// Whether reverting `drift` would change anything the API server stores, judged by the same
+/// write made as a dry run: `after` is the drift left in the API server's answer. Drift the
+/// write does not remove is what the API server does not store as the chart writes it (a zero
+/// value Go's `omitempty` drops, like `hostNetwork: false`): reverting it would write the same
+/// object after every backoff, forever.
+pub fn write_would_fix(drift: &[Change], after: &[Change]) -> bool {
+    drift.iter().any(|c| !after.contains(c))
+}
+
 /// Whether a deleted object is created again. Not when the chart gives it owners
 /// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
 /// object created again under a missing owner would only be collected again.
@@ -362,6 +371,33 @@ mod tests {
             helm_writer(None, Some("csa")),
             HelmWriter::Update("helm".into())
         );
+    }
+
+    #[test]
+    fn drift_a_write_leaves_in_place_is_not_worth_writing() {
+        let deploy = &objects()[0];
+        let mut live = live_deployment(3, "nginx:1.25");
+        assert!(drift(deploy, &live, &[]).is_empty());
+        // The chart says `hostNetwork: false`; the API server stores no false (omitempty).
+        let chart_with_zero = {
+            let mut content = deploy.content().to_json();
+            content["spec"]["template"]["spec"]["hostNetwork"] = json!(false);
+            content
+        };
+        let zero = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        assert_eq!(zero.len(), 1);
+        // The dry run of the revert answers the same object: nothing to fix.
+        assert!(!write_would_fix(&zero, &zero));
+        // Real drift next to it: the write fixes that.
+        live["spec"]["replicas"] = json!(7);
+        let both = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        assert_eq!(both.len(), 2);
+        assert!(write_would_fix(&both, &zero));
+        // And a user setting the field to true is drift the write fixes.
+        live["spec"]["replicas"] = json!(3);
+        live["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        let flipped = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        assert!(write_would_fix(&flipped, &zero));
     }
 
     #[test]

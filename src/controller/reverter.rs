@@ -24,6 +24,7 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::compare::Change;
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseState};
 use crate::release::Status;
@@ -362,6 +363,7 @@ impl Reverter {
             Duration::from_secs(600),
         );
         let mut last_writer: HashMap<ObjectKey, HelmWriter> = HashMap::new();
+        let mut not_stored: HashMap<ObjectKey, (u64, Vec<Change>)> = HashMap::new();
         loop {
             let job = tokio::select! {
                 job = rx.recv() => match job { Some(job) => job, None => return },
@@ -384,7 +386,7 @@ impl Reverter {
             }
             let started = Instant::now();
             let result = self
-                .reconcile(&job, &mut backoff, &mut last_writer, &tx)
+                .reconcile(&job, &mut backoff, &mut last_writer, &mut not_stored, &tx)
                 .await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
@@ -426,11 +428,54 @@ impl Reverter {
         }
     }
 
+    /// Puts the chart's values back on a live object as Helm's field manager would: a forced
+    /// server-side apply, or a JSON patch guarded by the resource version. `dry_run`: the API
+    /// server answers what it would store, and stores nothing.
+    #[allow(clippy::too_many_arguments)]
+    async fn write(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        writer: &HelmWriter,
+        desired: &Value,
+        changes: &[Change],
+        live: &Value,
+        dry_run: bool,
+    ) -> Result<DynamicObject, String> {
+        match writer {
+            HelmWriter::Apply(manager) => {
+                let params = PatchParams {
+                    dry_run,
+                    ..PatchParams::apply(manager).force()
+                };
+                api.patch(name, &params, &Patch::Apply(desired)).await
+            }
+            HelmWriter::Update(manager) => {
+                let rv = live
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                let params = PatchParams {
+                    field_manager: Some(manager.clone()),
+                    dry_run,
+                    ..PatchParams::default()
+                };
+                api.patch(
+                    name,
+                    &params,
+                    &Patch::<()>::Json(revert::revert_patch(changes, rv)),
+                )
+                .await
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+
     async fn reconcile(
         &self,
         job: &Job,
         backoff: &mut Backoff<ObjectKey>,
         last_writer: &mut HashMap<ObjectKey, HelmWriter>,
+        not_stored: &mut HashMap<ObjectKey, (u64, Vec<Change>)>,
         tx: &mpsc::UnboundedSender<Job>,
     ) -> Result<Outcome, String> {
         let key = &job.key;
@@ -461,6 +506,10 @@ impl Reverter {
                 if changes.is_empty() {
                     return Ok(Outcome::InSync);
                 }
+                // The same difference a dry run already showed the API server does not store.
+                if not_stored.get(key) == Some(&(revision, changes.clone())) {
+                    return Ok(Outcome::InSync);
+                }
                 changes
             }
             None if !revert::recreate_when_deleted(&object) => {
@@ -475,6 +524,30 @@ impl Reverter {
                 return Ok(Outcome::Skipped(
                     "the release changed; waiting for the index",
                 ))
+            }
+        }
+        let writer = match &live_json {
+            Some(live) => revert::helm_writer(Some(live), apply_method.as_deref()),
+            None => last_writer
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| revert::helm_writer(None, apply_method.as_deref())),
+        };
+        last_writer.insert(key.clone(), writer.clone());
+        let desired = revert::desired_object(&object, live_json.as_ref(), &ignore);
+        if let Some(live) = &live_json {
+            // The write as a dry run first: what it would not change is not stored by the API
+            // server as the chart writes it (`hostNetwork: false`), and writing it would start
+            // again after every backoff.
+            let preview = self
+                .write(&api, &key.name, &writer, &desired, &changes, live, true)
+                .await?;
+            let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
+            let after = revert::drift(&object, &preview, &ignore);
+            if !revert::write_would_fix(&changes, &after) {
+                tracing::debug!(object = %object.describe(), paths = %revert::describe_paths(&changes), "differs from the chart only where the API server stores nothing; not reverted");
+                not_stored.insert(key.clone(), (revision, changes));
+                return Ok(Outcome::InSync);
             }
         }
         if !job.delayed {
@@ -493,56 +566,39 @@ impl Reverter {
                 return Ok(Outcome::Skipped("backing off"));
             }
         }
-        let writer = match &live_json {
-            Some(live) => revert::helm_writer(Some(live), apply_method.as_deref()),
-            None => last_writer
-                .get(key)
-                .cloned()
-                .unwrap_or_else(|| revert::helm_writer(None, apply_method.as_deref())),
-        };
-        last_writer.insert(key.clone(), writer.clone());
         // The last moment to notice a lost lease.
         if !*self.leader.borrow() {
             return Ok(Outcome::Skipped("not the leader"));
         }
-        let desired = revert::desired_object(&object, live_json.as_ref(), &ignore);
-        let written = match (&writer, &live_json) {
-            (HelmWriter::Apply(manager), _) => api
-                .patch(
-                    &key.name,
-                    &PatchParams::apply(manager).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await
-                .map_err(|e| e.to_string())?,
-            (HelmWriter::Update(manager), Some(live)) => {
-                let rv = live
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str);
-                let params = PatchParams {
-                    field_manager: Some(manager.clone()),
-                    ..PatchParams::default()
-                };
-                api.patch(
-                    &key.name,
-                    &params,
-                    &Patch::<()>::Json(revert::revert_patch(&changes, rv)),
-                )
-                .await
-                .map_err(|e| e.to_string())?
+        let written = match &live_json {
+            Some(live) => {
+                self.write(&api, &key.name, &writer, &desired, &changes, live, false)
+                    .await?
             }
-            (HelmWriter::Update(manager), None) => {
-                let body: DynamicObject =
-                    serde_json::from_value(desired).map_err(|e| e.to_string())?;
-                let params = PostParams {
-                    field_manager: Some(manager.clone()),
-                    ..PostParams::default()
-                };
-                api.create(&params, &body)
+            // Created again: by server-side apply when Helm applies, else by a create.
+            None => match &writer {
+                HelmWriter::Apply(manager) => api
+                    .patch(
+                        &key.name,
+                        &PatchParams::apply(manager).force(),
+                        &Patch::Apply(&desired),
+                    )
                     .await
-                    .map_err(|e| e.to_string())?
-            }
+                    .map_err(|e| e.to_string())?,
+                HelmWriter::Update(manager) => {
+                    let body: DynamicObject =
+                        serde_json::from_value(desired).map_err(|e| e.to_string())?;
+                    let params = PostParams {
+                        field_manager: Some(manager.clone()),
+                        ..PostParams::default()
+                    };
+                    api.create(&params, &body)
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
+            },
         };
+        not_stored.remove(key);
         let (reason, note, outcome) = if live_json.is_some() {
             let paths = revert::describe_paths(&changes);
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");

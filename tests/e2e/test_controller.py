@@ -101,6 +101,23 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         time.sleep(2)
         self.assertNotEqual(self.k("-n", "rv", "get", "deploy", "rv-web").returncode, 0)
 
+    def test_1b_zero_values_the_api_server_does_not_store_are_not_drift(self):
+        """A chart's `hostNetwork: false` is absent from the stored Deployment (omitempty): the
+        reverter must not re-apply it forever."""
+        locker = self.start("zv", "--namespace", "zv", "--lease-name", "zv")
+        self.plane.helm("zv").install(CHART, "zv", {"zeroValues": True}, create_namespace=True)
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 20), "never became leader")
+        # Events on the object make the reverter look at it again.
+        for i in range(3):
+            self.drift("-n", "zv", "annotate", "deploy", "zv-web", f"touch={i}", "--overwrite")
+            time.sleep(1)
+        time.sleep(3)
+        self.assertEqual(locker.metric("helm_locker_reverts_total") or 0, 0, locker.log_text()[-3000:])
+        self.assertNotIn("drift reverted", locker.log_text())
+        # Real drift on the same object is still reverted.
+        self.drift("-n", "zv", "patch", "deploy", "zv-web", "-p", '{"spec":{"replicas":5}}')
+        self.assert_back_within(REVERT_WITHIN, "{.spec.replicas}", "1", "-n", "zv", "deploy", "zv-web")
+
     def test_2_only_the_lease_holder_reverts_and_another_takes_over(self):
         flags = ("--namespace", "pair", "--lease-name", "pair", "--lease-duration", "3")
         first = self.start("first", *flags)
