@@ -214,7 +214,7 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
             newest.status,
             delete,
             &changes,
-            hide_values,
+            Wording { hide_values, scale },
         );
         Locked {
             release: release.clone(),
@@ -336,6 +336,15 @@ fn singular_candidates(plural: &str) -> Vec<&str> {
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
 
+/// How a denial shows the requested values.
+#[derive(Clone, Copy)]
+struct Wording {
+    /// A Secret's values are not shown.
+    hide_values: bool,
+    /// A `scale` request: its `replicas` is omitempty, so a missing one is 0.
+    scale: bool,
+}
+
 fn message(
     object: &str,
     release: &ReleaseKey,
@@ -343,8 +352,9 @@ fn message(
     status: Status,
     delete: bool,
     changes: &[Change],
-    hide_values: bool,
+    wording: Wording,
 ) -> String {
+    let Wording { hide_values, scale } = wording;
     let head =
         format!("{object} is locked by Helm release {release} (revision {revision}, {status})");
     if delete {
@@ -362,6 +372,12 @@ fn message(
             None if hide_values => {
                 format!("{} is set by the chart, this request removes it", c.path)
             }
+            // A Scale's `replicas` is omitempty: `kubectl scale --replicas=0` sends none.
+            None if scale => format!(
+                "{} is {} in the chart, this request sets 0",
+                c.path,
+                show(&c.chart)
+            ),
             Some(v) => format!(
                 "{} is {} in the chart, this request sets {}",
                 c.path,
@@ -694,6 +710,28 @@ mod tests {
             panic!()
         };
         assert_eq!(l.changes[0].path, "/spec/replicas");
+        // `kubectl scale --replicas=0`: the Scale carries no replicas (omitempty).
+        let to_zero = review(
+            "UPDATE",
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            Some("scale"),
+            "web",
+            Some("shop"),
+            "admin",
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {}}),
+            scale(3),
+        );
+        let Decision::Deny(l) = decide_json(&index(Status::Deployed), &Config::default(), &to_zero)
+        else {
+            panic!()
+        };
+        assert!(
+            l.message
+                .contains("/spec/replicas is 3 in the chart, this request sets 0"),
+            "{}",
+            l.message
+        );
         let hpa_free = Config {
             ignore: vec![crate::config::IgnoreRule {
                 paths: vec!["/spec/replicas".into()],
