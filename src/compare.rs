@@ -136,6 +136,10 @@ impl Walk<'_> {
                     self.child(key, chart_value, new_map, old_map, holds_quantities);
                 }
             }
+            // An empty list the API server merges by key (`env: []`) sets no item: like the
+            // chart's `{}`, it locks nothing below it, and items others add are theirs.
+            (Tree::List(items), Some(Value::Array(_)))
+                if items.is_empty() && KEYED_LISTS.contains(&last_segment(&self.path)) => {}
             (Tree::List(items), Some(Value::Array(new_items))) => {
                 let old_items = old
                     .and_then(Value::as_array)
@@ -261,6 +265,22 @@ fn take_match(
     taken[i] = true;
     Some(i)
 }
+
+/// Lists the API server merges item by item (patchStrategy "merge" in the Kubernetes API), by
+/// their field name. Others (`args`, `command`, `tolerations`...) are replaced whole.
+const KEYED_LISTS: &[&str] = &[
+    "containers",
+    "initContainers",
+    "ephemeralContainers",
+    "env",
+    "volumes",
+    "volumeMounts",
+    "volumeDevices",
+    "ports",
+    "imagePullSecrets",
+    "hostAliases",
+    "topologySpreadConstraints",
+];
 
 fn merge_key(field: &str, items: &[Tree]) -> Option<MergeKey> {
     let all_have = |key: &str| !items.is_empty() && items.iter().all(|i| i.get(key).is_some());
@@ -518,6 +538,20 @@ mod tests {
         let mut repaired = new.clone();
         json_patch::patch(&mut repaired, &repair_patch(&changes)).unwrap();
         assert_eq!(repaired, old);
+    }
+
+    #[test]
+    fn an_empty_keyed_list_locks_no_item_but_an_empty_plain_list_locks_the_list() {
+        let chart = json!({"env": [], "args": []});
+        let old = json!({"env": [], "args": []});
+        // A sidecar injector or an operator adds an env var: not the chart's.
+        let with_env = json!({"env": [{"name": "INJECTED", "value": "1"}], "args": []});
+        assert!(paths(chart.clone(), with_env.clone(), Some(old.clone())).is_empty());
+        assert!(drifted_fields(&tree(chart.clone()), &with_env, &[]).is_empty());
+        // `args` is replaced whole: adding one changes what the chart set.
+        let with_arg = json!({"env": [], "args": ["--debug"]});
+        assert_eq!(paths(chart.clone(), with_arg.clone(), Some(old)), ["/args"]);
+        assert_eq!(drifted_fields(&tree(chart), &with_arg, &[]).len(), 1);
     }
 
     #[test]
