@@ -57,6 +57,15 @@ fn plain_scalar(text: &str) -> Option<Tree> {
         "OFF", ".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", "+.Inf", "+.INF",
         ".nan", ".NaN", ".NAN", "=",
     ];
+    // Other casings (`truE`, `NuLL`, `.iNf`) are strings to Go's YAML but not to every reader
+    // (serde-saphyr reads `truE` as true): left to the reference, which the fast path must match.
+    const ANY_CASE: &[&str] = &[
+        "true", "false", "null", "yes", "no", "on", "off", "y", "n", ".inf", "-.inf", "+.inf",
+        ".nan",
+    ];
+    if text.len() <= 5 && ANY_CASE.iter().any(|w| w.eq_ignore_ascii_case(text)) {
+        return None;
+    }
     let may_be_ambiguous = text.len() <= 5
         && matches!(
             text.as_bytes()[0],
@@ -138,6 +147,11 @@ mod tests {
             (".nan", None),
             ("-.inf", None),
             ("+1", None),
+            ("truE", None),
+            ("NuLL", None),
+            (".iNf", None),
+            ("True", Some(Tree::Bool(true))),
+            ("trueish", Some(Tree::Str("trueish".into()))),
         ] {
             assert_eq!(plain_scalar(text), expected, "{text}");
             let doc = format!("a: {text}\n");
