@@ -80,6 +80,7 @@ fn review(
 fn benches(c: &mut Criterion) {
     let index = cluster(1_000, 30);
     let config = Config::default();
+    let schema = helm_locker::schema::Schema::builtin();
 
     let unowned = review(
         "ConfigMap",
@@ -92,7 +93,15 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     group.throughput(Throughput::Elements(1));
     group.bench_function("unowned object", |b| {
-        b.iter(|| decide(black_box(&index), &config, black_box(&parsed.request)).unwrap())
+        b.iter(|| {
+            decide(
+                black_box(&index),
+                &schema,
+                &config,
+                black_box(&parsed.request),
+            )
+            .unwrap()
+        })
     });
 
     let locked = review(
@@ -107,13 +116,14 @@ fn benches(c: &mut Criterion) {
         locked.len()
     );
     let parsed_locked = parse_review(locked.as_bytes()).unwrap();
-    assert!(!decide(&index, &config, &parsed_locked.request)
+    assert!(!decide(&index, &schema, &config, &parsed_locked.request)
         .unwrap()
         .is_allowed());
     group.bench_function("locked 20 KB Deployment", |b| {
         b.iter(|| {
             decide(
                 black_box(&index),
+                &schema,
                 &config,
                 black_box(&parsed_locked.request),
             )
@@ -123,7 +133,9 @@ fn benches(c: &mut Criterion) {
     group.bench_function("parse review + unowned", |b| {
         b.iter(|| {
             let r = parse_review(black_box(unowned.as_bytes())).unwrap();
-            decide(&index, &config, &r.request).unwrap().is_allowed()
+            decide(&index, &schema, &config, &r.request)
+                .unwrap()
+                .is_allowed()
         })
     });
     group.finish();
@@ -162,7 +174,9 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 let head =
                     helm_locker::admission::parse_head(black_box(unowned_go.as_bytes())).unwrap();
-                decide(&index, &config, &head.request).unwrap().is_allowed()
+                decide(&index, &schema, &config, &head.request)
+                    .unwrap()
+                    .is_allowed()
             })
         });
         group.bench_function(
@@ -170,7 +184,9 @@ fn benches(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     let r = parse_review(black_box(locked_go.as_bytes())).unwrap();
-                    decide(&index, &config, &r.request).unwrap().is_allowed()
+                    decide(&index, &schema, &config, &r.request)
+                        .unwrap()
+                        .is_allowed()
                 })
             },
         );

@@ -7,10 +7,11 @@
 use serde_json::Value;
 
 use crate::admission::{Operation, Request};
-use crate::compare::{locked_changes, locked_changes_at, repair_patch, Change};
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
+use crate::ownership::{applied_object, locked_changes, locked_changes_at, repair_patch, Change};
 use crate::release::{describe_json_error, Status};
+use crate::schema::Schema;
 
 /// Why a request was allowed.
 #[derive(Clone, Debug, PartialEq)]
@@ -154,7 +155,12 @@ pub enum DecideError {
 }
 
 /// Decides one admission request.
-pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decision, DecideError> {
+pub fn decide(
+    index: &Index,
+    schema: &Schema,
+    config: &Config,
+    request: &Request,
+) -> Result<Decision, DecideError> {
     if request.operation == Operation::Connect {
         return Ok(Decision::Allow(Allowed::NotOwned));
     }
@@ -237,11 +243,18 @@ pub fn decide(index: &Index, config: &Config, request: &Request) -> Result<Decis
     let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
     let old = parse_object(request.old_object(), "oldObject")?;
     let ignore = policy.ignored_paths(object);
-    let content = object.content();
+    let applied = applied_object(
+        &object.content(),
+        &object.group,
+        &object.kind,
+        (&release.name, &release.namespace),
+    );
+    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let changes = if scale {
-        locked_changes_at(&content, "/spec/replicas", &new, old.as_ref(), &ignore)
+        let pointer = "/spec/replicas";
+        locked_changes_at(schema, root, &applied, pointer, &new, old.as_ref(), &ignore)
     } else {
-        locked_changes(&content, &new, old.as_ref(), &ignore)
+        locked_changes(schema, root, &applied, &new, old.as_ref(), &ignore)
     };
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange { release }));
@@ -480,6 +493,7 @@ mod tests {
     fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
         decide(
             index,
+            &Schema::builtin(),
             config,
             &parse_review(body.as_bytes()).unwrap().request,
         )
@@ -916,6 +930,6 @@ mod tests {
         let d = decide_json(&index(Status::Deployed), &Config::default(), body);
         // A string where an object belongs changes every locked field: it is denied, not a crash.
         assert!(!d.is_allowed());
-        assert!(decide(&index(Status::Deployed), &Config::default(), &parse_review(b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":{\"kind\":\"ClusterRole\",\"group\":\"rbac.authorization.k8s.io\"},\"operation\":\"DELETE\",\"oldObject\":{\"metadata\":{\"name\":7}}}}").unwrap().request).is_err());
+        assert!(decide(&index(Status::Deployed), &Schema::builtin(), &Config::default(), &parse_review(b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":{\"kind\":\"ClusterRole\",\"group\":\"rbac.authorization.k8s.io\"},\"operation\":\"DELETE\",\"oldObject\":{\"metadata\":{\"name\":7}}}}").unwrap().request).is_err());
     }
 }

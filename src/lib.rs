@@ -1,11 +1,10 @@
 //! helm-locker: makes Helm the only way to change what Helm installed.
 //!
 //! Data flows one way: release Secret -> [`release`] -> [`manifest`] -> [`index`]; and
-//! AdmissionReview -> [`admission`] -> [`decide`] (with [`compare`]) -> response. These modules
+//! AdmissionReview -> [`admission`] -> [`decide`] (with [`ownership`] by the API's [`schema`]) -> response. These modules
 //! are pure and synchronous; I/O lives in the binary's shell.
 
 pub mod admission;
-pub mod compare;
 pub mod config;
 pub mod controller;
 pub mod decide;
@@ -14,9 +13,11 @@ pub mod index;
 pub mod inspect;
 pub mod interning;
 pub mod manifest;
+pub mod ownership;
 pub mod quantity;
 pub mod release;
 pub mod revert;
+pub mod schema;
 pub mod server;
 pub mod source;
 pub mod tree;

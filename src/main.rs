@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -8,6 +9,7 @@ use helm_locker::config::{self, Config, Mode};
 use helm_locker::decide::decide;
 use helm_locker::index::Index;
 use helm_locker::inspect;
+use helm_locker::schema::Schema;
 use helm_locker::source::files;
 
 /// Makes Helm the only way to change what Helm installed.
@@ -65,6 +67,33 @@ enum Command {
         /// Explain the decision in one sentence on standard error.
         #[arg(long)]
         explain: bool,
+        /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`), for custom
+        /// resources and kinds newer than the embedded Kubernetes 1.20 schema.
+        #[arg(long)]
+        openapi: Option<PathBuf>,
+    },
+    /// Compare what helm-locker locks in live objects with what the API server attributes to
+    /// Helm's field manager (the `Apply` entry of `metadata.managedFields`).
+    ///
+    /// Prints one JSON line per object: the fields Helm owns that helm-locker does not lock
+    /// (`missing`) and those it locks beyond Helm's entry (`extra`). Exit status 1 when any
+    /// object differs, 2 when the input is unusable.
+    /// Example: kubectl get deploy,svc,cm -n shop -o json > live.json;
+    ///          kubectl get secret -n shop -l owner=helm -o json > releases.json;
+    ///          helm-locker owned-fields --releases releases.json live.json
+    OwnedFields {
+        /// Files or folders of release Secrets.
+        #[arg(long = "releases", required = true, num_args = 1..)]
+        releases: Vec<PathBuf>,
+        /// Live objects as `kubectl get -o json` prints them (one object or a List).
+        #[arg(required = true)]
+        objects: Vec<PathBuf>,
+        /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`).
+        #[arg(long)]
+        openapi: Option<PathBuf>,
+        /// Helm's field manager (default: the Apply entry that owns Helm's release annotation).
+        #[arg(long)]
+        manager: Option<String>,
     },
 }
 
@@ -227,6 +256,7 @@ fn main() -> ExitCode {
             config,
             mode,
             explain,
+            openapi,
         } => {
             // `review --releases A B REVIEW.json`: the greedy list holds the review last.
             match review.or_else(|| {
@@ -236,10 +266,27 @@ fn main() -> ExitCode {
                     None
                 }
             }) {
-                Some(review) => run_review(&releases, &review, config.as_deref(), mode, explain),
+                Some(review) => run_review(
+                    &releases,
+                    &review,
+                    config.as_deref(),
+                    mode,
+                    explain,
+                    openapi.as_deref(),
+                ),
                 None => Err("give the AdmissionReview file after the release paths".into()),
             }
         }
+        Command::OwnedFields {
+            releases,
+            objects,
+            openapi,
+            manager,
+        } => match run_owned_fields(&releases, &objects, openapi.as_deref(), manager.as_deref()) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -259,6 +306,85 @@ fn load_index(paths: &[PathBuf]) -> Result<Index, String> {
         return Err("no release Secret could be read".into());
     }
     Ok(Index::from_secrets(loaded.secrets))
+}
+
+fn load_schema(openapi: Option<&std::path::Path>) -> Result<Arc<Schema>, String> {
+    match openapi {
+        None => Ok(Schema::builtin()),
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Schema::from_openapi_v2(&bytes)
+                .map(Arc::new)
+                .map_err(|e| format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+/// `owned-fields`: true when every object's ownership matches Helm's managedFields entry.
+fn run_owned_fields(
+    releases: &[PathBuf],
+    objects: &[PathBuf],
+    openapi: Option<&std::path::Path>,
+    manager: Option<&str>,
+) -> Result<bool, String> {
+    use helm_locker::ownership::{applied_object, helm_fields, owned_fields, parse_fields_v1};
+    let index = load_index(releases)?;
+    let schema = load_schema(openapi)?;
+    let mut all_match = true;
+    for path in objects {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let items = match value.get("items").and_then(|i| i.as_array()) {
+            Some(items) => items.clone(),
+            None => vec![value],
+        };
+        for live in &items {
+            let field = |p: &str| live.pointer(p).and_then(|v| v.as_str()).unwrap_or_default();
+            let (api_version, kind, name) = (
+                field("/apiVersion"),
+                field("/kind"),
+                field("/metadata/name"),
+            );
+            let namespace = live.pointer("/metadata/namespace").and_then(|v| v.as_str());
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let Some(object) = index.lookup(group, kind, namespace, name) else {
+                println!(
+                    "{}",
+                    serde_json::json!({"object": format!("{kind} {name}"), "error": "no release locks this object"})
+                );
+                all_match = false;
+                continue;
+            };
+            let Some((helm_manager, fields)) = helm_fields(live, manager) else {
+                println!(
+                    "{}",
+                    serde_json::json!({"object": object.describe(), "error": "no Apply entry of Helm in managedFields"})
+                );
+                all_match = false;
+                continue;
+            };
+            let release = &object.release;
+            let applied = applied_object(
+                &object.content(),
+                &object.group,
+                &object.kind,
+                (&release.name, &release.namespace),
+            );
+            let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+            let ours = owned_fields(&schema, root, &applied);
+            let helms = parse_fields_v1(fields);
+            let missing: Vec<&String> = helms.difference(&ours).collect();
+            let extra: Vec<&String> = ours.difference(&helms).collect();
+            all_match &= missing.is_empty() && extra.is_empty();
+            println!(
+                "{}",
+                serde_json::json!({"object": object.describe(), "manager": helm_manager,
+                    "owned": ours.len(), "missing": missing, "extra": extra})
+            );
+        }
+    }
+    Ok(all_match)
 }
 
 fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
@@ -293,6 +419,7 @@ fn run_review(
     config: Option<&std::path::Path>,
     mode: Option<Mode>,
     explain: bool,
+    openapi: Option<&std::path::Path>,
 ) -> Result<(), String> {
     let mut config = load_config(config)?;
     if let Some(mode) = mode {
@@ -306,7 +433,8 @@ fn run_review(
     }
     .map_err(|e| format!("{}: {e}", review.display()))?;
     let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
-    let decision = decide(&index, &config, &parsed.request)
+    let schema = load_schema(openapi)?;
+    let decision = decide(&index, &schema, &config, &parsed.request)
         .map_err(|e| format!("{}: {e}", review.display()))?;
     let response = render_response(&parsed.api_version, &parsed.request.uid, &decision);
     println!("{}", String::from_utf8_lossy(&response));

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::compare::{drifted_fields, is_ignored, repair_patch, Change};
 use crate::index::LockedObject;
+use crate::ownership::{applied_object, drifted_fields, is_ignored, repair_patch, Change};
+use crate::schema::Schema;
 use crate::tree::Tree;
 
 /// Helm's ownership metadata (Helm sets these on every object it creates or adopts).
@@ -78,8 +79,16 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
 }
 
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
-pub fn drift(object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
-    drifted_fields(&object.content(), live, ignore)
+pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
+    let release = &object.release;
+    let applied = applied_object(
+        &object.content(),
+        &object.group,
+        &object.kind,
+        (&release.name, &release.namespace),
+    );
+    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+    drifted_fields(schema, root, &applied, live, ignore)
 }
 
 /// Whether reverting `drift` would change anything the API server stores, judged by the same
@@ -323,8 +332,19 @@ mod tests {
     fn drift_is_every_locked_difference_and_server_defaults_are_not_drift() {
         let objects = objects();
         let deploy = &objects[0];
-        assert!(drift(deploy, &live_deployment(3, "nginx:1.25"), &[]).is_empty());
-        let changes = drift(deploy, &live_deployment(7, "nginx:1.27"), &[]);
+        assert!(drift(
+            &Schema::builtin(),
+            deploy,
+            &live_deployment(3, "nginx:1.25"),
+            &[]
+        )
+        .is_empty());
+        let changes = drift(
+            &Schema::builtin(),
+            deploy,
+            &live_deployment(7, "nginx:1.27"),
+            &[],
+        );
         let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(
             paths,
@@ -338,9 +358,13 @@ mod tests {
         // without an old value).
         let cm = &objects[1];
         let removed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shop"}, "data": {"greeting": "hello"}});
-        assert_eq!(drift(cm, &removed, &[])[0].path, "/data/mode");
+        assert_eq!(
+            drift(&Schema::builtin(), cm, &removed, &[])[0].path,
+            "/data/mode"
+        );
         // Ignored paths are left alone.
         assert!(drift(
+            &Schema::builtin(),
             deploy,
             &live_deployment(7, "nginx:1.25"),
             &["/spec/replicas"]
@@ -377,26 +401,46 @@ mod tests {
     fn drift_a_write_leaves_in_place_is_not_worth_writing() {
         let deploy = &objects()[0];
         let mut live = live_deployment(3, "nginx:1.25");
-        assert!(drift(deploy, &live, &[]).is_empty());
+        assert!(drift(&Schema::builtin(), deploy, &live, &[]).is_empty());
         // The chart says `hostNetwork: false`; the API server stores no false (omitempty).
+        let schema = Schema::builtin();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
         let chart_with_zero = {
             let mut content = deploy.content().to_json();
             content["spec"]["template"]["spec"]["hostNetwork"] = json!(false);
             content
         };
-        let zero = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        let zero = crate::ownership::drifted_fields(
+            &schema,
+            root,
+            &Tree::from(&chart_with_zero),
+            &live,
+            &[],
+        );
         assert_eq!(zero.len(), 1);
         // The dry run of the revert answers the same object: nothing to fix.
         assert!(!write_would_fix(&zero, &zero));
         // Real drift next to it: the write fixes that.
         live["spec"]["replicas"] = json!(7);
-        let both = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        let both = crate::ownership::drifted_fields(
+            &schema,
+            root,
+            &Tree::from(&chart_with_zero),
+            &live,
+            &[],
+        );
         assert_eq!(both.len(), 2);
         assert!(write_would_fix(&both, &zero));
         // And a user setting the field to true is drift the write fixes.
         live["spec"]["replicas"] = json!(3);
         live["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
-        let flipped = crate::compare::drifted_fields(&Tree::from(&chart_with_zero), &live, &[]);
+        let flipped = crate::ownership::drifted_fields(
+            &schema,
+            root,
+            &Tree::from(&chart_with_zero),
+            &live,
+            &[],
+        );
         assert!(write_would_fix(&flipped, &zero));
     }
 
@@ -436,10 +480,10 @@ mod tests {
     fn revert_patch_puts_chart_values_back_guarded_by_resource_version() {
         let objects = objects();
         let mut live = live_deployment(7, "nginx:1.27");
-        let changes = drift(&objects[0], &live, &[]);
+        let changes = drift(&Schema::builtin(), &objects[0], &live, &[]);
         let patch = revert_patch(&changes, Some("42"));
         json_patch::patch(&mut live, &patch).unwrap();
-        assert!(drift(&objects[0], &live, &[]).is_empty());
+        assert!(drift(&Schema::builtin(), &objects[0], &live, &[]).is_empty());
         let mut moved = live_deployment(7, "nginx:1.27");
         moved["metadata"]["resourceVersion"] = json!("43");
         assert!(json_patch::patch(&mut moved, &patch).is_err());

@@ -35,6 +35,9 @@ pub fn parse_document(doc: &str) -> Result<Tree, YamlError> {
 pub fn reference(doc: &str) -> Result<Tree, YamlError> {
     let options = serde_saphyr::options! {
         duplicate_keys: DuplicateKeyPolicy::LastWins,
+        // Helm reads manifests as YAML 1.1 (sigs.k8s.io/yaml, go-yaml v2): `0755` is octal 493,
+        // as the API server receives it from Helm.
+        legacy_octal_numbers: true,
         with_snippet: false,
     };
     serde_saphyr::from_str_with_options::<Tree>(doc, options).map_err(|e| YamlError {
@@ -159,6 +162,31 @@ mod tests {
                 assert_eq!(tree, reference(&doc).unwrap(), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn numbers_read_as_helm_reads_them_yaml_1_1() {
+        // A widely used chart writes `defaultMode: 0755`: Helm sends 493 to the API server.
+        for (text, expected) in [
+            ("0755", Tree::Int(493)),
+            ("0400", Tree::Int(256)),
+            ("0644", Tree::Int(420)),
+            ("0x1F", Tree::Int(31)),
+            ("0", Tree::Int(0)),
+            ("10", Tree::Int(10)),
+            ("yes", Tree::Bool(true)),
+            ("off", Tree::Bool(false)),
+        ] {
+            let doc = format!("defaultMode: {text}\n");
+            assert_eq!(
+                parse_document(&doc).unwrap().get("defaultMode"),
+                Some(&expected),
+                "{text}"
+            );
+        }
+        // Quoted, it stays a string.
+        let quoted = parse_document("mode: \"0755\"\n").unwrap();
+        assert_eq!(quoted.get("mode"), Some(&Tree::Str("0755".into())));
     }
 
     #[test]

@@ -140,7 +140,8 @@ const DENIED: &[(usize, &str)] = &[
     (95, "/data/mode is \"production\" in the chart, this request sets \"debug\""),
     // The server-side apply that owns only `mode` drops the drifted `greeting`: a chart field.
     (99, "/data/greeting is \"hi\" in the chart, this request removes it"),
-    (100, "/rules/0/verbs is [\"get\",\"list\"] in the chart, this request sets [\"get\",\"list\",\"delete\"]"),
+    // `rules` is an atomic list (the API's schema): the whole list is one locked value.
+    (100, "/rules is [{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],\"verbs\":[\"get\",\"list\"]}] in the chart, this request sets [{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],\"verbs\":[\"get\",\"list\",\"delete\"]}]"),
     (101, "/spec/size is 3 in the chart, this request sets 9"),
     (102, "deleting it is not allowed"),
 ];
@@ -154,15 +155,24 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
     let mut fast_path = 0;
     for review in reviews() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
-        let decision = decide(&index, &config, &parsed.request).unwrap();
+        let decision = decide(
+            &index,
+            &helm_locker::schema::Schema::builtin(),
+            &config,
+            &parsed.request,
+        )
+        .unwrap();
         // The server's fast path (the review's head only) answers only what the full review
         // would, and only for objects no release owns.
         if let Some(head) = parse_head(review.body.as_bytes()) {
             assert_eq!(head.request.uid, parsed.request.uid);
             assert_eq!(head.api_version, parsed.api_version);
-            if let Ok(fast @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
-                decide(&index, &config, &head.request)
-            {
+            if let Ok(fast @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) = decide(
+                &index,
+                &helm_locker::schema::Schema::builtin(),
+                &config,
+                &head.request,
+            ) {
                 assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
                 fast_path += 1;
             }
@@ -304,11 +314,68 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
     for number in [48, 94] {
         let review = reviews().into_iter().find(|r| r.number == number).unwrap();
         let parsed = parse_review(review.body.as_bytes()).unwrap();
-        let decision = decide(&index, &config, &parsed.request).unwrap();
+        let decision = decide(
+            &index,
+            &helm_locker::schema::Schema::builtin(),
+            &config,
+            &parsed.request,
+        )
+        .unwrap();
         assert!(
             matches!(decision, Decision::Allow(Allowed::NoLockedChange { .. })),
             "{}: {decision:?}",
             review.file
         );
     }
+}
+
+/// What helm-locker locks is what the API server itself attributed to Helm: every object Helm
+/// created in the recording carries Helm's `Apply` entry in `managedFields`, written by
+/// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
+#[test]
+fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
+    use helm_locker::ownership::{applied_object, helm_fields, owned_fields, parse_fields_v1};
+    use helm_locker::schema::Schema;
+    let schema = Schema::builtin();
+    let mut index = Index::new();
+    let mut compared = Vec::new();
+    for review in reviews() {
+        let body: Value = serde_json::from_str(&review.body).unwrap();
+        let request = &body["request"];
+        observe(&mut index, &review.body);
+        if request["operation"] != "CREATE" {
+            continue;
+        }
+        let object = &request["object"];
+        let Some((manager, fields)) = helm_fields(object, None) else {
+            continue;
+        };
+        let api_version = object["apiVersion"].as_str().unwrap();
+        let kind = object["kind"].as_str().unwrap();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let name = object["metadata"]["name"].as_str().unwrap();
+        let namespace = object["metadata"]["namespace"].as_str();
+        let locked = index
+            .lookup(group, kind, namespace, name)
+            .unwrap_or_else(|| panic!("{}: not indexed", review.file));
+        let release = &locked.release;
+        let applied = applied_object(
+            &locked.content(),
+            group,
+            kind,
+            (&release.name, &release.namespace),
+        );
+        let ours = owned_fields(&schema, schema.root_or_deduced(api_version, kind), &applied);
+        let helms = parse_fields_v1(fields);
+        assert_eq!(
+            ours.iter().collect::<Vec<_>>(),
+            helms.iter().collect::<Vec<_>>(),
+            "{} (manager {manager})",
+            review.file
+        );
+        compared.push(kind.to_string());
+    }
+    // Two installs (shop, tmp) of six objects each, and the Service the failed upgrade
+    // created again after `kubectl delete`.
+    assert_eq!(compared.len(), 13, "{compared:?}");
 }

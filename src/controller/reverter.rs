@@ -24,9 +24,9 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::compare::Change;
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseState};
+use crate::ownership::Change;
 use crate::release::Status;
 use crate::revert::{self, Backoff, HelmWriter};
 use crate::server::metrics::{Metrics, ResultLabels};
@@ -100,6 +100,7 @@ pub struct Reverter {
     pub client: Client,
     pub index: Arc<crate::index::SharedIndex>,
     pub config: Arc<Config>,
+    pub schema: Arc<crate::schema::SharedSchema>,
     pub confirm: Arc<dyn Confirm>,
     pub leader: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
@@ -115,10 +116,13 @@ enum Outcome {
 }
 
 impl Reverter {
+    // The reverter's collaborators, each shared with the server; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Client,
         index: Arc<crate::index::SharedIndex>,
         config: Arc<Config>,
+        schema: Arc<crate::schema::SharedSchema>,
         confirm: Arc<dyn Confirm>,
         leader: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
@@ -128,6 +132,7 @@ impl Reverter {
             client,
             index,
             config,
+            schema,
             confirm,
             leader,
             metrics,
@@ -344,7 +349,7 @@ impl Reverter {
         };
         let ignore = ignored(&self.config, &index, locked);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        if !revert::drift(locked, &live, &ignore).is_empty() {
+        if !revert::drift(&self.schema.load(), locked, &live, &ignore).is_empty() {
             let _ = tx.send(Job {
                 key: ObjectKey::of(locked),
                 writer: None,
@@ -502,7 +507,7 @@ impl Reverter {
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
             Some(live) => {
-                let changes = revert::drift(&object, live, &ignore);
+                let changes = revert::drift(&self.schema.load(), &object, live, &ignore);
                 if changes.is_empty() {
                     return Ok(Outcome::InSync);
                 }
@@ -543,7 +548,7 @@ impl Reverter {
                 .write(&api, &key.name, &writer, &desired, &changes, live, true)
                 .await?;
             let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
-            let after = revert::drift(&object, &preview, &ignore);
+            let after = revert::drift(&self.schema.load(), &object, &preview, &ignore);
             if !revert::write_would_fix(&changes, &after) {
                 tracing::debug!(object = %object.describe(), paths = %revert::describe_paths(&changes), "differs from the chart only where the API server stores nothing; not reverted");
                 not_stored.insert(key.clone(), (revision, changes));

@@ -123,7 +123,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     if let Some(head) = parse_head(&body) {
         let index = state.index.snapshot();
         if let Ok(decision @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
-            decide(&index, &state.config, &head.request)
+            decide(&index, &state.schema.load(), &state.config, &head.request)
         {
             return respond(state, endpoint, &head, &decision, started);
         }
@@ -138,7 +138,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     };
     let request = &review.request;
     let index = state.index.snapshot();
-    let decision = match decide(&index, &state.config, request) {
+    let decision = match decide(&index, &state.schema.load(), &state.config, request) {
         Ok(decision) => decision,
         Err(e) => {
             state.metrics.bad_requests.inc();

@@ -158,6 +158,9 @@ impl BoundServer {
         let state = Arc::new(AppState {
             index: Arc::new(SharedIndex::default()),
             config: Arc::new(settings.config),
+            schema: Arc::new(crate::schema::SharedSchema::new(
+                crate::schema::Schema::builtin(),
+            )),
             metrics: Arc::new(Metrics::new()),
             ready: Arc::new(AtomicBool::new(false)),
             confirmer,
@@ -326,6 +329,7 @@ fn start_controllers(
             client.clone(),
             state.index.clone(),
             state.config.clone(),
+            state.schema.clone(),
             Arc::new(source::kube::KubeConfirm {
                 client: client.clone(),
             }),

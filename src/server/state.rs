@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::index::{ReleaseKey, SharedIndex};
 use crate::release::Status;
+use crate::schema::SharedSchema;
 use crate::server::metrics::Metrics;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -43,6 +44,8 @@ impl Default for HttpSettings {
 pub struct AppState {
     pub index: Arc<SharedIndex>,
     pub config: Arc<Config>,
+    /// List and map semantics of every kind (embedded, then the API server's).
+    pub schema: Arc<SharedSchema>,
     pub metrics: Arc<Metrics>,
     /// Set once the first full list of release Secrets is indexed.
     pub ready: Arc<AtomicBool>,

@@ -1,0 +1,1092 @@
+//! What Helm owns in an object, and the writes that change it.
+//!
+//! Helm owns exactly what server-side apply attributes to its field manager when it applies the
+//! chart's object (plus the release annotations and `managed-by` label Helm adds to every
+//! object). Which fields those are follows from the object's [`Schema`]:
+//!
+//! - a scalar, an atomic list, an atomic map or struct, or a value no schema describes, is one
+//!   owned value;
+//! - a granular map or struct owns each entry the chart sets (an empty struct, `emptyDir: {}`,
+//!   is itself an owned value: removing it changes what the chart set);
+//! - a set owns each item the chart lists; a map-list (containers by `name`, ports by
+//!   `containerPort` and `protocol`...) owns each item the chart lists, by its keys, and inside it
+//!   what the chart sets;
+//! - a null owns nothing, and neither does an empty set or map-list.
+//!
+//! A *locked change* is a write that changes an owned value away from the chart's (or removes
+//! it, or removes an owned item), unless the value was already different before the write (drift
+//! does not block unrelated writes, and moving a field back to the chart's value is allowed).
+//! Values compare as the API server stores them: quantities canonically, numbers by value.
+//!
+//! [`owned_fields`] gives the same ownership as a set of `fieldsV1` paths, to be checked against
+//! the `managedFields` entry the API server itself wrote for Helm ([`helm_fields`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use crate::quantity::Quantity;
+use crate::schema::{Atom, ListType, Scalar, Schema, TypeId};
+use crate::tree::Tree;
+
+/// The annotations and label Helm adds to every object it applies (not in the manifest).
+pub const RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
+pub const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// A locked path the request changes away from the chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// JSON pointer into the request's object (`-` for a list item the request removed).
+    pub path: String,
+    /// The chart's value.
+    pub chart: Value,
+    /// The requested value; `None` when the request removes the field.
+    pub requested: Option<Value>,
+}
+
+/// The chart's object as Helm applies it: with Helm's release metadata, and a Secret's
+/// `stringData` folded into `data` (the API server stores only `data`).
+pub fn applied_object(chart: &Tree, group: &str, kind: &str, release: (&str, &str)) -> Tree {
+    let Tree::Map(entries) = chart else {
+        return chart.clone();
+    };
+    let mut entries: Vec<(Box<str>, Tree)> = entries.to_vec();
+    let (name, namespace) = release;
+    let metadata = entries
+        .iter()
+        .position(|(k, _)| &**k == "metadata")
+        .unwrap_or_else(|| {
+            entries.push(("metadata".into(), Tree::Map(Box::new([]))));
+            entries.len() - 1
+        });
+    let with = |map: &Tree, key: &str, extra: &[(&str, &str)]| -> Tree {
+        let mut inner: Vec<(Box<str>, Tree)> = match map.get(key) {
+            Some(Tree::Map(e)) => e.to_vec(),
+            _ => Vec::new(),
+        };
+        for (k, v) in extra {
+            if !inner.iter().any(|(ik, _)| &**ik == *k) {
+                inner.push(((*k).into(), Tree::Str((*v).into())));
+            }
+        }
+        Tree::map_from(inner)
+    };
+    let meta = &entries[metadata].1;
+    let mut meta_entries: Vec<(Box<str>, Tree)> = match meta {
+        Tree::Map(e) => e
+            .iter()
+            .filter(|(k, _)| !matches!(&**k, "annotations" | "labels"))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    meta_entries.push((
+        "annotations".into(),
+        with(
+            meta,
+            "annotations",
+            &[
+                (RELEASE_NAME_ANNOTATION, name),
+                (RELEASE_NAMESPACE_ANNOTATION, namespace),
+            ],
+        ),
+    ));
+    meta_entries.push((
+        "labels".into(),
+        with(meta, "labels", &[(MANAGED_BY_LABEL, "Helm")]),
+    ));
+    entries[metadata].1 = Tree::map_from(meta_entries);
+    if group.is_empty() && kind == "Secret" {
+        fold_string_data(&mut entries);
+    }
+    Tree::map_from(entries)
+}
+
+/// `stringData` entries become base64 `data` entries (they win over `data`, as on the server).
+fn fold_string_data(entries: &mut Vec<(Box<str>, Tree)>) {
+    let Some(position) = entries.iter().position(|(k, _)| &**k == "stringData") else {
+        return;
+    };
+    let (_, string_data) = entries.remove(position);
+    let Tree::Map(strings) = string_data else {
+        return;
+    };
+    let mut data: Vec<(Box<str>, Tree)> = match entries.iter().find(|(k, _)| &**k == "data") {
+        Some((_, Tree::Map(d))) => d.to_vec(),
+        _ => Vec::new(),
+    };
+    for (key, value) in strings.iter() {
+        let text = match value {
+            Tree::Str(s) => s.to_string(),
+            Tree::Null => continue,
+            other => other.to_json().to_string(),
+        };
+        let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+        data.retain(|(k, _)| k != key);
+        data.push((key.clone(), Tree::Str(encoded.into())));
+    }
+    entries.retain(|(k, _)| &**k != "data");
+    entries.push(("data".into(), Tree::map_from(data)));
+}
+
+/// Finds the changes a request makes to what Helm owns. `ignore` holds JSON pointers (a `*`
+/// segment matches any key or index) whose subtrees are free.
+pub fn locked_changes(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let mut walk = Walk::new(schema, ignore, true);
+    walk.object(root, chart, new, old);
+    walk.changes
+}
+
+/// Owned values of `live` that differ from the chart (drift to revert): like
+/// [`locked_changes`] without an old value, so every difference counts.
+pub fn drifted_fields(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    live: &Value,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let mut walk = Walk::new(schema, ignore, false);
+    walk.object(root, chart, live, None);
+    walk.changes
+}
+
+/// Changes to one owned path made of field names (the `scale` subresource writes the parent's
+/// `/spec/replicas`): `new` and `old` hold the value at the same pointer.
+pub fn locked_changes_at(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    pointer: &str,
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let Some(chart_value) = chart.pointer(pointer) else {
+        return Vec::new();
+    };
+    let ty = pointer
+        .split('/')
+        .skip(1)
+        .fold(root, |ty, name| schema.field(ty, name));
+    let mut walk = Walk::new(schema, ignore, true);
+    walk.path = pointer.to_string();
+    walk.visit(
+        ty,
+        chart_value,
+        new.pointer(pointer),
+        old.and_then(|o| o.pointer(pointer)),
+    );
+    walk.changes
+}
+
+struct Walk<'a> {
+    schema: &'a Schema,
+    ignore: &'a [&'a str],
+    changes: Vec<Change>,
+    path: String,
+    /// A difference from the chart counts only when the value also changes from the old one
+    /// (admission); off for drift, where there is no old value.
+    against_old: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn new(schema: &'a Schema, ignore: &'a [&'a str], against_old: bool) -> Self {
+        Walk {
+            schema,
+            ignore,
+            changes: Vec::new(),
+            path: String::new(),
+            against_old,
+        }
+    }
+
+    fn object(&mut self, root: TypeId, chart: &Tree, new: &Value, old: Option<&Value>) {
+        let Tree::Map(entries) = chart else {
+            return;
+        };
+        let Some(new_map) = new.as_object() else {
+            // Not an object at all (the API server would reject it): every owned value changes.
+            self.push(chart, Some(new));
+            return;
+        };
+        let new_map = Some(new_map);
+        let old_map = old.and_then(Value::as_object);
+        for (key, chart_value) in entries.iter() {
+            // The type is fixed by the lookup, and status is never the chart's to set.
+            if matches!(&**key, "apiVersion" | "kind" | "status") {
+                continue;
+            }
+            let ty = self.schema.field(root, key);
+            self.child(key, ty, chart_value, new_map, old_map);
+        }
+    }
+
+    fn child(
+        &mut self,
+        key: &str,
+        ty: TypeId,
+        chart: &Tree,
+        new: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) {
+        let len = self.path.len();
+        push_segment(&mut self.path, key);
+        self.visit(
+            ty,
+            chart,
+            new.and_then(|m| m.get(key)),
+            old.and_then(|m| m.get(key)),
+        );
+        self.path.truncate(len);
+    }
+
+    fn visit(&mut self, ty: TypeId, chart: &Tree, new: Option<&Value>, old: Option<&Value>) {
+        if matches!(chart, Tree::Null) || is_ignored(&self.path, self.ignore) {
+            return;
+        }
+        let schema = self.schema;
+        match (schema.atom(ty), chart) {
+            (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
+                // `emptyDir: {}`: the struct's presence is the owned value.
+                let gone = |v: Option<&Value>| v.is_none_or(Value::is_null);
+                if gone(new) && (!self.against_old || !gone(old)) {
+                    self.push(chart, new);
+                }
+            }
+            (
+                Atom::Struct { atomic: false, .. }
+                | Atom::Map { atomic: false, .. }
+                | Atom::Deduced,
+                Tree::Map(entries),
+            ) => {
+                let new_map = new.and_then(Value::as_object);
+                let old_map = old.and_then(Value::as_object);
+                for (key, chart_value) in entries.iter() {
+                    let field = schema.field(ty, key);
+                    self.child(key, field, chart_value, new_map, old_map);
+                }
+            }
+            (
+                Atom::List {
+                    items,
+                    list_type: ListType::Set,
+                },
+                Tree::List(chart_items),
+            ) => {
+                let items = *items;
+                for item in chart_items.iter().filter(|i| !matches!(i, Tree::Null)) {
+                    let present = |list: Option<&Value>| {
+                        list.and_then(Value::as_array).is_some_and(|l| {
+                            l.iter().any(|v| {
+                                equal(schema, items, Node::Tree(item), Some(Node::Json(v)))
+                            })
+                        })
+                    };
+                    if !present(new) && (!self.against_old || present(old)) {
+                        let len = self.path.len();
+                        self.path.push_str("/-");
+                        self.push(item, None);
+                        self.path.truncate(len);
+                    }
+                }
+            }
+            (
+                Atom::List {
+                    items,
+                    list_type: ListType::Map(keys),
+                },
+                Tree::List(chart_items),
+            ) => {
+                let items = *items;
+                let new_items = new
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let old_items = old
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                // Items that share a key (env may repeat a name) pair up in order.
+                let mut new_taken = vec![false; new_items.len()];
+                let mut old_taken = vec![false; old_items.len()];
+                for item in chart_items.iter() {
+                    let Some(key) = item_key(schema, items, keys, Node::Tree(item)) else {
+                        continue;
+                    };
+                    let take = |list: &[Value], taken: &mut [bool]| {
+                        let i = (0..list.len()).find(|&i| {
+                            !taken[i]
+                                && item_key(schema, items, keys, Node::Json(&list[i])).as_ref()
+                                    == Some(&key)
+                        })?;
+                        taken[i] = true;
+                        Some(i)
+                    };
+                    let position = take(new_items, &mut new_taken);
+                    let old_item = take(old_items, &mut old_taken).map(|i| &old_items[i]);
+                    let len = self.path.len();
+                    match position {
+                        Some(i) => {
+                            push_segment(&mut self.path, &i.to_string());
+                            self.visit(items, item, Some(&new_items[i]), old_item);
+                        }
+                        None => {
+                            self.path.push_str("/-");
+                            if !self.against_old || old_item.is_some() {
+                                self.push(item, None);
+                            }
+                        }
+                    }
+                    self.path.truncate(len);
+                }
+            }
+            // Scalars, atomic lists, maps and structs, untyped values: one value.
+            _ => self.leaf(ty, chart, new, old),
+        }
+    }
+
+    fn leaf(&mut self, ty: TypeId, chart: &Tree, new: Option<&Value>, old: Option<&Value>) {
+        let schema = self.schema;
+        let new_node = new.map(Node::Json);
+        if equal(schema, ty, Node::Tree(chart), new_node) {
+            return;
+        }
+        if self.against_old && same_json(schema, ty, new, old) {
+            return;
+        }
+        self.push(chart, new);
+    }
+
+    fn push(&mut self, chart: &Tree, new: Option<&Value>) {
+        self.changes.push(Change {
+            path: self.path.clone(),
+            chart: chart.to_json(),
+            requested: new.filter(|v| !v.is_null()).cloned(),
+        });
+    }
+}
+
+/// Whether `new` and `old` are the same value (absent and null alike).
+fn same_json(schema: &Schema, ty: TypeId, new: Option<&Value>, old: Option<&Value>) -> bool {
+    let new = new.filter(|v| !v.is_null());
+    let old = old.filter(|v| !v.is_null());
+    match (new, old) {
+        (None, None) => true,
+        (Some(n), o) => equal(schema, ty, Node::Json(n), o.map(Node::Json)),
+        (None, Some(_)) => false,
+    }
+}
+
+/// A value from the chart or from a request, read alike.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Tree(&'a Tree),
+    Json(&'a Value),
+}
+
+enum ScalarView<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Composite,
+}
+
+impl<'a> Node<'a> {
+    fn scalar(self) -> ScalarView<'a> {
+        match self {
+            Node::Tree(Tree::Null) | Node::Json(Value::Null) => ScalarView::Null,
+            Node::Tree(Tree::Bool(b)) => ScalarView::Bool(*b),
+            Node::Json(Value::Bool(b)) => ScalarView::Bool(*b),
+            Node::Tree(Tree::Int(i)) => ScalarView::Int(*i),
+            Node::Tree(Tree::Float(f)) => ScalarView::Float(*f),
+            Node::Json(Value::Number(n)) => match n.as_i64() {
+                Some(i) => ScalarView::Int(i),
+                None => ScalarView::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Node::Tree(Tree::Str(s)) => ScalarView::Str(s),
+            Node::Json(Value::String(s)) => ScalarView::Str(s),
+            _ => ScalarView::Composite,
+        }
+    }
+
+    fn is_empty(self) -> bool {
+        match self {
+            Node::Tree(t) => t.is_empty_value(),
+            Node::Json(Value::Null) => true,
+            Node::Json(Value::Array(a)) => a.is_empty(),
+            Node::Json(Value::Object(m)) => m.is_empty(),
+            Node::Json(_) => false,
+        }
+    }
+
+    fn get(self, key: &str) -> Option<Node<'a>> {
+        match self {
+            Node::Tree(t) => t.get(key).map(Node::Tree),
+            Node::Json(v) => v.get(key).map(Node::Json),
+        }
+    }
+
+    /// Entries of a map whose value is not null.
+    fn entries(self) -> Option<Vec<(&'a str, Node<'a>)>> {
+        match self {
+            Node::Tree(Tree::Map(e)) => Some(
+                e.iter()
+                    .filter(|(_, v)| !matches!(v, Tree::Null))
+                    .map(|(k, v)| (&**k, Node::Tree(v)))
+                    .collect(),
+            ),
+            Node::Json(Value::Object(m)) => Some(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.as_str(), Node::Json(v)))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn items(self) -> Option<Vec<Node<'a>>> {
+        match self {
+            Node::Tree(Tree::List(l)) => Some(l.iter().map(Node::Tree).collect()),
+            Node::Json(Value::Array(a)) => Some(a.iter().map(Node::Json).collect()),
+            _ => None,
+        }
+    }
+
+    fn to_json(self) -> Value {
+        match self {
+            Node::Tree(t) => t.to_json(),
+            Node::Json(v) => v.clone(),
+        }
+    }
+}
+
+/// Whether two values are the same as the API server stores them: quantities canonically,
+/// numbers by value, maps by their non-null entries; an empty list or map is no value at all
+/// (Kubernetes' `omitempty`).
+fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
+    let Some(b) = b else {
+        return a.is_empty();
+    };
+    if a.is_empty() || b.is_empty() {
+        return a.is_empty() && b.is_empty() && same_shape_when_empty(a, b);
+    }
+    match (a.entries(), b.entries()) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| equal(schema, schema.field(ty, k), *v, b.get(k)))
+        }
+        (None, None) => match (a.items(), b.items()) {
+            (Some(x), Some(y)) => {
+                let item_ty = match schema.atom(ty) {
+                    Atom::List { items, .. } => *items,
+                    _ => TypeId::UNTYPED,
+                };
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(&y)
+                        .all(|(p, q)| equal(schema, item_ty, *p, Some(*q)))
+            }
+            (None, None) => {
+                scalar_equal(a, b)
+                    || (matches!(schema.atom(ty), Atom::Scalar(Scalar::Quantity)) && {
+                        let q = |n: Node| match n.scalar() {
+                            ScalarView::Str(s) => Quantity::parse(s),
+                            ScalarView::Int(i) => Quantity::parse(&i.to_string()),
+                            ScalarView::Float(f) => Quantity::parse(&f.to_string()),
+                            _ => None,
+                        };
+                        q(a).is_some() && q(a) == q(b)
+                    })
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `{}` and `[]` are both "nothing", but a struct's `{}` is not a list's `[]`.
+fn same_shape_when_empty(a: Node, b: Node) -> bool {
+    let kind = |n: Node| match n {
+        Node::Tree(Tree::Map(_)) | Node::Json(Value::Object(_)) => 1,
+        Node::Tree(Tree::List(_)) | Node::Json(Value::Array(_)) => 2,
+        _ => 0,
+    };
+    kind(a) == 0 || kind(b) == 0 || kind(a) == kind(b)
+}
+
+fn scalar_equal(a: Node, b: Node) -> bool {
+    match (a.scalar(), b.scalar()) {
+        (ScalarView::Null, ScalarView::Null) => true,
+        (ScalarView::Bool(x), ScalarView::Bool(y)) => x == y,
+        (ScalarView::Str(x), ScalarView::Str(y)) => x == y,
+        (ScalarView::Int(x), ScalarView::Int(y)) => x == y,
+        (ScalarView::Int(x), ScalarView::Float(y)) | (ScalarView::Float(y), ScalarView::Int(x)) => {
+            x as f64 == y
+        }
+        (ScalarView::Float(x), ScalarView::Float(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The key of a map-list item: its key fields (a missing one takes the schema's default), as
+/// canonical JSON; `None` when the item is not an object or lacks a key without a default.
+fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node) -> Option<String> {
+    item.entries()?;
+    let mut fields = BTreeMap::new();
+    for key in keys {
+        let value = match item
+            .get(key)
+            .filter(|v| !matches!(v.scalar(), ScalarView::Null))
+        {
+            Some(v) => v.to_json(),
+            None => schema
+                .field_default(item_ty, key)
+                .cloned()
+                .or_else(|| known_key_default(key))?,
+        };
+        fields.insert(key.to_string(), normalize_number(value));
+    }
+    serde_json::to_string(&fields).ok()
+}
+
+/// Key defaults the API server applies before server-side apply sees the item, where the
+/// 1.20 OpenAPI document does not carry them (`protocol` of ports).
+fn known_key_default(key: &str) -> Option<Value> {
+    (key == "protocol").then(|| Value::String("TCP".into()))
+}
+
+/// `80.0` and `80` are one key.
+fn normalize_number(value: Value) -> Value {
+    match &value {
+        Value::Number(n) if n.as_i64().is_none() => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => value,
+        },
+        _ => value,
+    }
+}
+
+fn push_segment(path: &mut String, key: &str) {
+    path.push('/');
+    if key.contains(['~', '/']) {
+        path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+    } else {
+        path.push_str(key);
+    }
+}
+
+/// Whether `path` lies under one of the ignored pointers.
+pub fn is_ignored(path: &str, ignore: &[&str]) -> bool {
+    ignore.iter().any(|pattern| {
+        let mut path_segments = path.split('/').skip(1);
+        pattern
+            .split('/')
+            .skip(1)
+            .all(|p| path_segments.next().is_some_and(|s| p == "*" || p == s))
+    })
+}
+
+/// A JSON patch that puts every changed field back to the chart's value.
+pub fn repair_patch(changes: &[Change]) -> json_patch::Patch {
+    use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+    let ops = changes
+        .iter()
+        .filter_map(|change| {
+            let path = json_patch::jsonptr::PointerBuf::parse(change.path.clone()).ok()?;
+            let value = change.chart.clone();
+            Some(match change.requested {
+                Some(_) => PatchOperation::Replace(ReplaceOperation { path, value }),
+                None => PatchOperation::Add(AddOperation { path, value }),
+            })
+        })
+        .collect();
+    json_patch::Patch(ops)
+}
+
+/// A set of `fieldsV1` paths, each written as its path elements joined by `.` with keys and
+/// values in canonical JSON: `f:spec.f:containers.k:{"name":"web"}.f:image`.
+pub type FieldSet = BTreeSet<String>;
+
+/// The fields Helm's server-side apply of `chart` owns, as the API server would list them in
+/// Helm's `managedFields` entry (`applied` is the object as Helm applies it, see
+/// [`applied_object`]).
+pub fn owned_fields(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
+    let mut set = FieldSet::new();
+    if let Tree::Map(entries) = applied {
+        for (key, value) in entries.iter() {
+            if matches!(&**key, "apiVersion" | "kind" | "status") {
+                continue;
+            }
+            let path = format!("f:{key}");
+            owned_walk(schema, schema.field(root, key), value, &path, &mut set);
+        }
+    }
+    // The API server keeps the object's identity out of every manager's set.
+    for stripped in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "selfLink",
+        "managedFields",
+    ] {
+        let path = format!("f:metadata.f:{stripped}");
+        set.retain(|p| p != &path && !p.starts_with(&format!("{path}.")));
+    }
+    set
+}
+
+fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
+    if matches!(value, Tree::Null) {
+        return;
+    }
+    match (schema.atom(ty), value) {
+        (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
+            set.insert(path.to_string());
+        }
+        (
+            Atom::Struct { atomic: false, .. } | Atom::Map { atomic: false, .. } | Atom::Deduced,
+            Tree::Map(entries),
+        ) => {
+            for (key, child) in entries.iter() {
+                let child_path = format!("{path}.f:{key}");
+                owned_walk(schema, schema.field(ty, key), child, &child_path, set);
+                if !schema.is_declared_field(ty, key) && !matches!(child, Tree::Null) {
+                    set.insert(child_path);
+                }
+            }
+        }
+        (
+            Atom::List {
+                list_type: ListType::Set,
+                ..
+            },
+            Tree::List(list),
+        ) => {
+            for item in list.iter().filter(|i| !matches!(i, Tree::Null)) {
+                let json = normalize_number(item.to_json());
+                set.insert(format!("{path}.v:{json}"));
+            }
+        }
+        (
+            Atom::List {
+                items,
+                list_type: ListType::Map(keys),
+            },
+            Tree::List(list),
+        ) => {
+            for item in list.iter() {
+                if let Some(key) = item_key(schema, *items, keys, Node::Tree(item)) {
+                    let item_path = format!("{path}.k:{key}");
+                    owned_walk(schema, *items, item, &item_path, set);
+                    set.insert(item_path);
+                }
+            }
+        }
+        _ => {
+            set.insert(path.to_string());
+        }
+    }
+}
+
+/// Reads a `fieldsV1` value into a [`FieldSet`] (`.` marks a node that is itself a member).
+pub fn parse_fields_v1(fields: &Value) -> FieldSet {
+    fn walk(node: &Map<String, Value>, path: &str, set: &mut FieldSet) {
+        for (element, child) in node {
+            if element == "." {
+                continue;
+            }
+            let element = canonical_element(element);
+            let child_path = if path.is_empty() {
+                element
+            } else {
+                format!("{path}.{element}")
+            };
+            let child = child.as_object();
+            let member = child.is_none_or(|c| c.is_empty() || c.contains_key("."));
+            if let Some(c) = child {
+                walk(c, &child_path, set);
+            }
+            if member {
+                set.insert(child_path);
+            }
+        }
+    }
+    let mut set = FieldSet::new();
+    if let Some(node) = fields.as_object() {
+        walk(node, "", &mut set);
+    }
+    set
+}
+
+/// `k:{"protocol":"TCP","containerPort":80}` with its keys sorted, numbers as integers.
+fn canonical_element(element: &str) -> String {
+    let Some((prefix, rest)) = element.split_once(':') else {
+        return element.to_string();
+    };
+    match prefix {
+        "k" | "v" => match serde_json::from_str::<Value>(rest) {
+            Ok(Value::Object(map)) => {
+                let sorted: BTreeMap<String, Value> = map
+                    .into_iter()
+                    .map(|(k, v)| (k, normalize_number(v)))
+                    .collect();
+                format!(
+                    "{prefix}:{}",
+                    serde_json::to_string(&sorted).unwrap_or_default()
+                )
+            }
+            Ok(value) => format!("{prefix}:{}", normalize_number(value)),
+            Err(_) => element.to_string(),
+        },
+        _ => element.to_string(),
+    }
+}
+
+/// The `managedFields` entry Helm wrote on a live object: the `Apply` entry of `manager` if
+/// given, else of the manager that owns Helm's release annotation.
+pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v str, &'v Value)> {
+    let entries = live.pointer("/metadata/managedFields")?.as_array()?;
+    entries
+        .iter()
+        .filter(|e| e.get("operation").and_then(Value::as_str) == Some("Apply"))
+        .filter_map(|e| Some((e.get("manager")?.as_str()?, e.get("fieldsV1")?)))
+        .find(|(name, fields)| match manager {
+            Some(m) => *name == m,
+            None => fields
+                .pointer("/f:metadata/f:annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.contains_key(&format!("f:{RELEASE_NAME_ANNOTATION}"))),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn schema() -> Arc<Schema> {
+        Schema::builtin()
+    }
+
+    fn paths(
+        api_version: &str,
+        kind: &str,
+        chart: Value,
+        new: Value,
+        old: Option<Value>,
+    ) -> Vec<String> {
+        let schema = schema();
+        let root = schema.root_or_deduced(api_version, kind);
+        locked_changes(&schema, root, &Tree::from(&chart), &new, old.as_ref(), &[])
+            .into_iter()
+            .map(|c| c.path)
+            .collect()
+    }
+
+    fn deployment(containers: Value) -> Value {
+        json!({"spec": {"replicas": 2, "template": {"spec": {"containers": containers}}}})
+    }
+
+    #[test]
+    fn an_atomic_list_is_one_value_adding_a_subject_is_a_change() {
+        let chart =
+            json!({"subjects": [{"kind": "ServiceAccount", "name": "web", "namespace": "shop"}]});
+        let mut new = chart.clone();
+        new["subjects"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"kind": "User", "name": "mallory"}));
+        let changes = paths(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            chart.clone(),
+            new,
+            Some(chart.clone()),
+        );
+        assert_eq!(changes, ["/subjects"]);
+        // Same subject, more fields the API server does not add: still a different list.
+        let rules =
+            json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+        let mut more = rules.clone();
+        more["rules"][0]["verbs"] = json!(["get", "list"]);
+        assert_eq!(
+            paths(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                rules.clone(),
+                more,
+                Some(rules)
+            ),
+            ["/rules"]
+        );
+    }
+
+    #[test]
+    fn map_lists_own_their_items_by_key_and_what_the_chart_sets_inside() {
+        let chart = deployment(
+            json!([{"name": "web", "image": "nginx:1.25", "args": ["a"], "env": [{"name": "A", "value": "1"}]}]),
+        );
+        let live = deployment(json!([
+            {"name": "debug", "image": "busybox"},
+            {"name": "web", "image": "nginx:1.25", "args": ["a"], "imagePullPolicy": "Always",
+             "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}
+        ]));
+        assert!(paths("apps/v1", "Deployment", chart.clone(), live.clone(), None).is_empty());
+        let mut new = live.clone();
+        new["spec"]["template"]["spec"]["containers"][1]["image"] = json!("nginx:1.27");
+        new["spec"]["template"]["spec"]["containers"][1]["args"] = json!(["a", "--debug"]);
+        new["spec"]["template"]["spec"]["containers"][1]["env"][1]["value"] = json!("9");
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                new,
+                Some(live.clone())
+            ),
+            [
+                "/spec/template/spec/containers/1/args",
+                "/spec/template/spec/containers/1/env/1/value",
+                "/spec/template/spec/containers/1/image"
+            ]
+        );
+        // Removing the chart's container is a change; removing the injected one is not.
+        let mut removed = live.clone();
+        removed["spec"]["template"]["spec"]["containers"] =
+            json!([live["spec"]["template"]["spec"]["containers"][0]]);
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                removed,
+                Some(live.clone())
+            ),
+            ["/spec/template/spec/containers/-"]
+        );
+        let mut without_debug = live.clone();
+        without_debug["spec"]["template"]["spec"]["containers"] =
+            json!([live["spec"]["template"]["spec"]["containers"][1]]);
+        assert!(paths("apps/v1", "Deployment", chart, without_debug, Some(live)).is_empty());
+    }
+
+    #[test]
+    fn an_empty_struct_is_an_owned_value_but_what_goes_inside_is_free() {
+        let chart =
+            json!({"spec": {"template": {"spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]}}}});
+        let live = chart.clone();
+        let mut host = live.clone();
+        host["spec"]["template"]["spec"]["volumes"][0] =
+            json!({"name": "tmp", "hostPath": {"path": "/"}});
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                host,
+                Some(live.clone())
+            ),
+            ["/spec/template/spec/volumes/0/emptyDir"]
+        );
+        let mut memory = live.clone();
+        memory["spec"]["template"]["spec"]["volumes"][0]["emptyDir"] = json!({"medium": "Memory"});
+        assert!(paths("apps/v1", "Deployment", chart, memory, Some(live)).is_empty());
+    }
+
+    #[test]
+    fn a_null_owns_nothing_and_annotations_stay_free_under_it() {
+        let chart = json!({"metadata": {"name": "x", "annotations": null}, "data": {"a": "1"}});
+        let new =
+            json!({"metadata": {"name": "x", "annotations": {"team": "a"}}, "data": {"a": "1"}});
+        assert!(paths("v1", "ConfigMap", chart.clone(), new.clone(), Some(chart)).is_empty());
+    }
+
+    #[test]
+    fn sets_own_each_item_adding_is_free_removing_is_a_change() {
+        let chart = json!({"metadata": {"finalizers": ["example.com/keep"]}});
+        let live = json!({"metadata": {"finalizers": ["kubernetes", "example.com/keep"]}});
+        assert!(paths(
+            "v1",
+            "ConfigMap",
+            chart.clone(),
+            live.clone(),
+            Some(json!({"metadata": {"finalizers": ["example.com/keep"]}}))
+        )
+        .is_empty());
+        let removed = json!({"metadata": {"finalizers": ["kubernetes"]}});
+        assert_eq!(
+            paths("v1", "ConfigMap", chart, removed, Some(live)),
+            ["/metadata/finalizers/-"]
+        );
+    }
+
+    #[test]
+    fn atomic_structs_are_one_value() {
+        let chart = json!({"spec": {"selector": {"matchLabels": {"app": "web"}}}});
+        let mut widened = chart.clone();
+        widened["spec"]["selector"]["matchExpressions"] =
+            json!([{"key": "tier", "operator": "Exists"}]);
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                widened,
+                Some(chart.clone())
+            ),
+            ["/spec/selector"]
+        );
+        let policy = json!({"spec": {"podSelector": {"matchLabels": {"app": "db"}}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}]}});
+        let mut opened = policy.clone();
+        opened["spec"]["ingress"] = json!([{}]);
+        assert_eq!(
+            paths(
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                policy.clone(),
+                opened,
+                Some(policy)
+            ),
+            ["/spec/ingress"]
+        );
+    }
+
+    #[test]
+    fn quantities_compare_canonically_only_where_the_schema_says_quantity() {
+        let chart = deployment(
+            json!([{"name": "web", "resources": {"limits": {"cpu": "0.5", "memory": "1Gi"}, "requests": {"cpu": 1}}}]),
+        );
+        let live = deployment(
+            json!([{"name": "web", "resources": {"limits": {"cpu": "500m", "memory": "1073741824"}, "requests": {"cpu": "1"}}}]),
+        );
+        assert!(paths("apps/v1", "Deployment", chart.clone(), live.clone(), None).is_empty());
+        let mut changed = live.clone();
+        changed["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+            json!("600m");
+        assert_eq!(
+            paths("apps/v1", "Deployment", chart, changed, Some(live)),
+            ["/spec/template/spec/containers/0/resources/limits/cpu"]
+        );
+        // In a ConfigMap "0.5" and "500m" are different strings.
+        assert_eq!(
+            paths(
+                "v1",
+                "ConfigMap",
+                json!({"data": {"x": "0.5"}}),
+                json!({"data": {"x": "500m"}}),
+                None
+            ),
+            ["/data/x"]
+        );
+    }
+
+    #[test]
+    fn string_data_locks_data_and_helm_metadata_is_owned() {
+        let schema = schema();
+        let chart = Tree::from(
+            &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"password": "hunter2"}}),
+        );
+        let applied = applied_object(&chart, "", "Secret", ("shop", "prod"));
+        let root = schema.root_or_deduced("v1", "Secret");
+        let live = json!({"metadata": {"name": "s", "labels": {MANAGED_BY_LABEL: "Helm"},
+            "annotations": {RELEASE_NAME_ANNOTATION: "shop", RELEASE_NAMESPACE_ANNOTATION: "prod"}},
+            "data": {"password": "aHVudGVyMg=="}, "type": "Opaque"});
+        assert!(locked_changes(&schema, root, &applied, &live, Some(&live), &[]).is_empty());
+        let mut edited = live.clone();
+        edited["data"]["password"] = json!("b3RoZXI=");
+        edited["metadata"]["annotations"][RELEASE_NAME_ANNOTATION] = json!("other");
+        let changed: Vec<_> = locked_changes(&schema, root, &applied, &edited, Some(&live), &[])
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(
+            changed,
+            [
+                "/data/password",
+                "/metadata/annotations/meta.helm.sh~1release-name"
+            ]
+        );
+    }
+
+    #[test]
+    fn drift_moving_back_and_unrelated_writes() {
+        let chart = json!({"spec": {"replicas": 3, "paused": false}});
+        let old = json!({"spec": {"replicas": 5, "paused": false}});
+        assert!(paths(
+            "apps/v1",
+            "Deployment",
+            chart.clone(),
+            json!({"spec": {"replicas": 5, "paused": false, "x": 1}}),
+            Some(old.clone())
+        )
+        .is_empty());
+        assert!(paths(
+            "apps/v1",
+            "Deployment",
+            chart.clone(),
+            json!({"spec": {"replicas": 3, "paused": false}}),
+            Some(old.clone())
+        )
+        .is_empty());
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                json!({"spec": {"replicas": 6, "paused": false}}),
+                Some(old)
+            ),
+            ["/spec/replicas"]
+        );
+        let schema = schema();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let drift = drifted_fields(
+            &schema,
+            root,
+            &Tree::from(&chart),
+            &json!({"spec": {"replicas": 5}}),
+            &[],
+        );
+        assert_eq!(drift.len(), 2, "{drift:?}");
+    }
+
+    #[test]
+    fn owned_fields_read_as_fields_v1() {
+        let schema = schema();
+        let chart = Tree::from(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"spec": {
+                "containers": [{"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]}],
+                "volumes": [{"name": "tmp", "emptyDir": {}}]}}}}));
+        let owned = owned_fields(
+            &schema,
+            schema.root_or_deduced("apps/v1", "Deployment"),
+            &chart,
+        );
+        let helm = parse_fields_v1(&json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:selector": {}, "f:template": {"f:spec": {
+                "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {},
+                    "f:ports": {"k:{\"protocol\":\"TCP\",\"containerPort\":80}": {".": {}, "f:containerPort": {}}}}},
+                "f:volumes": {"k:{\"name\":\"tmp\"}": {".": {}, "f:emptyDir": {}, "f:name": {}}}}}}}));
+        assert_eq!(owned, helm);
+    }
+}

@@ -1,0 +1,526 @@
+//! What the API's schema says about each field: which maps and lists are merged item by item and
+//! which are replaced whole, which items are keyed by what, which strings are quantities or
+//! int-or-strings.
+//!
+//! This is the same information, read the same way, as the API server's server-side apply uses to
+//! attribute fields to a field manager (kube-openapi `schemaconv`, structured-merge-diff): from
+//! the OpenAPI v2 document the API server serves (`/openapi/v2`, built-in kinds and the schemas of
+//! custom resources), or from the snapshot of Kubernetes 1.20's built-in kinds embedded in the
+//! binary ([`Schema::builtin`]) for offline use and until the API server has been read.
+//!
+//! List semantics, as `schemaconv` reads them: `x-kubernetes-list-type` (`atomic`, `set`, `map`
+//! with `x-kubernetes-list-map-keys`) when present; otherwise `x-kubernetes-patch-strategy:
+//! merge` makes a map-list keyed by `x-kubernetes-patch-merge-key`, or a set without one;
+//! anything else is atomic. Maps and structs are granular unless `x-kubernetes-map-type: atomic`.
+//! A field no schema describes (a custom resource without a schema, `x-kubernetes-preserve-
+//! unknown-fields`) is *deduced*: maps granular, lists atomic.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
+
+/// The schema in use, replaced whole when the API server's document changes.
+pub type SharedSchema = arc_swap::ArcSwap<Schema>;
+
+/// Index of a type in a [`Schema`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TypeId(u32);
+
+impl TypeId {
+    /// Anything, replaced whole (`RawExtension`, a schema-less value).
+    pub const UNTYPED: TypeId = TypeId(0);
+    /// Anything, maps merged key by key, lists replaced whole.
+    pub const DEDUCED: TypeId = TypeId(1);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scalar {
+    String,
+    Number,
+    Boolean,
+    /// `format: int-or-string` (`80` and `"80"` are different values to the API server, but a
+    /// chart's `80` for a field the API server stores as a number is the same number).
+    IntOrString,
+    /// A resource quantity, stored canonically (`"0.5"` is stored as `500m`).
+    Quantity,
+    /// Any other format (`date-time`...): compared as written.
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListType {
+    /// Replaced whole: one value.
+    Atomic,
+    /// Items are scalars, each owned on its own.
+    Set,
+    /// Items are objects identified by these keys (and owned item by item).
+    Map(Box<[Box<str>]>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Field {
+    pub name: Box<str>,
+    pub ty: TypeId,
+    /// The schema's default, used when a map-list item omits a key field.
+    pub default: Option<Value>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Atom {
+    Scalar(Scalar),
+    /// An object with declared fields; `extra` types undeclared fields (preserve-unknown).
+    Struct {
+        fields: Box<[Field]>,
+        atomic: bool,
+        extra: Option<TypeId>,
+    },
+    /// `additionalProperties`: any key, values of one type.
+    Map {
+        values: TypeId,
+        atomic: bool,
+    },
+    List {
+        items: TypeId,
+        list_type: ListType,
+    },
+    Untyped,
+    Deduced,
+}
+
+type GroupKind = (Box<str>, Box<str>);
+
+/// The schema of every kind the API serves.
+#[derive(Debug)]
+pub struct Schema {
+    types: Vec<Atom>,
+    /// (group, kind) -> (version, root type), in the order found.
+    kinds: HashMap<GroupKind, Vec<(Box<str>, TypeId)>>,
+    /// A kind the schema does not know: its `metadata` is still an ObjectMeta, the rest deduced.
+    unknown_kind: TypeId,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("the OpenAPI document is not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the OpenAPI document has no `definitions`")]
+    NoDefinitions,
+    #[error("the embedded schema snapshot cannot be read: {0}")]
+    Snapshot(std::io::Error),
+}
+
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// Kubernetes 1.20's `/openapi/v2`, definitions only, descriptions removed, gzip
+/// (`scripts/openapi_snapshot.py` makes it from a running API server).
+static BUILTIN_SNAPSHOT: &[u8] = include_bytes!("schema/kubernetes-1.20-openapi-v2.json.gz");
+
+impl Schema {
+    /// The embedded snapshot of the built-in kinds (read once, shared).
+    pub fn builtin() -> Arc<Schema> {
+        static BUILTIN: OnceLock<Arc<Schema>> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let schema = Self::decode_snapshot().unwrap_or_else(|e| {
+                    // Only a build with a damaged snapshot gets here; the unit tests read it.
+                    tracing::error!(error = %e, "embedded schema snapshot unusable; every field is deduced");
+                    Schema::empty()
+                });
+                Arc::new(schema)
+            })
+            .clone()
+    }
+
+    fn decode_snapshot() -> Result<Schema, SchemaError> {
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(BUILTIN_SNAPSHOT)
+            .read_to_end(&mut json)
+            .map_err(SchemaError::Snapshot)?;
+        Self::from_openapi_v2(&json)
+    }
+
+    /// A schema that knows no kind: everything is deduced.
+    pub fn empty() -> Schema {
+        Schema {
+            types: vec![Atom::Untyped, Atom::Deduced],
+            kinds: HashMap::new(),
+            unknown_kind: TypeId::DEDUCED,
+        }
+    }
+
+    /// Reads an OpenAPI v2 document (`/openapi/v2`) as the API server's server-side apply does.
+    pub fn from_openapi_v2(document: &[u8]) -> Result<Schema, SchemaError> {
+        let doc: Value = serde_json::from_slice(document)?;
+        let definitions = doc
+            .get("definitions")
+            .and_then(Value::as_object)
+            .ok_or(SchemaError::NoDefinitions)?;
+        let mut builder = Builder {
+            types: vec![Atom::Untyped, Atom::Deduced],
+            named: HashMap::with_capacity(definitions.len()),
+        };
+        // Every definition gets its id first, so references resolve in one pass.
+        for (name, _) in definitions {
+            let id = builder.reserve();
+            builder.named.insert(name.as_str(), id);
+        }
+        let mut kinds: HashMap<GroupKind, Vec<(Box<str>, TypeId)>> = HashMap::new();
+        for (name, definition) in definitions {
+            let id = builder.named[name.as_str()];
+            let atom = match name.as_str() {
+                QUANTITY => Atom::Scalar(Scalar::Quantity),
+                RAW_EXTENSION => Atom::Untyped,
+                _ => builder.atom(definition, false),
+            };
+            builder.types[id.0 as usize] = atom;
+            for gvk in definition
+                .get("x-kubernetes-group-version-kind")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let field = |f: &str| gvk.get(f).and_then(Value::as_str).unwrap_or_default();
+                kinds
+                    .entry((field("group").into(), field("kind").into()))
+                    .or_default()
+                    .push((field("version").into(), id));
+            }
+        }
+        let unknown_kind = match builder.named.get(OBJECT_META) {
+            Some(&metadata) => builder.push(Atom::Struct {
+                fields: Box::new([Field {
+                    name: "metadata".into(),
+                    ty: metadata,
+                    default: None,
+                }]),
+                atomic: false,
+                extra: Some(TypeId::DEDUCED),
+            }),
+            None => TypeId::DEDUCED,
+        };
+        Ok(Schema {
+            types: builder.types,
+            kinds,
+            unknown_kind,
+        })
+    }
+
+    /// The root type of a kind in a version, or in another version of the same kind when that
+    /// one is not served (list semantics rarely change between versions).
+    pub fn root(&self, group: &str, version: &str, kind: &str) -> Option<TypeId> {
+        let versions = self.kinds.get(&(Box::from(group), Box::from(kind)))?;
+        versions
+            .iter()
+            .find(|(v, _)| &**v == version)
+            .or_else(|| versions.last())
+            .map(|(_, id)| *id)
+    }
+
+    /// The root type for an object; for a kind the schema does not know, an object whose
+    /// `metadata` is an ObjectMeta and whose other fields are deduced.
+    pub fn root_or_deduced(&self, api_version: &str, kind: &str) -> TypeId {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        self.root(group, version, kind).unwrap_or(self.unknown_kind)
+    }
+
+    pub fn atom(&self, id: TypeId) -> &Atom {
+        self.types.get(id.0 as usize).unwrap_or(&Atom::Deduced)
+    }
+
+    /// The type of field `name` in an object of type `id`.
+    pub fn field(&self, id: TypeId, name: &str) -> TypeId {
+        match self.atom(id) {
+            Atom::Struct { fields, extra, .. } => fields
+                .iter()
+                .find(|f| &*f.name == name)
+                .map(|f| f.ty)
+                .or(*extra)
+                .unwrap_or(TypeId::DEDUCED),
+            Atom::Map { values, .. } => *values,
+            Atom::Untyped => TypeId::UNTYPED,
+            _ => TypeId::DEDUCED,
+        }
+    }
+
+    /// The default of a declared field, if the schema has one.
+    pub fn field_default(&self, id: TypeId, name: &str) -> Option<&Value> {
+        match self.atom(id) {
+            Atom::Struct { fields, .. } => fields
+                .iter()
+                .find(|f| &*f.name == name)
+                .and_then(|f| f.default.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// Whether `name` is a declared field of a struct (fieldsV1 makes undeclared keys, such as a
+    /// label's, members of the set even when they hold objects).
+    pub fn is_declared_field(&self, id: TypeId, name: &str) -> bool {
+        matches!(self.atom(id), Atom::Struct { fields, .. } if fields.iter().any(|f| &*f.name == name))
+    }
+
+    pub fn kind_count(&self) -> usize {
+        self.kinds.len()
+    }
+}
+
+struct Builder<'d> {
+    types: Vec<Atom>,
+    named: HashMap<&'d str, TypeId>,
+}
+
+impl<'d> Builder<'d> {
+    fn reserve(&mut self) -> TypeId {
+        self.types.push(Atom::Untyped);
+        TypeId(self.types.len() as u32 - 1)
+    }
+
+    fn push(&mut self, atom: Atom) -> TypeId {
+        self.types.push(atom);
+        TypeId(self.types.len() as u32 - 1)
+    }
+
+    /// A reference or an inline schema, as a type id.
+    fn type_ref(&mut self, schema: &Value, preserve_unknown: bool) -> TypeId {
+        if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+            let name = reference.rsplit('/').next().unwrap_or_default();
+            return match name {
+                RAW_EXTENSION => TypeId::UNTYPED,
+                _ => self.named.get(name).copied().unwrap_or(TypeId::UNTYPED),
+            };
+        }
+        let atom = self.atom(schema, preserve_unknown);
+        self.push(atom)
+    }
+
+    fn atom(&mut self, schema: &Value, inherited_preserve_unknown: bool) -> Atom {
+        let extension = |name: &str| schema.get(name);
+        let preserve_unknown = inherited_preserve_unknown
+            || extension("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if extension("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            return Atom::Scalar(Scalar::IntOrString);
+        }
+        let types: Vec<&str> = match schema.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let atomic_map =
+            extension("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
+        let properties = schema.get("properties").and_then(Value::as_object);
+        match types.as_slice() {
+            [] | ["object"] => {
+                if let Some(properties) = properties {
+                    self.structure(properties, atomic_map, preserve_unknown)
+                } else if types.is_empty() {
+                    if preserve_unknown {
+                        Atom::Deduced
+                    } else {
+                        Atom::Untyped
+                    }
+                } else {
+                    let values = match schema.get("additionalProperties") {
+                        Some(v @ Value::Object(_)) => self.type_ref(v, preserve_unknown),
+                        _ if preserve_unknown => TypeId::DEDUCED,
+                        _ => TypeId::UNTYPED,
+                    };
+                    Atom::Map {
+                        values,
+                        atomic: atomic_map,
+                    }
+                }
+            }
+            ["array"] => {
+                let items = match schema.get("items") {
+                    Some(items @ Value::Object(_)) => self.type_ref(items, preserve_unknown),
+                    _ => TypeId::UNTYPED,
+                };
+                Atom::List {
+                    items,
+                    list_type: list_type(schema),
+                }
+            }
+            ["string"] => Atom::Scalar(match schema.get("format").and_then(Value::as_str) {
+                None | Some("") | Some("byte") => Scalar::String,
+                Some("int-or-string") => Scalar::IntOrString,
+                Some(_) => Scalar::Other,
+            }),
+            ["integer"] | ["number"] => Atom::Scalar(Scalar::Number),
+            ["boolean"] => Atom::Scalar(Scalar::Boolean),
+            _ => Atom::Untyped,
+        }
+    }
+
+    fn structure(
+        &mut self,
+        properties: &Map<String, Value>,
+        atomic: bool,
+        preserve_unknown: bool,
+    ) -> Atom {
+        let fields = properties
+            .iter()
+            .map(|(name, field)| Field {
+                name: name.as_str().into(),
+                ty: self.type_ref(field, preserve_unknown),
+                default: field.get("default").cloned(),
+            })
+            .collect();
+        Atom::Struct {
+            fields,
+            atomic,
+            extra: preserve_unknown.then_some(TypeId::DEDUCED),
+        }
+    }
+}
+
+fn list_type(schema: &Value) -> ListType {
+    let extension = |name: &str| schema.get(name);
+    if let Some(list_type) = extension("x-kubernetes-list-type").and_then(Value::as_str) {
+        return match list_type {
+            "set" => ListType::Set,
+            "map" => {
+                let keys: Box<[Box<str>]> = extension("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(Box::from)
+                    .collect();
+                if keys.is_empty() {
+                    ListType::Atomic
+                } else {
+                    ListType::Map(keys)
+                }
+            }
+            _ => ListType::Atomic,
+        };
+    }
+    match extension("x-kubernetes-patch-strategy").and_then(Value::as_str) {
+        Some("merge" | "merge,retainKeys") => {
+            match extension("x-kubernetes-patch-merge-key").and_then(Value::as_str) {
+                Some(key) => ListType::Map(Box::new([Box::from(key)])),
+                None => ListType::Set,
+            }
+        }
+        _ => ListType::Atomic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_path(schema: &Schema, root: TypeId, path: &[&str]) -> TypeId {
+        path.iter().fold(root, |ty, name| match schema.atom(ty) {
+            Atom::List { items, .. } if *name == "*" => *items,
+            _ => schema.field(ty, name),
+        })
+    }
+
+    #[test]
+    fn the_builtin_snapshot_knows_list_and_map_semantics_as_the_api_server_does() {
+        let schema = Schema::builtin();
+        assert!(schema.kind_count() > 100, "{} kinds", schema.kind_count());
+        let deployment = schema.root("apps", "v1", "Deployment").unwrap();
+        let pod_spec = field_path(&schema, deployment, &["spec", "template", "spec"]);
+        let list = |ty: TypeId| match schema.atom(ty) {
+            Atom::List { list_type, .. } => list_type.clone(),
+            other => panic!("not a list: {other:?}"),
+        };
+        let keys = |names: &[&str]| ListType::Map(names.iter().map(|n| Box::from(*n)).collect());
+        assert_eq!(list(schema.field(pod_spec, "containers")), keys(&["name"]));
+        assert_eq!(list(schema.field(pod_spec, "volumes")), keys(&["name"]));
+        assert_eq!(
+            list(schema.field(pod_spec, "tolerations")),
+            ListType::Atomic
+        );
+        let container = field_path(&schema, pod_spec, &["containers", "*"]);
+        assert_eq!(list(schema.field(container, "args")), ListType::Atomic);
+        assert_eq!(list(schema.field(container, "env")), keys(&["name"]));
+        assert_eq!(
+            list(schema.field(container, "ports")),
+            keys(&["containerPort", "protocol"])
+        );
+        // A LabelSelector is one value.
+        assert!(matches!(
+            schema.atom(field_path(&schema, deployment, &["spec", "selector"])),
+            Atom::Struct { atomic: true, .. }
+        ));
+        let binding = schema
+            .root("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding")
+            .unwrap();
+        assert_eq!(list(schema.field(binding, "subjects")), ListType::Atomic);
+        let meta = schema.field(binding, "metadata");
+        assert_eq!(list(schema.field(meta, "finalizers")), ListType::Set);
+        assert_eq!(list(schema.field(meta, "ownerReferences")), keys(&["uid"]));
+        assert!(matches!(
+            schema.atom(field_path(
+                &schema,
+                container,
+                &["resources", "limits", "cpu"]
+            )),
+            Atom::Scalar(Scalar::Quantity)
+        ));
+        let service = schema.root("", "v1", "Service").unwrap();
+        assert!(matches!(
+            schema.atom(field_path(
+                &schema,
+                service,
+                &["spec", "ports", "*", "targetPort"]
+            )),
+            Atom::Scalar(Scalar::IntOrString)
+        ));
+    }
+
+    #[test]
+    fn custom_resource_schemas_follow_the_same_rules() {
+        let doc = serde_json::json!({"definitions": {"com.example.v1.Widget": {
+            "type": "object",
+            "x-kubernetes-group-version-kind": [{"group": "example.com", "version": "v1", "kind": "Widget"}],
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "hosts": {"type": "array", "items": {"type": "string"}},
+                    "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                    "port": {"x-kubernetes-int-or-string": true},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}
+            }
+        }}});
+        let schema = Schema::from_openapi_v2(doc.to_string().as_bytes()).unwrap();
+        let root = schema.root_or_deduced("example.com/v1", "Widget");
+        let spec = schema.field(root, "spec");
+        assert!(matches!(
+            schema.atom(schema.field(spec, "hosts")),
+            Atom::List {
+                list_type: ListType::Atomic,
+                ..
+            }
+        ));
+        assert!(matches!(
+            schema.atom(schema.field(spec, "tags")),
+            Atom::List {
+                list_type: ListType::Set,
+                ..
+            }
+        ));
+        assert!(matches!(
+            schema.atom(schema.field(spec, "port")),
+            Atom::Scalar(Scalar::IntOrString)
+        ));
+        let extra = schema.field(spec, "extra");
+        assert_eq!(schema.field(extra, "anything"), TypeId::DEDUCED);
+        assert_eq!(
+            schema.root_or_deduced("example.com/v1", "Gadget"),
+            TypeId::DEDUCED
+        );
+        assert!(Schema::from_openapi_v2(b"{}").is_err());
+        assert!(Schema::from_openapi_v2(b"not json").is_err());
+    }
+}
