@@ -776,6 +776,38 @@ pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v st
         })
 }
 
+/// How helm-locker's ownership of a live object differs from the `managedFields` entry the
+/// API server wrote for Helm: fields Helm owns that are not locked (`missing`), and fields
+/// locked beyond Helm's entry (`extra`). `None` when the object has no Apply entry of Helm.
+#[derive(Debug, PartialEq)]
+pub struct Attribution {
+    pub manager: String,
+    pub missing: Vec<String>,
+    pub extra: Vec<String>,
+}
+
+impl Attribution {
+    pub fn matches(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty()
+    }
+}
+
+pub fn compare_attribution(
+    schema: &Schema,
+    root: TypeId,
+    applied: &Tree,
+    live: &Value,
+) -> Option<Attribution> {
+    let (manager, fields) = helm_fields(live, None)?;
+    let ours = owned_fields(schema, root, applied);
+    let helms = parse_fields_v1(fields);
+    Some(Attribution {
+        manager: manager.to_string(),
+        missing: helms.difference(&ours).cloned().collect(),
+        extra: ours.difference(&helms).cloned().collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,6 +91,23 @@ pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&st
     drifted_fields(schema, root, &applied, live, ignore)
 }
 
+/// Whether what helm-locker locks in `live` is what the API server attributed to Helm.
+pub fn attribution(
+    schema: &Schema,
+    object: &LockedObject,
+    live: &Value,
+) -> Option<crate::ownership::Attribution> {
+    let release = &object.release;
+    let applied = applied_object(
+        &object.content(),
+        &object.group,
+        &object.kind,
+        (&release.name, &release.namespace),
+    );
+    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+    crate::ownership::compare_attribution(schema, root, &applied, live)
+}
+
 /// Whether reverting `drift` would change anything the API server stores, judged by the same
 /// write made as a dry run: `after` is the drift left in the API server's answer. Drift the
 /// write does not remove is what the API server does not store as the chart writes it (a zero

@@ -106,6 +106,8 @@ pub struct Reverter {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    /// The time of Helm's managedFields entry last compared with the lock, per object.
+    attributions: std::sync::Mutex<HashMap<ObjectKey, String>>,
 }
 
 enum Outcome {
@@ -138,6 +140,7 @@ impl Reverter {
             metrics,
             recorder,
             resources: Mutex::new(HashMap::new()),
+            attributions: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -347,14 +350,63 @@ impl Reverter {
         let Ok(live) = serde_json::to_value(object) else {
             return;
         };
+        let schema = self.schema.load();
+        self.check_attribution(&schema, locked, &live);
         let ignore = ignored(&self.config, &index, locked);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        if !revert::drift(&self.schema.load(), locked, &live, &ignore).is_empty() {
+        if !revert::drift(&schema, locked, &live, &ignore).is_empty() {
             let _ = tx.send(Job {
                 key: ObjectKey::of(locked),
                 writer: None,
                 delayed: false,
             });
+        }
+    }
+
+    /// Compares the lock with the managedFields entry the API server wrote for Helm, once per
+    /// entry: a difference is a schema gap (a field locked that Helm does not own, or the
+    /// reverse), counted and logged so it shows in production rather than as a bypass.
+    fn check_attribution(
+        &self,
+        schema: &crate::schema::Schema,
+        locked: &LockedObject,
+        live: &Value,
+    ) {
+        let Some((_, _)) = crate::ownership::helm_fields(live, None) else {
+            return;
+        };
+        let stamp = live
+            .pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .and_then(|entries| {
+                entries.iter().find(|e| {
+                    e.get("operation").and_then(Value::as_str) == Some("Apply")
+                        && e.pointer("/fieldsV1/f:metadata/f:annotations")
+                            .and_then(Value::as_object)
+                            .is_some_and(|a| a.contains_key("f:meta.helm.sh/release-name"))
+                })
+            })
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let key = ObjectKey::of(locked);
+        {
+            let mut seen = self.attributions.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.get(&key) == Some(&stamp) {
+                return;
+            }
+            seen.insert(key, stamp);
+        }
+        if let Some(attribution) = revert::attribution(schema, locked, live) {
+            if !attribution.matches() {
+                self.metrics.ownership_mismatches.inc();
+                tracing::warn!(
+                    object = %locked.describe(),
+                    manager = %attribution.manager,
+                    missing = ?attribution.missing,
+                    extra = ?attribution.extra,
+                    "what helm-locker locks differs from what the API server attributes to Helm"
+                );
+            }
         }
     }
 

@@ -31,6 +31,9 @@ pub struct Metrics {
     pub confirmations: Family<ResultLabels, Counter>,
     pub reverts: Family<ResultLabels, Counter>,
     pub is_leader: Gauge,
+    pub schema_kinds: Gauge,
+    pub schema_refreshes: Family<ResultLabels, Counter>,
+    pub ownership_mismatches: Counter,
 }
 
 impl Default for Metrics {
@@ -75,6 +78,24 @@ impl Metrics {
             "Objects owned by the newest revision of indexed releases",
             objects.clone(),
         );
+        let schema_kinds = Gauge::default();
+        registry.register(
+            "schema_kinds",
+            "Kinds whose list and map semantics are known (embedded, then the API server's /openapi/v2)",
+            schema_kinds.clone(),
+        );
+        let schema_refreshes = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "schema_refreshes",
+            "Reads of the API server's /openapi/v2, by result (changed, unchanged, error)",
+            schema_refreshes.clone(),
+        );
+        let ownership_mismatches = Counter::default();
+        registry.register(
+            "ownership_mismatches",
+            "Live objects whose managedFields entry for Helm differs from what helm-locker locks (a schema gap; see the log)",
+            ownership_mismatches.clone(),
+        );
         let watch_restarts = Counter::default();
         registry.register(
             "watch_restarts",
@@ -109,6 +130,9 @@ impl Metrics {
             registry,
             reverts,
             is_leader,
+            schema_kinds,
+            schema_refreshes,
+            ownership_mismatches,
             admissions,
             admission_seconds,
             bad_requests,

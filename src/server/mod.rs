@@ -228,6 +228,12 @@ impl BoundServer {
                         ))
                     })
                     .collect();
+                tasks.push(tokio::spawn(source::openapi::run(
+                    client.clone(),
+                    state.schema.clone(),
+                    state.metrics.clone(),
+                    Duration::from_secs(30),
+                )));
                 tasks.extend(start_controllers(
                     client,
                     &state,

@@ -1,0 +1,96 @@
+//! The API server's own schema: `/openapi/v2` (built-in kinds of this cluster's version and
+//! every custom resource's schema), read at start and then whenever it changes (the API server
+//! answers `304 Not Modified` to a matching `If-None-Match`, so an unchanged document costs one
+//! small request per interval).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http;
+use http_body_util::BodyExt;
+use kube::Client;
+
+use crate::schema::{Schema, SharedSchema};
+use crate::server::metrics::{Metrics, ResultLabels};
+
+/// Keeps `schema` equal to the API server's document; runs until aborted.
+pub async fn run(
+    client: Client,
+    schema: Arc<SharedSchema>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+) {
+    metrics.schema_kinds.set(schema.load().kind_count() as i64);
+    let mut etag: Option<String> = None;
+    loop {
+        let result = match fetch(&client, etag.as_deref()).await {
+            Ok(None) => "unchanged",
+            Ok(Some((document, new_etag))) => {
+                match tokio::task::spawn_blocking(move || Schema::from_openapi_v2(&document)).await
+                {
+                    Ok(Ok(read)) => {
+                        tracing::info!(
+                            kinds = read.kind_count(),
+                            "schema read from the API server's /openapi/v2"
+                        );
+                        metrics.schema_kinds.set(read.kind_count() as i64);
+                        schema.store(Arc::new(read));
+                        etag = new_etag;
+                        "changed"
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "cannot read the API server's /openapi/v2; keeping the schema in use");
+                        "error"
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "schema task failed");
+                        "error"
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot fetch /openapi/v2; keeping the schema in use");
+                "error"
+            }
+        };
+        metrics
+            .schema_refreshes
+            .get_or_create(&ResultLabels { result })
+            .inc();
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// The document and its ETag, or `None` when it has not changed since `etag`.
+async fn fetch(
+    client: &Client,
+    etag: Option<&str>,
+) -> Result<Option<(Vec<u8>, Option<String>)>, String> {
+    let mut request = http::Request::get("/openapi/v2").header("Accept", "application/json");
+    if let Some(etag) = etag {
+        request = request.header("If-None-Match", etag);
+    }
+    let request = request
+        .body(kube::client::Body::empty())
+        .map_err(|e| e.to_string())?;
+    let response = client.send(request).await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    if status == http::StatusCode::NOT_MODIFIED {
+        return Ok(None);
+    }
+    if !status.is_success() {
+        return Err(format!("/openapi/v2 answered {status}"));
+    }
+    let new_etag = response
+        .headers()
+        .get(http::header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok(Some((body.to_vec(), new_etag)))
+}
