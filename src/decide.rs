@@ -9,7 +9,9 @@ use serde_json::Value;
 use crate::admission::{Operation, Request};
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
-use crate::ownership::{applied_object, locked_changes, locked_changes_at, repair_patch, Change};
+use crate::ownership::{
+    helm_metadata_changes, locked_changes, locked_changes_at, repair_patch, stored_form, Change,
+};
 use crate::release::{describe_json_error, Status};
 use crate::schema::Schema;
 
@@ -243,18 +245,23 @@ pub fn decide(
     let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
     let old = parse_object(request.old_object(), "oldObject")?;
     let ignore = policy.ignored_paths(object);
-    let applied = applied_object(
-        &object.content(),
-        &object.group,
-        &object.kind,
-        (&release.name, &release.namespace),
-    );
+    let content = object.content();
+    let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let changes = if scale {
         let pointer = "/spec/replicas";
-        locked_changes_at(schema, root, &applied, pointer, &new, old.as_ref(), &ignore)
+        locked_changes_at(schema, root, &chart, pointer, &new, old.as_ref(), &ignore)
     } else {
-        locked_changes(schema, root, &applied, &new, old.as_ref(), &ignore)
+        let mut changes = locked_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
+        let helm = (release.name.as_str(), release.namespace.as_str());
+        changes.extend(helm_metadata_changes(
+            &chart,
+            helm,
+            &new,
+            old.as_ref(),
+            &ignore,
+        ));
+        changes
     };
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange { release }));

@@ -131,6 +131,48 @@ fn fold_string_data(entries: &mut Vec<(Box<str>, Tree)>) {
     entries.push(("data".into(), Tree::map_from(data)));
 }
 
+/// The chart's object as the API server stores it: a Secret's `stringData` folded into `data`
+/// (borrowed unchanged for everything else).
+pub fn stored_form<'t>(chart: &'t Tree, group: &str, kind: &str) -> std::borrow::Cow<'t, Tree> {
+    match chart {
+        Tree::Map(entries)
+            if group.is_empty() && kind == "Secret" && chart.get("stringData").is_some() =>
+        {
+            let mut entries = entries.to_vec();
+            fold_string_data(&mut entries);
+            std::borrow::Cow::Owned(Tree::map_from(entries))
+        }
+        _ => std::borrow::Cow::Borrowed(chart),
+    }
+}
+
+/// Changes a request makes to the release annotations and `managed-by` label Helm adds to
+/// every object (`release` is the release's name and namespace), where the chart does not set
+/// them itself ([`locked_changes`] covers those).
+pub fn helm_metadata_changes(
+    chart: &Tree,
+    release: (&str, &str),
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let mut walk = Walk::new_unchecked(ignore, true);
+    walk.helm_metadata(chart, release, new, old);
+    walk.changes
+}
+
+/// [`helm_metadata_changes`] for drift: every difference counts.
+pub fn helm_metadata_drift(
+    chart: &Tree,
+    release: (&str, &str),
+    live: &Value,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let mut walk = Walk::new_unchecked(ignore, false);
+    walk.helm_metadata(chart, release, live, None);
+    walk.changes
+}
+
 /// Finds the changes a request makes to what Helm owns. `ignore` holds JSON pointers (a `*`
 /// segment matches any key or index) whose subtrees are free.
 pub fn locked_changes(
@@ -200,6 +242,50 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
+    /// A walk that compares plain strings only (no schema needed).
+    fn new_unchecked(ignore: &'a [&'a str], against_old: bool) -> Self {
+        static EMPTY: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+        Walk::new(EMPTY.get_or_init(Schema::empty), ignore, against_old)
+    }
+
+    fn helm_metadata(
+        &mut self,
+        chart: &Tree,
+        release: (&str, &str),
+        new: &Value,
+        old: Option<&Value>,
+    ) {
+        let (name, namespace) = release;
+        for (field, key, value) in [
+            ("annotations", RELEASE_NAME_ANNOTATION, name),
+            ("annotations", RELEASE_NAMESPACE_ANNOTATION, namespace),
+            ("labels", MANAGED_BY_LABEL, "Helm"),
+        ] {
+            let in_chart = chart
+                .get("metadata")
+                .and_then(|m| m.get(field))
+                .and_then(|f| f.get(key));
+            if in_chart.is_some_and(|v| !matches!(v, Tree::Null)) {
+                continue;
+            }
+            fn at<'v>(object: &'v Value, field: &str, key: &str) -> Option<&'v Value> {
+                object.get("metadata")?.get(field)?.get(key)
+            }
+            self.path.clear();
+            push_segment(&mut self.path, "metadata");
+            push_segment(&mut self.path, field);
+            push_segment(&mut self.path, key);
+            if is_ignored(&self.path, self.ignore) {
+                continue;
+            }
+            let expected = Tree::Str(value.into());
+            let new_value = at(new, field, key);
+            let old_value = old.and_then(|o| at(o, field, key));
+            self.leaf(TypeId::UNTYPED, &expected, new_value, old_value);
+        }
+        self.path.clear();
+    }
+
     fn new(schema: &'a Schema, ignore: &'a [&'a str], against_old: bool) -> Self {
         Walk {
             schema,

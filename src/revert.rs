@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::index::LockedObject;
-use crate::ownership::{applied_object, drifted_fields, is_ignored, repair_patch, Change};
+use crate::ownership::{
+    applied_object, drifted_fields, helm_metadata_drift, is_ignored, repair_patch, stored_form,
+    Change,
+};
 use crate::schema::Schema;
 use crate::tree::Tree;
 
@@ -81,14 +84,13 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
 pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
     let release = &object.release;
-    let applied = applied_object(
-        &object.content(),
-        &object.group,
-        &object.kind,
-        (&release.name, &release.namespace),
-    );
+    let content = object.content();
+    let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    drifted_fields(schema, root, &applied, live, ignore)
+    let mut drift = drifted_fields(schema, root, &chart, live, ignore);
+    let helm = (release.name.as_str(), release.namespace.as_str());
+    drift.extend(helm_metadata_drift(&chart, helm, live, ignore));
+    drift
 }
 
 /// Whether what helm-locker locks in `live` is what the API server attributed to Helm.
