@@ -10,7 +10,8 @@ use crate::admission::{Operation, Request};
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
-    helm_metadata_changes, locked_changes, locked_changes_at, repair_patch, stored_form, Change,
+    co_owned_fields, describe_field_path, helm_metadata_changes, locked_changes, locked_changes_at,
+    repair_patch, stored_form, Change,
 };
 use crate::release::{describe_json_error, Status};
 use crate::schema::Schema;
@@ -248,12 +249,12 @@ pub fn decide(
     let content = object.content();
     let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+    let helm = (release.name.as_str(), release.namespace.as_str());
     let changes = if scale {
         let pointer = "/spec/replicas";
         locked_changes_at(schema, root, &chart, pointer, &new, old.as_ref(), &ignore)
     } else {
         let mut changes = locked_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
-        let helm = (release.name.as_str(), release.namespace.as_str());
         changes.extend(helm_metadata_changes(
             &chart,
             helm,
@@ -263,6 +264,26 @@ pub fn decide(
         ));
         changes
     };
+    // Values unchanged, but a server-side apply may still take co-ownership of Helm's fields.
+    if changes.is_empty() && !scale {
+        let manager = request
+            .options
+            .as_ref()
+            .and_then(|o| o.field_manager.as_deref());
+        if let Some(manager) = manager {
+            let mut shared =
+                co_owned_fields(schema, root, &chart, helm, manager, &new, old.as_ref());
+            shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &ignore));
+            if !shared.is_empty() {
+                let mut l = locked(false, Vec::new());
+                l.message = co_owner_message(&l, manager, &shared, hide_values);
+                return Ok(match mode {
+                    Mode::Warn => Decision::Warn(l),
+                    _ => Decision::Deny(l),
+                });
+            }
+        }
+    }
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange { release }));
     }
@@ -303,7 +324,14 @@ fn find_object<'i>(
     request: &Request,
     scale: bool,
 ) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
-    let namespace = request.namespace();
+    // For a Namespace the API server sets `request.namespace` to the Namespace's own name; it is
+    // cluster-scoped, and indexed without a namespace.
+    let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
+    let namespace = if is_namespace {
+        None
+    } else {
+        request.namespace()
+    };
     let name_from_old;
     let name = match request.name() {
         Some(name) => name,
@@ -356,6 +384,29 @@ fn singular_candidates(plural: &str) -> Vec<&str> {
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
 
+/// A server-side apply that would make its manager a co-owner of fields Helm owns.
+fn co_owner_message(l: &Locked, manager: &str, shared: &[String], _hide_values: bool) -> String {
+    let mut paths: Vec<String> = shared
+        .iter()
+        .take(MAX_CHANGES_IN_MESSAGE)
+        .map(|p| describe_field_path(p))
+        .collect();
+    if shared.len() > MAX_CHANGES_IN_MESSAGE {
+        paths.push(format!(
+            "and {} more",
+            shared.len() - MAX_CHANGES_IN_MESSAGE
+        ));
+    }
+    format!(
+        "{} is locked by Helm release {} (revision {}, {}): this server-side apply by field manager \"{manager}\" claims {}, which Helm owns; a co-owner makes the next helm upgrade that changes them fail. Leave these fields out of what you apply, change them with helm upgrade, or ask an admin.",
+        l.object,
+        l.release,
+        l.revision,
+        l.status,
+        paths.join(", ")
+    )
+}
+
 /// How a denial shows the requested values.
 #[derive(Clone, Copy)]
 struct Wording {
@@ -392,6 +443,10 @@ fn message(
             None if hide_values => {
                 format!("{} is set by the chart, this request removes it", c.path)
             }
+            Some(_) if c.chart.is_null() => format!(
+                "{} repeats the key of an item the chart sets, which would shadow it",
+                c.path
+            ),
             // A Scale's `replicas` is omitempty: `kubectl scale --replicas=0` sends none.
             None if scale => format!(
                 "{} is {} in the chart, this request sets 0",

@@ -327,7 +327,7 @@ fn run_owned_fields(
     openapi: Option<&std::path::Path>,
     manager: Option<&str>,
 ) -> Result<bool, String> {
-    use helm_locker::ownership::{applied_object, helm_fields, owned_fields, parse_fields_v1};
+    use helm_locker::ownership::{applied_object, attribution_of, helm_fields, owned_fields};
     let index = load_index(releases)?;
     let schema = load_schema(openapi)?;
     let mut all_match = true;
@@ -365,22 +365,15 @@ fn run_owned_fields(
                 continue;
             };
             let release = &object.release;
-            let applied = applied_object(
-                &object.content(),
-                &object.group,
-                &object.kind,
-                (&release.name, &release.namespace),
-            );
+            let applied = applied_object(&object.content(), (&release.name, &release.namespace));
             let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-            let ours = owned_fields(&schema, root, &applied);
-            let helms = parse_fields_v1(fields);
-            let missing: Vec<&String> = helms.difference(&ours).collect();
-            let extra: Vec<&String> = ours.difference(&helms).collect();
-            all_match &= missing.is_empty() && extra.is_empty();
+            let owned = owned_fields(&schema, root, &applied).len();
+            let found = attribution_of(&schema, root, &applied, helm_manager, fields);
+            all_match &= found.matches();
             println!(
                 "{}",
                 serde_json::json!({"object": object.describe(), "manager": helm_manager,
-                    "owned": ours.len(), "missing": missing, "extra": extra})
+                    "owned": owned, "missing": found.missing, "extra": found.extra})
             );
         }
     }

@@ -40,15 +40,16 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub struct Change {
     /// JSON pointer into the request's object (`-` for a list item the request removed).
     pub path: String,
-    /// The chart's value.
+    /// The chart's value; `null` for an item the request adds that repeats the key of a chart
+    /// item (the chart has no such item: repair removes it).
     pub chart: Value,
     /// The requested value; `None` when the request removes the field.
     pub requested: Option<Value>,
 }
 
-/// The chart's object as Helm applies it: with Helm's release metadata, and a Secret's
-/// `stringData` folded into `data` (the API server stores only `data`).
-pub fn applied_object(chart: &Tree, group: &str, kind: &str, release: (&str, &str)) -> Tree {
+/// The chart's object as Helm applies it: with Helm's release metadata (server-side apply
+/// attributes a Secret's `stringData` to Helm as `stringData`, though only `data` is stored).
+pub fn applied_object(chart: &Tree, release: (&str, &str)) -> Tree {
     let Tree::Map(entries) = chart else {
         return chart.clone();
     };
@@ -98,9 +99,6 @@ pub fn applied_object(chart: &Tree, group: &str, kind: &str, release: (&str, &st
         with(meta, "labels", &[(MANAGED_BY_LABEL, "Helm")]),
     ));
     entries[metadata].1 = Tree::map_from(meta_entries);
-    if group.is_empty() && kind == "Secret" {
-        fold_string_data(&mut entries);
-    }
     Tree::map_from(entries)
 }
 
@@ -337,10 +335,18 @@ impl<'a> Walk<'a> {
     }
 
     fn visit(&mut self, ty: TypeId, chart: &Tree, new: Option<&Value>, old: Option<&Value>) {
-        if matches!(chart, Tree::Null) || is_ignored(&self.path, self.ignore) {
+        if is_ignored(&self.path, self.ignore) {
             return;
         }
         let schema = self.schema;
+        if matches!(chart, Tree::Null) {
+            // A null the API server attributes to Helm (a scalar, an atomic value) means
+            // "absent", and is Helm's: setting it is a change. A null map or list owns nothing.
+            if null_is_owned(schema.atom(ty)) {
+                self.leaf(ty, chart, new, old);
+            }
+            return;
+        }
         match (schema.atom(ty), chart) {
             (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
                 // `emptyDir: {}`: the struct's presence is the owned value.
@@ -359,6 +365,18 @@ impl<'a> Walk<'a> {
                 let old_map = old.and_then(Value::as_object);
                 for (key, chart_value) in entries.iter() {
                     let field = schema.field(ty, key);
+                    if matches!(chart_value, Tree::Null) && !schema.is_declared_field(ty, key) {
+                        // A map entry is owned even when null (`annotations: {note: null}`).
+                        let len = self.path.len();
+                        push_segment(&mut self.path, key);
+                        if !is_ignored(&self.path, self.ignore) {
+                            let n = new_map.and_then(|m| m.get(&**key));
+                            let o = old_map.and_then(|m| m.get(&**key));
+                            self.leaf(TypeId::UNTYPED, chart_value, n, o);
+                        }
+                        self.path.truncate(len);
+                        continue;
+                    }
                     self.child(key, field, chart_value, new_map, old_map);
                 }
             }
@@ -402,24 +420,27 @@ impl<'a> Walk<'a> {
                     .and_then(Value::as_array)
                     .map(Vec::as_slice)
                     .unwrap_or_default();
+                // Keys are computed once per item: a container may list dozens of env vars.
+                let key_of = |v: &Value| item_key(schema, items, keys, Node::Json(v));
+                let new_keys: Vec<Option<String>> = new_items.iter().map(key_of).collect();
+                let old_keys: Vec<Option<String>> = old_items.iter().map(key_of).collect();
+                let take = |list_keys: &[Option<String>], taken: &mut [bool], key: &str| {
+                    let i = (0..list_keys.len())
+                        .find(|&i| !taken[i] && list_keys[i].as_deref() == Some(key))?;
+                    taken[i] = true;
+                    Some(i)
+                };
                 // Items that share a key (env may repeat a name) pair up in order.
                 let mut new_taken = vec![false; new_items.len()];
                 let mut old_taken = vec![false; old_items.len()];
+                let mut chart_keys = Vec::with_capacity(chart_items.len());
                 for item in chart_items.iter() {
                     let Some(key) = item_key(schema, items, keys, Node::Tree(item)) else {
                         continue;
                     };
-                    let take = |list: &[Value], taken: &mut [bool]| {
-                        let i = (0..list.len()).find(|&i| {
-                            !taken[i]
-                                && item_key(schema, items, keys, Node::Json(&list[i])).as_ref()
-                                    == Some(&key)
-                        })?;
-                        taken[i] = true;
-                        Some(i)
-                    };
-                    let position = take(new_items, &mut new_taken);
-                    let old_item = take(old_items, &mut old_taken).map(|i| &old_items[i]);
+                    let position = take(&new_keys, &mut new_taken, &key);
+                    let old_item = take(&old_keys, &mut old_taken, &key).map(|i| &old_items[i]);
+                    chart_keys.push(key);
                     let len = self.path.len();
                     match position {
                         Some(i) => {
@@ -433,6 +454,24 @@ impl<'a> Walk<'a> {
                             }
                         }
                     }
+                    self.path.truncate(len);
+                }
+                // A second item with the key of a chart item (an `env` name repeated after the
+                // chart's: the last one wins in the container) shadows what the chart set, and
+                // the next apply fails on the duplicate key.
+                for (i, added) in new_items.iter().enumerate() {
+                    let Some(key) = new_keys[i].as_deref() else {
+                        continue;
+                    };
+                    if new_taken[i] || !chart_keys.iter().any(|k| k == key) {
+                        continue;
+                    }
+                    if take(&old_keys, &mut old_taken, key).is_some() && self.against_old {
+                        continue;
+                    }
+                    let len = self.path.len();
+                    push_segment(&mut self.path, &i.to_string());
+                    self.push(&Tree::Null, Some(added));
                     self.path.truncate(len);
                 }
             }
@@ -460,6 +499,23 @@ impl<'a> Walk<'a> {
             requested: new.filter(|v| !v.is_null()).cloned(),
         });
     }
+}
+
+/// Whether server-side apply attributes a null of this type to its applier (structured-merge-
+/// diff: a scalar, or an atomic list, map or untyped value; not a granular map or struct, a
+/// set, a map-list, or a deduced value).
+fn null_is_owned(atom: &Atom) -> bool {
+    matches!(
+        atom,
+        Atom::Scalar(_)
+            | Atom::Untyped
+            | Atom::List {
+                list_type: ListType::Atomic,
+                ..
+            }
+            | Atom::Struct { atomic: true, .. }
+            | Atom::Map { atomic: true, .. }
+    )
 }
 
 /// Whether `new` and `old` are the same value (absent and null alike).
@@ -688,13 +744,14 @@ pub fn is_ignored(path: &str, ignore: &[&str]) -> bool {
 
 /// A JSON patch that puts every changed field back to the chart's value.
 pub fn repair_patch(changes: &[Change]) -> json_patch::Patch {
-    use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+    use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
     let ops = changes
         .iter()
         .filter_map(|change| {
             let path = json_patch::jsonptr::PointerBuf::parse(change.path.clone()).ok()?;
             let value = change.chart.clone();
             Some(match change.requested {
+                Some(_) if value.is_null() => PatchOperation::Remove(RemoveOperation { path }),
                 Some(_) => PatchOperation::Replace(ReplaceOperation { path, value }),
                 None => PatchOperation::Add(AddOperation { path, value }),
             })
@@ -739,13 +796,14 @@ pub fn owned_fields(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
 }
 
 fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
+    let atom = schema.atom(ty);
     if matches!(value, Tree::Null) {
-        return;
-    }
-    match (schema.atom(ty), value) {
-        (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
+        if null_is_owned(atom) {
             set.insert(path.to_string());
         }
+        return;
+    }
+    match (atom, value) {
         (
             Atom::Struct { atomic: false, .. } | Atom::Map { atomic: false, .. } | Atom::Deduced,
             Tree::Map(entries),
@@ -753,7 +811,7 @@ fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut F
             for (key, child) in entries.iter() {
                 let child_path = format!("{path}.f:{key}");
                 owned_walk(schema, schema.field(ty, key), child, &child_path, set);
-                if !schema.is_declared_field(ty, key) && !matches!(child, Tree::Null) {
+                if !schema.is_declared_field(ty, key) {
                     set.insert(child_path);
                 }
             }
@@ -789,6 +847,63 @@ fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut F
             set.insert(path.to_string());
         }
     }
+}
+
+/// Empty structs the chart sets (`emptyDir: {}`): helm-locker locks their presence (removing one
+/// changes what the chart set, and the next apply may fail), while Kubernetes 1.20's server-side
+/// apply lists them in no manager's set (later versions do). Comparisons with `managedFields`
+/// leave these paths out on both sides.
+pub fn presence_locks(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
+    fn walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
+        match (schema.atom(ty), value) {
+            (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
+                set.insert(path.to_string());
+            }
+            (
+                Atom::Struct { atomic: false, .. }
+                | Atom::Map { atomic: false, .. }
+                | Atom::Deduced,
+                Tree::Map(entries),
+            ) => {
+                for (key, child) in entries.iter() {
+                    walk(
+                        schema,
+                        schema.field(ty, key),
+                        child,
+                        &format!("{path}.f:{key}"),
+                        set,
+                    );
+                }
+            }
+            (
+                Atom::List {
+                    items,
+                    list_type: ListType::Map(keys),
+                },
+                Tree::List(list),
+            ) => {
+                for item in list.iter() {
+                    if let Some(key) = item_key(schema, *items, keys, Node::Tree(item)) {
+                        walk(schema, *items, item, &format!("{path}.k:{key}"), set);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut set = FieldSet::new();
+    if let Tree::Map(entries) = applied {
+        for (key, value) in entries.iter() {
+            walk(
+                schema,
+                schema.field(root, key),
+                value,
+                &format!("f:{key}"),
+                &mut set,
+            );
+        }
+    }
+    set
 }
 
 /// Reads a `fieldsV1` value into a [`FieldSet`] (`.` marks a node that is itself a member).
@@ -885,13 +1000,123 @@ pub fn compare_attribution(
     live: &Value,
 ) -> Option<Attribution> {
     let (manager, fields) = helm_fields(live, None)?;
+    Some(attribution_of(schema, root, applied, manager, fields))
+}
+
+/// Compares the set Helm owns by `fields` (its `fieldsV1`) with what helm-locker locks.
+pub fn attribution_of(
+    schema: &Schema,
+    root: TypeId,
+    applied: &Tree,
+    manager: &str,
+    fields: &Value,
+) -> Attribution {
     let ours = owned_fields(schema, root, applied);
     let helms = parse_fields_v1(fields);
-    Some(Attribution {
+    let presence = presence_locks(schema, root, applied);
+    Attribution {
         manager: manager.to_string(),
-        missing: helms.difference(&ours).cloned().collect(),
+        missing: helms
+            .difference(&ours)
+            .filter(|p| !presence.contains(*p))
+            .cloned()
+            .collect(),
         extra: ours.difference(&helms).cloned().collect(),
-    })
+    }
+}
+
+/// Fields Helm owns that a server-side apply by `manager` (the request's field manager) claims
+/// in `new` and did not claim in `old`: a co-owner makes the next `helm upgrade` that changes
+/// them fail with a conflict, even when this apply left their values alone. Empty when
+/// `manager` made no `Apply` entry or is Helm's own.
+pub fn co_owned_fields(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    release: (&str, &str),
+    manager: &str,
+    new: &Value,
+    old: Option<&Value>,
+) -> Vec<String> {
+    let apply_entry = |object: &Value| -> Option<FieldSet> {
+        let entries = object.pointer("/metadata/managedFields")?.as_array()?;
+        let entry = entries.iter().find(|e| {
+            e.get("operation").and_then(Value::as_str) == Some("Apply")
+                && e.get("manager").and_then(Value::as_str) == Some(manager)
+        })?;
+        Some(parse_fields_v1(entry.get("fieldsV1")?))
+    };
+    let Some(claimed) = apply_entry(new) else {
+        return Vec::new();
+    };
+    if helm_fields(new, None).is_some_and(|(helm, _)| helm == manager) {
+        return Vec::new();
+    }
+    let before = old.and_then(apply_entry).unwrap_or_default();
+    let owned = owned_fields(schema, root, &applied_object(chart, release));
+    claimed
+        .intersection(&owned)
+        .filter(|p| !before.contains(*p))
+        .cloned()
+        .collect()
+}
+
+/// `f:spec.f:containers.k:{"name":"web"}.f:image` as `/spec/containers/[name=web]/image`.
+pub fn describe_field_path(path: &str) -> String {
+    let mut out = String::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        // Elements are separated by `.`, but keys and values are JSON that may contain dots.
+        let (element, tail) = match rest.get(..2) {
+            Some("k:") | Some("v:") => {
+                let mut depth = 0i32;
+                let mut in_string = false;
+                let mut escaped = false;
+                let mut end = rest.len();
+                for (i, c) in rest.char_indices().skip(2) {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' if in_string => escaped = true,
+                        '"' => in_string = !in_string,
+                        '{' | '[' if !in_string => depth += 1,
+                        '}' | ']' if !in_string => depth -= 1,
+                        '.' if !in_string && depth == 0 => {
+                            end = i;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                (&rest[..end], rest.get(end + 1..).unwrap_or_default())
+            }
+            _ => match rest.split_once(".") {
+                Some((e, t)) => (e, t),
+                None => (rest, ""),
+            },
+        };
+        rest = tail;
+        out.push('/');
+        match element.split_at_checked(2) {
+            Some(("f:", name)) => out.push_str(name),
+            Some(("i:", index)) => out.push_str(index),
+            Some(("v:", value)) => out.push_str(&format!("[{value}]")),
+            Some(("k:", key)) => {
+                let fields: Vec<String> = serde_json::from_str::<Map<String, Value>>(key)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| match v {
+                                Value::String(s) => format!("{k}={s}"),
+                                other => format!("{k}={other}"),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_else(|_| vec![key.to_string()]);
+                out.push_str(&format!("[{}]", fields.join(",")));
+            }
+            _ => out.push_str(element),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1004,6 +1229,134 @@ mod tests {
         without_debug["spec"]["template"]["spec"]["containers"] =
             json!([live["spec"]["template"]["spec"]["containers"][1]]);
         assert!(paths("apps/v1", "Deployment", chart, without_debug, Some(live)).is_empty());
+    }
+
+    #[test]
+    fn repeating_a_chart_items_key_shadows_it_and_is_a_change() {
+        let chart =
+            deployment(json!([{"name": "web", "env": [{"name": "MODE", "value": "safe"}]}]));
+        let live = chart.clone();
+        let mut shadowed = live.clone();
+        shadowed["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "MODE", "value": "debug"}));
+        assert_eq!(
+            paths(
+                "apps/v1",
+                "Deployment",
+                chart.clone(),
+                shadowed.clone(),
+                Some(live.clone())
+            ),
+            ["/spec/template/spec/containers/0/env/1"]
+        );
+        // Repair removes the shadowing item.
+        let schema = schema();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let changes = locked_changes(
+            &schema,
+            root,
+            &Tree::from(&chart),
+            &shadowed,
+            Some(&live),
+            &[],
+        );
+        let mut repaired = shadowed.clone();
+        json_patch::patch(&mut repaired, &repair_patch(&changes)).unwrap();
+        assert_eq!(repaired, live);
+        // Already there before the write: not this write's doing.
+        assert!(paths(
+            "apps/v1",
+            "Deployment",
+            chart,
+            shadowed.clone(),
+            Some(shadowed)
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_server_side_apply_of_helms_fields_makes_a_co_owner() {
+        let schema = schema();
+        let root = schema.root_or_deduced("v1", "ConfigMap");
+        let chart = Tree::from(
+            &json!({"metadata": {"name": "cfg"}, "data": {"greeting": "hi", "mode": "prod"}}),
+        );
+        let entry = |manager: &str, op: &str, fields: Value| json!({"manager": manager, "operation": op, "fieldsV1": fields});
+        let helm = entry(
+            "helm",
+            "Apply",
+            json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:greeting": {}, "f:mode": {}}}),
+        );
+        let object = |entries: Vec<Value>| json!({"metadata": {"name": "cfg", "managedFields": entries}, "data": {"greeting": "hi", "mode": "prod", "extra": "x"}});
+        // kubectl applies the chart's own greeting and a key of its own: it co-owns greeting.
+        let new = object(vec![
+            helm.clone(),
+            entry(
+                "kubectl",
+                "Apply",
+                json!({"f:data": {"f:greeting": {}, "f:extra": {}}}),
+            ),
+        ]);
+        let shared = co_owned_fields(
+            &schema,
+            root,
+            &chart,
+            ("shop", "shop"),
+            "kubectl",
+            &new,
+            None,
+        );
+        assert_eq!(shared, ["f:data.f:greeting"]);
+        assert_eq!(describe_field_path(&shared[0]), "/data/greeting");
+        // Only its own key: free. Helm applying: never a co-owner. An Update (kubectl patch): no.
+        let own = object(vec![
+            helm.clone(),
+            entry("kubectl", "Apply", json!({"f:data": {"f:extra": {}}})),
+        ]);
+        assert!(co_owned_fields(
+            &schema,
+            root,
+            &chart,
+            ("shop", "shop"),
+            "kubectl",
+            &own,
+            None
+        )
+        .is_empty());
+        assert!(
+            co_owned_fields(&schema, root, &chart, ("shop", "shop"), "helm", &new, None).is_empty()
+        );
+        let patch = object(vec![
+            helm.clone(),
+            entry("kubectl", "Update", json!({"f:data": {"f:greeting": {}}})),
+        ]);
+        assert!(co_owned_fields(
+            &schema,
+            root,
+            &chart,
+            ("shop", "shop"),
+            "kubectl",
+            &patch,
+            None
+        )
+        .is_empty());
+        // Already co-owned before this write (an API server that keeps oldObject's managedFields).
+        assert!(co_owned_fields(
+            &schema,
+            root,
+            &chart,
+            ("shop", "shop"),
+            "kubectl",
+            &new,
+            Some(&new)
+        )
+        .is_empty());
+        assert_eq!(
+            describe_field_path("f:spec.f:containers.k:{\"name\":\"web.1\"}.f:ports.k:{\"containerPort\":80,\"protocol\":\"TCP\"}.f:protocol"),
+            "/spec/containers/[name=web.1]/ports/[containerPort=80,protocol=TCP]/protocol"
+        );
     }
 
     #[test]
@@ -1122,8 +1475,20 @@ mod tests {
         let chart = Tree::from(
             &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"password": "hunter2"}}),
         );
-        let applied = applied_object(&chart, "", "Secret", ("shop", "prod"));
+        let stored = stored_form(&chart, "", "Secret");
         let root = schema.root_or_deduced("v1", "Secret");
+        let helm = ("shop", "prod");
+        let locked_changes = |schema: &Schema,
+                              root,
+                              chart: &Tree,
+                              new: &Value,
+                              old: Option<&Value>,
+                              ignore: &[&str]| {
+            let mut changes = super::locked_changes(schema, root, chart, new, old, ignore);
+            changes.extend(helm_metadata_changes(chart, helm, new, old, ignore));
+            changes
+        };
+        let applied = stored.into_owned();
         let live = json!({"metadata": {"name": "s", "labels": {MANAGED_BY_LABEL: "Helm"},
             "annotations": {RELEASE_NAME_ANNOTATION: "shop", RELEASE_NAMESPACE_ANNOTATION: "prod"}},
             "data": {"password": "aHVudGVyMg=="}, "type": "Opaque"});
@@ -1204,7 +1569,17 @@ mod tests {
             "f:spec": {"f:selector": {}, "f:template": {"f:spec": {
                 "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {},
                     "f:ports": {"k:{\"protocol\":\"TCP\",\"containerPort\":80}": {".": {}, "f:containerPort": {}}}}},
-                "f:volumes": {"k:{\"name\":\"tmp\"}": {".": {}, "f:emptyDir": {}, "f:name": {}}}}}}}));
+                "f:volumes": {"k:{\"name\":\"tmp\"}": {".": {}, "f:name": {}}}}}}}));
         assert_eq!(owned, helm);
+        // Kubernetes 1.20 lists no empty struct; helm-locker still locks its presence.
+        let presence = presence_locks(
+            &schema,
+            schema.root_or_deduced("apps/v1", "Deployment"),
+            &chart,
+        );
+        assert_eq!(
+            presence.into_iter().collect::<Vec<_>>(),
+            ["f:spec.f:template.f:spec.f:volumes.k:{\"name\":\"tmp\"}.f:emptyDir"]
+        );
     }
 }

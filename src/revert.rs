@@ -100,12 +100,7 @@ pub fn attribution(
     live: &Value,
 ) -> Option<crate::ownership::Attribution> {
     let release = &object.release;
-    let applied = applied_object(
-        &object.content(),
-        &object.group,
-        &object.kind,
-        (&release.name, &release.namespace),
-    );
+    let applied = applied_object(&object.content(), (&release.name, &release.namespace));
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     crate::ownership::compare_attribution(schema, root, &applied, live)
 }

@@ -70,7 +70,8 @@ pub struct Field {
 #[derive(Clone, Debug)]
 pub enum Atom {
     Scalar(Scalar),
-    /// An object with declared fields; `extra` types undeclared fields (preserve-unknown).
+    /// An object with declared fields (sorted by name); `extra` types undeclared fields
+    /// (preserve-unknown).
     Struct {
         fields: Box<[Field]>,
         atomic: bool,
@@ -237,9 +238,7 @@ impl Schema {
     /// The type of field `name` in an object of type `id`.
     pub fn field(&self, id: TypeId, name: &str) -> TypeId {
         match self.atom(id) {
-            Atom::Struct { fields, extra, .. } => fields
-                .iter()
-                .find(|f| &*f.name == name)
+            Atom::Struct { fields, extra, .. } => find_field(fields, name)
                 .map(|f| f.ty)
                 .or(*extra)
                 .unwrap_or(TypeId::DEDUCED),
@@ -252,10 +251,9 @@ impl Schema {
     /// The default of a declared field, if the schema has one.
     pub fn field_default(&self, id: TypeId, name: &str) -> Option<&Value> {
         match self.atom(id) {
-            Atom::Struct { fields, .. } => fields
-                .iter()
-                .find(|f| &*f.name == name)
-                .and_then(|f| f.default.as_ref()),
+            Atom::Struct { fields, .. } => {
+                find_field(fields, name).and_then(|f| f.default.as_ref())
+            }
             _ => None,
         }
     }
@@ -263,12 +261,19 @@ impl Schema {
     /// Whether `name` is a declared field of a struct (fieldsV1 makes undeclared keys, such as a
     /// label's, members of the set even when they hold objects).
     pub fn is_declared_field(&self, id: TypeId, name: &str) -> bool {
-        matches!(self.atom(id), Atom::Struct { fields, .. } if fields.iter().any(|f| &*f.name == name))
+        matches!(self.atom(id), Atom::Struct { fields, .. } if find_field(fields, name).is_some())
     }
 
     pub fn kind_count(&self) -> usize {
         self.kinds.len()
     }
+}
+
+fn find_field<'f>(fields: &'f [Field], name: &str) -> Option<&'f Field> {
+    fields
+        .binary_search_by(|f| (*f.name).cmp(name))
+        .ok()
+        .map(|i| &fields[i])
 }
 
 struct Builder<'d> {
@@ -364,7 +369,7 @@ impl<'d> Builder<'d> {
         atomic: bool,
         preserve_unknown: bool,
     ) -> Atom {
-        let fields = properties
+        let mut fields: Vec<Field> = properties
             .iter()
             .map(|(name, field)| Field {
                 name: name.as_str().into(),
@@ -372,6 +377,9 @@ impl<'d> Builder<'d> {
                 default: field.get("default").cloned(),
             })
             .collect();
+        // Sorted by name: looked up by binary search on every locked write.
+        fields.sort_by(|a, b| a.name.cmp(&b.name));
+        let fields = fields.into_boxed_slice();
         Atom::Struct {
             fields,
             atomic,
