@@ -10,8 +10,8 @@ use crate::admission::{Operation, Request};
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
-    co_owned_fields, describe_field_path, helm_metadata_changes, locked_changes, locked_changes_at,
-    repair_patch, stored_form, Change,
+    co_owned_fields, cross_version_changes, describe_field_path, helm_metadata_changes,
+    locked_changes, locked_changes_at, repair_patch, stored_form, Change,
 };
 use crate::release::{describe_json_error, Status};
 use crate::schema::Schema;
@@ -250,9 +250,33 @@ pub fn decide(
     let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let helm = (release.name.as_str(), release.namespace.as_str());
+    let other_version = !scale && request.kind.version != *object.version;
     let changes = if scale {
         let pointer = "/spec/replicas";
         locked_changes_at(schema, root, &chart, pointer, &new, old.as_ref(), &ignore)
+    } else if other_version {
+        let root = schema.root_or_deduced(
+            &crate::manifest::api_version(&request.kind.group, &request.kind.version),
+            &request.kind.kind,
+        );
+        let mut changes = cross_version_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
+        changes.extend(helm_metadata_changes(
+            &chart,
+            helm,
+            &new,
+            old.as_ref(),
+            &ignore,
+        ));
+        if !changes.is_empty() {
+            let mut l = locked(false, changes);
+            l.message = other_version_message(&l, &request.kind.version, &object.version);
+            // Nothing to repair toward: the chart's values are in another version's shape.
+            return Ok(match mode {
+                Mode::Warn => Decision::Warn(l),
+                _ => Decision::Deny(l),
+            });
+        }
+        changes
     } else {
         let mut changes = locked_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
         changes.extend(helm_metadata_changes(
@@ -383,6 +407,31 @@ fn singular_candidates(plural: &str) -> Vec<&str> {
 }
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
+
+/// A write through another version of the kind than the chart's.
+fn other_version_message(l: &Locked, requested: &str, chart: &str) -> String {
+    let mut paths: Vec<&str> = l
+        .changes
+        .iter()
+        .take(MAX_CHANGES_IN_MESSAGE)
+        .map(|c| c.path.as_str())
+        .collect();
+    let more = l.changes.len().saturating_sub(MAX_CHANGES_IN_MESSAGE);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    paths.dedup();
+    format!(
+        "{} is locked by Helm release {} (revision {}, {}): the chart writes it as version {chart} and this request uses {requested}, so every change outside metadata counts; this request changes {}{more}. Change it with helm upgrade, or ask an admin.",
+        l.object,
+        l.release,
+        l.revision,
+        l.status,
+        paths.join(", ")
+    )
+}
 
 /// A server-side apply that would make its manager a co-owner of fields Helm owns.
 fn co_owner_message(l: &Locked, manager: &str, shared: &[String], _hide_values: bool) -> String {

@@ -200,6 +200,49 @@ pub fn drifted_fields(
     walk.changes
 }
 
+/// Changes a request made through another version of the kind than the chart's (kubectl reads
+/// and writes an HPA as `autoscaling/v1` when the chart writes `autoscaling/v2beta2`): the
+/// paths of the two versions differ, so beyond `metadata` (the same in every version, compared
+/// as usual) every top-level field the write changes counts (`chart` is `null` in those).
+pub fn cross_version_changes(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let metadata_only = Tree::map_from(
+        chart
+            .get("metadata")
+            .map(|m| vec![("metadata".into(), m.clone())])
+            .unwrap_or_default(),
+    );
+    let mut changes = locked_changes(schema, root, &metadata_only, new, old, ignore);
+    let empty = Map::new();
+    let new_map = new.as_object().unwrap_or(&empty);
+    let old_map = old.and_then(Value::as_object).unwrap_or(&empty);
+    let keys: BTreeSet<&String> = new_map.keys().chain(old_map.keys()).collect();
+    for key in keys {
+        if matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+            continue;
+        }
+        let path = format!("/{}", key.replace('~', "~0").replace('/', "~1"));
+        if is_ignored(&path, ignore) {
+            continue;
+        }
+        let (n, o) = (new_map.get(key), old_map.get(key));
+        if !same_json(schema, TypeId::UNTYPED, n, o) {
+            changes.push(Change {
+                path,
+                chart: Value::Null,
+                requested: n.cloned(),
+            });
+        }
+    }
+    changes
+}
+
 /// Changes to one owned path made of field names (the `scale` subresource writes the parent's
 /// `/spec/replicas`): `new` and `old` hold the value at the same pointer.
 pub fn locked_changes_at(
@@ -1052,7 +1095,14 @@ pub fn co_owned_fields(
     if helm_fields(new, None).is_some_and(|(helm, _)| helm == manager) {
         return Vec::new();
     }
-    let before = old.and_then(apply_entry).unwrap_or_default();
+    // kube-apiserver 1.20 hands admission an oldObject that shares the new object's
+    // managedFields on a server-side apply (measured: a first apply by kubectl shows its own
+    // entry in both), so the old entry counts only when it differs from the new one.
+    let managed = |o: &Value| o.pointer("/metadata/managedFields").cloned();
+    let before = old
+        .filter(|o| managed(o) != managed(new))
+        .and_then(apply_entry)
+        .unwrap_or_default();
     let owned = owned_fields(schema, root, &applied_object(chart, release));
     claimed
         .intersection(&owned)
@@ -1343,20 +1393,52 @@ mod tests {
         )
         .is_empty());
         // Already co-owned before this write (an API server that keeps oldObject's managedFields).
-        assert!(co_owned_fields(
-            &schema,
-            root,
-            &chart,
-            ("shop", "shop"),
-            "kubectl",
-            &new,
-            Some(&new)
-        )
-        .is_empty());
+        let before = object(vec![
+            helm.clone(),
+            entry("kubectl", "Apply", json!({"f:data": {"f:greeting": {}}})),
+        ]);
+        let shop = ("shop", "shop");
+        assert!(
+            co_owned_fields(&schema, root, &chart, shop, "kubectl", &new, Some(&before)).is_empty()
+        );
+        // kube-apiserver 1.20 shows the new entries in oldObject too: not "already co-owned".
+        assert_eq!(
+            co_owned_fields(&schema, root, &chart, shop, "kubectl", &new, Some(&new)),
+            ["f:data.f:greeting"]
+        );
         assert_eq!(
             describe_field_path("f:spec.f:containers.k:{\"name\":\"web.1\"}.f:ports.k:{\"containerPort\":80,\"protocol\":\"TCP\"}.f:protocol"),
             "/spec/containers/[name=web.1]/ports/[containerPort=80,protocol=TCP]/protocol"
         );
+    }
+
+    #[test]
+    fn through_another_version_every_change_outside_metadata_counts() {
+        let schema = schema();
+        // The chart writes autoscaling/v2beta2 `metrics`; kubectl edits autoscaling/v1.
+        let chart = Tree::from(
+            &json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"minReplicas": 2, "metrics": [{"type": "Resource"}]}}),
+        );
+        let root = schema.root_or_deduced("autoscaling/v1", "HorizontalPodAutoscaler");
+        let old = json!({"metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"minReplicas": 2, "targetCPUUtilizationPercentage": 80}});
+        let mut new = old.clone();
+        new["spec"]["targetCPUUtilizationPercentage"] = json!(50);
+        let changes = cross_version_changes(&schema, root, &chart, &new, Some(&old), &[]);
+        assert_eq!(
+            changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            ["/spec"]
+        );
+        // Labels are the same in every version: a new one is free, the chart's is locked.
+        let mut labelled = old.clone();
+        labelled["metadata"]["labels"]["team"] = json!("a");
+        assert!(
+            cross_version_changes(&schema, root, &chart, &labelled, Some(&old), &[]).is_empty()
+        );
+        labelled["metadata"]["labels"]["app"] = json!("x");
+        let changes = cross_version_changes(&schema, root, &chart, &labelled, Some(&old), &[]);
+        assert_eq!(changes[0].path, "/metadata/labels/app");
     }
 
     #[test]

@@ -142,6 +142,9 @@ const DENIED: &[(usize, &str)] = &[
     // makes kubectl a co-owner of two fields Helm owns: the failed upgrade at 104 is exactly
     // that conflict.
     (97, "server-side apply by field manager \"kubectl\" claims /data/greeting, /data/mode, which Helm owns"),
+    // The same apply again: 1.20 shows kubectl's entry in oldObject too (it shares the new
+    // object's managedFields), so an existing co-ownership cannot be told from a new one.
+    (98, "server-side apply by field manager \"kubectl\" claims /data/mode, which Helm owns"),
     // The server-side apply that owns only `mode` drops the drifted `greeting`: a chart field.
     (99, "/data/greeting is \"hi\" in the chart, this request removes it"),
     // `rules` is an atomic list (the API's schema): the whole list is one locked value.

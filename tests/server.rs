@@ -217,7 +217,7 @@ impl Running {
 
 /// Reviews of the kubectl stage, decided against revision 2 deployed.
 const DENIED: &[&str] = &[
-    "074", "075", "079", "080", "085", "095", "097", "099", "100", "101", "102",
+    "074", "075", "079", "080", "085", "095", "097", "098", "099", "100", "101", "102",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,7 +249,7 @@ async fn recorded_kubectl_writes_are_denied_over_http1_and_http2() {
         }
     }
     let (_, metrics) = admin_get(server.admin, "/metrics").await;
-    assert!(metrics.contains("helm_locker_admissions_total{endpoint=\"validate\",operation=\"UPDATE\",decision=\"deny\"} 20"), "{metrics}");
+    assert!(metrics.contains("helm_locker_admissions_total{endpoint=\"validate\",operation=\"UPDATE\",decision=\"deny\"} 22"), "{metrics}");
     assert!(
         metrics.contains("helm_locker_releases_indexed 1"),
         "{metrics}"
