@@ -18,6 +18,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 if ! command -v cargo-deny >/dev/null; then
   cargo install cargo-deny --locked --version 0.20.2
 fi
+# cargo deny reads the crates of every platform in Cargo.lock; a fresh machine's cache holds only
+# what the Linux build fetched, so fetch them all first.
+cargo fetch --locked
 cargo deny --offline check licenses bans
 cargo test --workspace --locked
 cargo build --workspace --locked --benches --examples

@@ -1241,23 +1241,32 @@ class Ownership(unittest.TestCase):
 
     # -- 5. a finding
 
-    def test_5_a_write_that_changes_nothing_can_still_block_a_later_upgrade(self):
-        """Server-side apply of the chart's own value by another manager changes no value, so the
-        rules allow it; but the API server then records that manager as a co-owner, and the next
-        `helm upgrade` that changes the value fails with a conflict. Helm must never be blocked,
-        so such an apply (an Apply review whose object's managedFields give another manager a
-        field Helm owns) would have to be a locked change."""
+    def test_5_a_server_side_apply_that_changes_nothing_is_denied(self):
+        """Server-side apply of the chart's own value by another manager changes no value, but the
+        API server then records that manager as a co-owner, and the next `helm upgrade` that
+        changes the value fails with a conflict (found by this suite). Such an apply is a locked
+        change: denied, the object unchanged, and the upgrade lands."""
         release = self.install("shop", "fsh", "own-f-shop")
         try:
             release.wait_locked()
+            target = "configmap/fsh-config"
+            before = normalized(self.get(release, target))
             applied = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fsh-config", "namespace": "own-f-shop"},
                        "data": {"greeting": "hello"}}
             out = self.k("apply", "--server-side", "-f", "-", input=json.dumps(applied))
-            if DENIED in out.stderr:
-                return  # the locker treats the co-ownership as a locked change
+            self.assertNotEqual(out.returncode, 0, out.stdout)
+            self.assertIn(DENIED, out.stderr)
+            self.assertIn('server-side apply by field manager "kubectl" claims /data/greeting', out.stderr)
+            self.assertEqual(diff_paths(before, normalized(self.get(release, target))), [])
+            out = self.k("get", target, "-n", release.namespace, "-o", "json", "--show-managed-fields")
+            managers = [m["manager"] for m in json.loads(out.stdout)["metadata"]["managedFields"]]
+            self.assertNotIn("kubectl", managers)
+            # Its own key is free: no co-ownership of anything Helm owns.
+            applied["data"] = {"note": "mine"}
+            out = self.k("apply", "--server-side", "-f", "-", input=json.dumps(applied))
             self.assertEqual(out.returncode, 0, out.stderr)
-            error = release.upgrade(dict(release.values, greeting="changed"))
-            self.assertIsNone(error, "a write the locker allowed blocks helm upgrade")
+            self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
+                              "helm upgrade after the denied apply")
         finally:
             self.cleanup(release)
 
