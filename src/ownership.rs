@@ -463,13 +463,18 @@ impl<'a> Walk<'a> {
                     .and_then(Value::as_array)
                     .map(Vec::as_slice)
                     .unwrap_or_default();
-                // Keys are computed once per item: a container may list dozens of env vars.
-                let key_of = |v: &Value| item_key(schema, items, keys, Node::Json(v));
-                let new_keys: Vec<Option<String>> = new_items.iter().map(key_of).collect();
-                let old_keys: Vec<Option<String>> = old_items.iter().map(key_of).collect();
-                let take = |list_keys: &[Option<String>], taken: &mut [bool], key: &str| {
+                // Keys are read once per item, borrowed: a container may list hundreds of env vars.
+                let new_keys: Vec<Option<ItemKey>> = new_items
+                    .iter()
+                    .map(|v| pair_key(schema, items, keys, Node::Json(v)))
+                    .collect();
+                let old_keys: Vec<Option<ItemKey>> = old_items
+                    .iter()
+                    .map(|v| pair_key(schema, items, keys, Node::Json(v)))
+                    .collect();
+                let take = |list_keys: &[Option<ItemKey>], taken: &mut [bool], key: &ItemKey| {
                     let i = (0..list_keys.len())
-                        .find(|&i| !taken[i] && list_keys[i].as_deref() == Some(key))?;
+                        .find(|&i| !taken[i] && list_keys[i].as_ref() == Some(key))?;
                     taken[i] = true;
                     Some(i)
                 };
@@ -478,7 +483,7 @@ impl<'a> Walk<'a> {
                 let mut old_taken = vec![false; old_items.len()];
                 let mut chart_keys = Vec::with_capacity(chart_items.len());
                 for item in chart_items.iter() {
-                    let Some(key) = item_key(schema, items, keys, Node::Tree(item)) else {
+                    let Some(key) = pair_key(schema, items, keys, Node::Tree(item)) else {
                         continue;
                     };
                     let position = take(&new_keys, &mut new_taken, &key);
@@ -503,7 +508,7 @@ impl<'a> Walk<'a> {
                 // chart's: the last one wins in the container) shadows what the chart set, and
                 // the next apply fails on the duplicate key.
                 for (i, added) in new_items.iter().enumerate() {
-                    let Some(key) = new_keys[i].as_deref() else {
+                    let Some(key) = new_keys[i].as_ref() else {
                         continue;
                     };
                     if new_taken[i] || !chart_keys.iter().any(|k| k == key) {
@@ -725,6 +730,63 @@ fn scalar_equal(a: Node, b: Node) -> bool {
         (ScalarView::Float(x), ScalarView::Float(y)) => x == y,
         _ => false,
     }
+}
+
+/// One key field's value, borrowed from the item (or the schema's default).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum KeyPart<'a> {
+    Str(&'a str),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Other(&'a Value),
+    Unused,
+}
+
+/// A map-list item's identity for pairing chart, new and old items, without allocating. Up to
+/// four key fields take part (Kubernetes' lists have one or two).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ItemKey<'a>([KeyPart<'a>; 4]);
+
+fn pair_key<'a>(
+    schema: &'a Schema,
+    item_ty: TypeId,
+    keys: &[Box<str>],
+    item: Node<'a>,
+) -> Option<ItemKey<'a>> {
+    if !matches!(
+        item,
+        Node::Tree(Tree::Map(_)) | Node::Json(Value::Object(_))
+    ) {
+        return None;
+    }
+    let mut parts = [KeyPart::Unused; 4];
+    for (part, key) in parts.iter_mut().zip(keys) {
+        let value = item
+            .get(key)
+            .filter(|v| !matches!(v.scalar(), ScalarView::Null));
+        *part = match value {
+            Some(v) => match v.scalar() {
+                ScalarView::Str(s) => KeyPart::Str(s),
+                ScalarView::Int(i) => KeyPart::Int(i),
+                ScalarView::Float(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                    KeyPart::Int(f as i64)
+                }
+                ScalarView::Float(f) => KeyPart::Float(f),
+                ScalarView::Bool(b) => KeyPart::Bool(b),
+                ScalarView::Null | ScalarView::Composite => return None,
+            },
+            None => match schema.field_default(item_ty, key) {
+                Some(Value::String(s)) => KeyPart::Str(s),
+                Some(Value::Number(n)) if n.as_i64().is_some() => KeyPart::Int(n.as_i64()?),
+                Some(Value::Bool(b)) => KeyPart::Bool(*b),
+                Some(other) => KeyPart::Other(other),
+                None if &**key == "protocol" => KeyPart::Str("TCP"),
+                None => return None,
+            },
+        };
+    }
+    Some(ItemKey(parts))
 }
 
 /// The key of a map-list item: its key fields (a missing one takes the schema's default), as
