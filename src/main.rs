@@ -82,11 +82,11 @@ enum Command {
     ///          kubectl get secret -n shop -l owner=helm -o json > releases.json;
     ///          helm-locker owned-fields --releases releases.json live.json
     OwnedFields {
-        /// Files or folders of release Secrets.
+        /// Files or folders of release Secrets; the last path given here is taken as OBJECTS
+        /// when OBJECTS is not given separately.
         #[arg(long = "releases", required = true, num_args = 1..)]
         releases: Vec<PathBuf>,
         /// Live objects as `kubectl get -o json` prints them (one object or a List).
-        #[arg(required = true)]
         objects: Vec<PathBuf>,
         /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`).
         #[arg(long)]
@@ -278,15 +278,26 @@ fn main() -> ExitCode {
             }
         }
         Command::OwnedFields {
-            releases,
-            objects,
+            mut releases,
+            mut objects,
             openapi,
             manager,
-        } => match run_owned_fields(&releases, &objects, openapi.as_deref(), manager.as_deref()) {
-            Ok(true) => Ok(()),
-            Ok(false) => return ExitCode::from(1),
-            Err(e) => Err(e),
-        },
+        } => {
+            // `owned-fields --releases A B LIVE.json`: the greedy list holds the objects last.
+            if objects.is_empty() && releases.len() > 1 {
+                objects.extend(releases.pop());
+            }
+            let checked = if objects.is_empty() {
+                Err("give the live objects' file after the release paths".to_string())
+            } else {
+                run_owned_fields(&releases, &objects, openapi.as_deref(), manager.as_deref())
+            };
+            match checked {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(1),
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

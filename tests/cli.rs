@@ -177,3 +177,64 @@ fn inspect_reads_standard_input_and_reports_corrupt_secrets_by_name_only() {
         "{stderr}"
     );
 }
+
+#[test]
+fn owned_fields_matches_helms_managed_fields_and_reports_a_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    // The live Deployment and Service as Helm created them (the recorded CREATE reviews).
+    let live = |review: &str| -> Value {
+        let text = std::fs::read_to_string(fixture(&format!("reviews/{review}"))).unwrap();
+        let review: Value = serde_json::from_str(&text).unwrap();
+        review["request"]["object"].clone()
+    };
+    let deployment = live("051-helm-install-create-deployment-shop-web.json");
+    let service = live("050-helm-install-create-service-shop-svc.json");
+    let list =
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [deployment, service]});
+    let objects = dir.path().join("live.json");
+    std::fs::write(&objects, list.to_string()).unwrap();
+    let run = |objects: &std::path::Path| {
+        Command::new(BIN)
+            .args([
+                "owned-fields",
+                "--releases",
+                &fixture("releases/01-after-install.json"),
+            ])
+            .arg(objects)
+            .output()
+            .unwrap()
+    };
+    let out = run(&objects);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for line in &lines {
+        assert_eq!(line["manager"], "python", "{line}");
+        assert_eq!(line["missing"], serde_json::json!([]), "{line}");
+        assert_eq!(line["extra"], serde_json::json!([]), "{line}");
+    }
+    // Helm's entry claiming one more field than the chart sets: reported, exit status 1.
+    let mut changed =
+        deployment_with_extra_owned_field(live("051-helm-install-create-deployment-shop-web.json"));
+    changed["kind"] = "Deployment".into();
+    let single = dir.path().join("one.json");
+    std::fs::write(&single, changed.to_string()).unwrap();
+    let out = run(&single);
+    assert_eq!(out.status.code(), Some(1));
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["missing"], serde_json::json!(["f:spec.f:paused"]));
+}
+
+fn deployment_with_extra_owned_field(mut deployment: Value) -> Value {
+    let fields = &mut deployment["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"];
+    fields["f:paused"] = serde_json::json!({});
+    deployment
+}
