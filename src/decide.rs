@@ -288,6 +288,38 @@ pub fn decide(
         ));
         changes
     };
+    // An owner reference the chart does not give lets the (exempt) garbage collector delete the
+    // object once that owner is gone: adding one is a delete by other means.
+    if !scale {
+        let added = added_owner_references(&content, &new, old.as_ref());
+        if !added.is_empty() {
+            let changes: Vec<Change> = added
+                .into_iter()
+                .map(|(i, reference)| Change {
+                    path: format!("/metadata/ownerReferences/{i}"),
+                    chart: Value::Null,
+                    requested: Some(reference),
+                })
+                .collect();
+            let mut l = locked(false, changes);
+            l.message = format!(
+                "{} is locked by Helm release {} (revision {}, {}): this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
+                l.object,
+                l.release,
+                l.revision,
+                l.status,
+                l.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            return Ok(match mode {
+                Mode::Warn => Decision::Warn(l),
+                Mode::Repair => {
+                    let patch = repair_patch(&l.changes);
+                    Decision::Repair(l, patch)
+                }
+                _ => Decision::Deny(l),
+            });
+        }
+    }
     // Values unchanged, but a server-side apply may still take co-ownership of Helm's fields.
     if changes.is_empty() && !scale {
         let manager = request
@@ -385,12 +417,49 @@ fn find_object<'i>(
         }
     };
     if !scale {
-        return Ok(index.lookup(&request.kind.group, &request.kind.kind, namespace, name));
+        let (group, kind) = (&request.kind.group, &request.kind.kind);
+        let first = index.lookup(group, kind, namespace, name);
+        // Two releases render the object (`helm install --take-ownership`): it belongs to the
+        // release its Helm annotations name (Helm's own rule for adoption), so a pending
+        // release cannot open an object another release holds.
+        if first.is_some() && index.claims(group, kind, namespace, name).nth(1).is_some() {
+            if let Some(owner) = annotated_release(request.old_object().or(request.object())) {
+                let named = index.claims(group, kind, namespace, name).find(|c| {
+                    c.release.namespace == owner.namespace && c.release.name == owner.name
+                });
+                if named.is_some() {
+                    return Ok(named);
+                }
+            }
+        }
+        return Ok(first);
     }
     let (group, plural) = (&request.resource.group, request.resource.resource.as_ref());
     Ok(singular_candidates(plural)
         .into_iter()
         .find_map(|kind| index.lookup(group, kind, namespace, name)))
+}
+
+/// The release an object's `meta.helm.sh/release-name` and `-namespace` annotations name.
+fn annotated_release(object: Option<&serde_json::value::RawValue>) -> Option<ReleaseKey> {
+    #[derive(serde::Deserialize)]
+    struct Annotated {
+        metadata: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        annotations: Option<std::collections::BTreeMap<String, String>>,
+    }
+    let object: Annotated = serde_json::from_str(object?.get()).ok()?;
+    let annotations = object.metadata?.annotations?;
+    Some(ReleaseKey::new(
+        annotations
+            .get(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)?
+            .clone(),
+        annotations
+            .get(crate::ownership::RELEASE_NAME_ANNOTATION)?
+            .clone(),
+    ))
 }
 
 /// Kinds a plural resource name may stand for (`deployments` -> `deployment`; the index
@@ -407,6 +476,43 @@ fn singular_candidates(plural: &str) -> Vec<&str> {
 }
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
+
+/// Owner references in `new` (position and value) that neither `old` nor the chart has, by uid.
+fn added_owner_references(
+    chart: &crate::tree::Tree,
+    new: &Value,
+    old: Option<&Value>,
+) -> Vec<(usize, Value)> {
+    let uids = |refs: Option<&Value>| -> Vec<String> {
+        refs.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    let Some(new_refs) = new
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let before = uids(old.and_then(|o| o.pointer("/metadata/ownerReferences")));
+    let charted = uids(
+        chart
+            .pointer("/metadata/ownerReferences")
+            .map(|t| t.to_json())
+            .as_ref(),
+    );
+    new_refs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
+            !before.iter().any(|u| u == uid) && !charted.iter().any(|u| u == uid)
+        })
+        .map(|(i, r)| (i, r.clone()))
+        .collect()
+}
 
 /// A write through another version of the kind than the chart's.
 fn other_version_message(l: &Locked, requested: &str, chart: &str) -> String {
@@ -691,6 +797,121 @@ mod tests {
         );
         idx.set_registration(ReleaseKey::new("shop", "shop"), None);
         assert!(decide_json(&idx, &config, &write).is_allowed());
+    }
+
+    fn release_secret(name: &str, revision: u64, status: Status) -> ReleaseSecret {
+        ReleaseSecret {
+            secret: SecretRef {
+                namespace: "shop".into(),
+                name: format!("sh.helm.release.v1.{name}.v{revision}"),
+            },
+            labels: BTreeMap::new(),
+            release: Release {
+                name: name.into(),
+                namespace: "shop".into(),
+                revision,
+                status,
+                description: String::new(),
+                notes: String::new(),
+                chart: String::new(),
+                apply_method: None,
+                manifest: CHART.into(),
+                hooks: vec![],
+            },
+        }
+    }
+
+    fn annotated(mut object: Value, release: &str) -> Value {
+        object["metadata"]["annotations"] = json!({
+            "meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": "shop"});
+        object
+    }
+
+    #[test]
+    fn a_pending_release_cannot_take_over_an_object_another_release_holds() {
+        // `other` renders the same Deployment and installs with --take-ownership (pending);
+        // the object's annotations name `shop`, deployed: its lock holds.
+        let index = Index::from_secrets([
+            release_secret("shop", 2, Status::Deployed),
+            release_secret("other", 1, Status::PendingInstall),
+        ]);
+        let old = annotated(deployment(3, "nginx:1.25"), "shop");
+        let takeover = annotated(deployment(3, "nginx:1.25"), "other");
+        let d = decide_json(
+            &index,
+            &Config::default(),
+            &deploy_update("admin", takeover, old),
+        );
+        let Decision::Deny(locked) = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(locked.release, ReleaseKey::new("shop", "shop"));
+        assert!(
+            locked.message.contains("meta.helm.sh~1release-name"),
+            "{}",
+            locked.message
+        );
+        // Once the object names `other`, `other` at work opens it.
+        let mine = annotated(deployment(3, "nginx:1.25"), "other");
+        let d = decide_json(
+            &index,
+            &Config::default(),
+            &deploy_update(
+                "admin",
+                annotated(deployment(4, "nginx:1.25"), "other"),
+                mine,
+            ),
+        );
+        assert!(
+            matches!(d, Decision::Allow(Allowed::HelmAtWork { .. })),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn adding_an_owner_reference_is_a_delete() {
+        let old = deployment(3, "nginx:1.25");
+        let mut new = old.clone();
+        new["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "u-1"}]);
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update("admin", new.clone(), old.clone()),
+        );
+        let Decision::Deny(locked) = &d else {
+            panic!("{d:?}")
+        };
+        assert!(
+            locked.message.contains(
+                "adds an owner reference the chart does not set (/metadata/ownerReferences/0)"
+            ),
+            "{}",
+            locked.message
+        );
+        // Repair takes it out again.
+        let repair = Config {
+            mode: Mode::Repair,
+            ..Config::default()
+        };
+        let d = decide_json(
+            &index(Status::Deployed),
+            &repair,
+            &deploy_update("admin", new.clone(), old),
+        );
+        let Decision::Repair(_, patch) = d else {
+            panic!("{d:?}")
+        };
+        let mut repaired = new.clone();
+        json_patch::patch(&mut repaired, &patch).unwrap();
+        assert_eq!(repaired["metadata"]["ownerReferences"], json!([]));
+        // One that was already there is not this write's doing.
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update("admin", new.clone(), new),
+        );
+        assert!(d.is_allowed(), "{d:?}");
     }
 
     #[test]

@@ -543,6 +543,27 @@ impl Index {
             })
             .map(|c| &c.object)
     }
+
+    /// Every release's claim on an object, the one [`lookup`](Self::lookup) returns first.
+    pub fn claims(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Iterator<Item = &Arc<LockedObject>> + '_ {
+        let (group, kind, name) = (group.to_string(), kind.to_string(), name.to_string());
+        let namespace = namespace.map(str::to_string);
+        self.objects
+            .get(&object_hash(&group, &kind, namespace.as_deref(), &name))
+            .into_iter()
+            .flat_map(|claims| claims.as_slice().iter())
+            .filter(move |c| {
+                c.object
+                    .matches_request(&group, &kind, namespace.as_deref(), &name, c.alias)
+            })
+            .map(|c| &c.object)
+    }
 }
 
 impl LockedObject {
