@@ -38,6 +38,7 @@ Run through scripts/e2e.sh, or alone:
 """
 
 import base64
+import gzip
 import copy
 import inspect
 import json
@@ -55,7 +56,7 @@ from fractions import Fraction
 
 import helm_python as helm
 
-from harness import BIN, HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
+from harness import BIN, HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 CHARTS = os.path.join(HERE, "charts")
 DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
@@ -1267,6 +1268,59 @@ class Ownership(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
                               "helm upgrade after the denied apply")
+        finally:
+            self.cleanup(release)
+
+
+    # -- 6. which release owns it, and deletes by other means (issue 15, the parts built so far)
+
+    def test_6_a_pending_release_cannot_take_over_and_an_owner_reference_is_a_delete(self):
+        """`helm install other --take-ownership` of an object a deployed release holds: the other
+        release is pending (which opens its own objects) and applies the object with its own
+        release annotations. The helm-python SDK has no --take-ownership, so the test does what
+        Helm does: a pending release Secret claiming the object, then Helm's server-side apply
+        (field manager `python`) with the new annotations. Denied: the object belongs to the
+        release its annotations name. And an owner reference added by kubectl is denied like a
+        delete (the garbage collector would delete the object once that owner is gone)."""
+        release = self.install("shop", "tk", "own-k-shop")
+        try:
+            release.wait_locked()
+            target = "configmap/tk-config"
+            before = normalized(self.get(release, target))
+            gone = {"metadata": {"ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "9e0c2f4a-0000-4000-8000-000000000001"}]}}
+            out = self.k("patch", target, "-n", release.namespace, "--type=merge", "-p", json.dumps(gone))
+            self.assertIn(DENIED, out.stderr)
+            self.assertIn("adds an owner reference the chart does not set", out.stderr)
+            self.assertEqual(diff_paths(before, normalized(self.get(release, target))), [])
+            # The thief: pending-install, rendering the same ConfigMap.
+            live = self.get(release, target)
+            claimed = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tk-config"},
+                       "data": dict(live.get("data", {}), greeting="stolen")}
+            secret = release_secret("thief", release.namespace, [claimed])
+            secret["metadata"]["name"] = "sh.helm.release.v1.thief.v1"
+            secret["metadata"]["labels"]["status"] = "pending-install"
+            payload = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+            payload["info"]["status"] = "pending-install"
+            secret["data"]["release"] = base64.b64encode(
+                base64.b64encode(gzip.compress(json.dumps(payload).encode()))).decode()
+            indexed = self.strict.metric("helm_locker_releases_indexed")
+            out = self.k("apply", "-f", "-", input=json.dumps(secret))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertTrue(eventually(lambda: self.strict.metric("helm_locker_releases_indexed") > indexed, 10),
+                            "the pending release was never indexed")
+            takeover = dict(claimed, metadata={"name": "tk-config", "namespace": release.namespace,
+                                               "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                                               "annotations": {"meta.helm.sh/release-name": "thief",
+                                                               "meta.helm.sh/release-namespace": release.namespace}})
+            out = self.k("apply", "--server-side", "--force-conflicts", "--field-manager=python", "-f", "-",
+                         input=json.dumps(takeover))
+            self.assertIn(DENIED, out.stderr)
+            self.assertIn(f"Helm release {release.namespace}/tk", out.stderr)
+            self.assertEqual(diff_paths(before, normalized(self.get(release, target))), [])
+            self.k("delete", "secret", "sh.helm.release.v1.thief.v1", "-n", release.namespace)
+            self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
+                              "helm upgrade of the rightful release")
         finally:
             self.cleanup(release)
 
