@@ -370,7 +370,7 @@ class Dockerfile(unittest.TestCase):
         # Everything the build reads at compile time is copied: include_str! targets, members.
         for crate in ("src", "certs-gen/src"):
             for dirpath, _, files in os.walk(os.path.join(ROOT, crate)):
-                for name in files:
+                for name in (n for n in files if n.endswith(".rs")):
                     with open(os.path.join(dirpath, name)) as f:
                         for target in re.findall(r'include_(?:str|bytes)!\("([^"]+)"\)', f.read()):
                             path = os.path.relpath(os.path.normpath(os.path.join(dirpath, target)), ROOT)
