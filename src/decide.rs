@@ -111,7 +111,7 @@ impl Decision {
                 "allowed: no Helm release owns this object".into()
             }
             Decision::Allow(Allowed::Subresource) => {
-                "allowed: this subresource is not locked (only scale is)".into()
+                "allowed: this subresource is not locked (only scale, and metadata through status, are)".into()
             }
             Decision::Allow(Allowed::HelmAtWork {
                 release, status, ..
@@ -167,9 +167,13 @@ pub fn decide(
     if request.operation == Operation::Connect {
         return Ok(Decision::Allow(Allowed::NotOwned));
     }
-    let scale = match request.sub_resource() {
-        None => false,
-        Some("scale") => true,
+    // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
+    // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
+    // annotations, a Deployment's annotations), so metadata is compared there.
+    let (scale, status) = match request.sub_resource() {
+        None => (false, false),
+        Some("scale") => (true, false),
+        Some("status") => (false, true),
         Some(_) => return Ok(Decision::Allow(Allowed::Subresource)),
     };
     let Some(object) = find_object(index, request, scale)? else {
@@ -250,10 +254,21 @@ pub fn decide(
     let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let helm = (release.name.as_str(), release.namespace.as_str());
-    let other_version = !scale && request.kind.version != *object.version;
+    let other_version = !scale && !status && request.kind.version != *object.version;
     let changes = if scale {
         let pointer = "/spec/replicas";
         locked_changes_at(schema, root, &chart, pointer, &new, old.as_ref(), &ignore)
+    } else if status {
+        let metadata = crate::ownership::metadata_of(&chart);
+        let mut changes = locked_changes(schema, root, &metadata, &new, old.as_ref(), &ignore);
+        changes.extend(helm_metadata_changes(
+            &chart,
+            helm,
+            &new,
+            old.as_ref(),
+            &ignore,
+        ));
+        changes
     } else if other_version {
         let root = schema.root_or_deduced(
             &crate::manifest::api_version(&request.kind.group, &request.kind.version),
@@ -1100,9 +1115,34 @@ mod tests {
             deployment(9, "x"),
             deployment(3, "nginx:1.25"),
         );
-        assert_eq!(
+        // Through status only metadata can stick: spec is the chart's business elsewhere.
+        assert!(matches!(
             decide_json(&index(Status::Deployed), &Config::default(), &status),
-            Decision::Allow(Allowed::Subresource)
+            Decision::Allow(Allowed::NoLockedChange { .. })
+        ));
+        let mut relabelled = deployment(3, "nginx:1.25");
+        relabelled["metadata"]["labels"]["app"] = json!("other");
+        let status = review(
+            "UPDATE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "resource": "deployments"}),
+            Some("status"),
+            "web",
+            Some("shop"),
+            "admin",
+            relabelled,
+            deployment(3, "nginx:1.25"),
+        );
+        let d = decide_json(&index(Status::Deployed), &Config::default(), &status);
+        let Decision::Deny(locked) = &d else {
+            panic!("{d:?}")
+        };
+        assert!(
+            locked
+                .message
+                .contains("/metadata/labels/app is \"web\" in the chart"),
+            "{}",
+            locked.message
         );
     }
 

@@ -200,6 +200,16 @@ pub fn drifted_fields(
     walk.changes
 }
 
+/// Only the chart's `metadata` (what every version and the `status` subresource share).
+pub fn metadata_of(chart: &Tree) -> Tree {
+    Tree::map_from(
+        chart
+            .get("metadata")
+            .map(|m| vec![("metadata".into(), m.clone())])
+            .unwrap_or_default(),
+    )
+}
+
 /// Changes a request made through another version of the kind than the chart's (kubectl reads
 /// and writes an HPA as `autoscaling/v1` when the chart writes `autoscaling/v2beta2`): the
 /// paths of the two versions differ, so beyond `metadata` (the same in every version, compared
@@ -212,13 +222,7 @@ pub fn cross_version_changes(
     old: Option<&Value>,
     ignore: &[&str],
 ) -> Vec<Change> {
-    let metadata_only = Tree::map_from(
-        chart
-            .get("metadata")
-            .map(|m| vec![("metadata".into(), m.clone())])
-            .unwrap_or_default(),
-    );
-    let mut changes = locked_changes(schema, root, &metadata_only, new, old, ignore);
+    let mut changes = locked_changes(schema, root, &metadata_of(chart), new, old, ignore);
     let empty = Map::new();
     let new_map = new.as_object().unwrap_or(&empty);
     let old_map = old.and_then(Value::as_object).unwrap_or(&empty);

@@ -165,8 +165,9 @@ class ChartLintAndRender(unittest.TestCase):
                 self.assertEqual(first, second, "two renders differ: something is generated per render")
                 text = "\n".join(first.values())
                 self.assertNotIn("PRIVATE KEY", text)
-                # The only certificate material is the CA the user gave.
-                self.assertEqual(text.count("caBundle:"), 1 if mode == "given" else 0)
+                # The only certificate material is the CA the user gave (in each of the
+                # validating configuration's two webhooks).
+                self.assertEqual(text.count("caBundle:"), 2 if mode == "given" else 0)
         for name in os.listdir(os.path.join(CHART, "templates")):
             with open(os.path.join(CHART, "templates", name)) as f:
                 source = f.read()
@@ -226,7 +227,7 @@ class ChartLintAndRender(unittest.TestCase):
 
     def test_the_charts_webhooks_equal_webhook_config(self):
         fields = ["name", "admissionReviewVersions", "sideEffects", "failurePolicy", "timeoutSeconds",
-                  "matchPolicy", "reinvocationPolicy", "namespaceSelector", "rules"]
+                  "matchPolicy", "reinvocationPolicy", "namespaceSelector", "objectSelector", "rules"]
         for kind, file in (("ValidatingWebhookConfiguration", "validating.yaml"),
                            ("MutatingWebhookConfiguration", "mutating.yaml")):
             with self.subTest(kind=kind):
@@ -252,7 +253,8 @@ class ChartLintAndRender(unittest.TestCase):
 
     def test_webhook_config_never_intercepts_what_must_not_wait_on_the_locker(self):
         for file in ("validating.yaml", "mutating.yaml"):
-            for webhook in shipped(file)["webhooks"]:
+            for position, webhook in enumerate(shipped(file)["webhooks"]):
+                status = webhook["name"].startswith("validate-status.")
                 self.assertEqual(webhook["sideEffects"], "None")
                 self.assertEqual(webhook["admissionReviewVersions"], ["v1"])
                 self.assertLessEqual(webhook["timeoutSeconds"], 10)
@@ -262,13 +264,25 @@ class ChartLintAndRender(unittest.TestCase):
                 self.assertTrue({"kube-system", "helm-locker"} <= set(excluded["values"]))
                 intercepted = set()
                 for rule in webhook["rules"]:
-                    self.assertEqual(sorted(rule["operations"]), ["CREATE", "DELETE", "UPDATE"])
+                    if status:
+                        # Status writes are updates; only Helm's objects are sent, never pods'.
+                        self.assertEqual(rule["operations"], ["UPDATE"])
+                        self.assertTrue(all(r.endswith("/status") for r in rule["resources"]))
+                        self.assertNotIn("pods/status", rule["resources"])
+                        self.assertEqual(webhook["objectSelector"],
+                                         {"matchLabels": {"app.kubernetes.io/managed-by": "Helm"}})
+                    else:
+                        self.assertEqual(sorted(rule["operations"]), ["CREATE", "DELETE", "UPDATE"])
                     for group in rule["apiGroups"]:
                         self.assertNotEqual(group, "*", "a wildcard group would include leases and reviews")
                         intercepted.update((group, r) for r in rule["resources"])
                 for never in [("", "events"), ("events.k8s.io", "*"), ("coordination.k8s.io", "*"),
                               ("authentication.k8s.io", "*"), ("authorization.k8s.io", "*"), ("", "*")]:
                     self.assertNotIn(never, intercepted)
+                if status:
+                    self.assertIn(("apps", "*/status"), intercepted)
+                    self.assertIn(("", "services/status"), intercepted)
+                    continue
                 for needed in [("apps", "*"), ("apps", "*/scale"), ("", "replicationcontrollers/scale"),
                                ("", "configmaps"), ("", "secrets"), ("", "services"), ("batch", "*"),
                                ("networking.k8s.io", "*"), ("rbac.authorization.k8s.io", "*")]:

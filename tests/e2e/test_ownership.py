@@ -1325,6 +1325,33 @@ class Ownership(unittest.TestCase):
             self.cleanup(release)
 
 
+    def test_7_metadata_written_through_status_is_locked(self):
+        """kube-apiserver 1.20 keeps the labels and annotations a Service's (and a Namespace's)
+        status write carries, and a Deployment's annotations: a chart's metadata could be changed
+        through /status. Such a write is compared on metadata; a free label stays free."""
+        release = self.install("shop", "st", "own-s-shop")
+        try:
+            release.wait_locked()
+            target = "service/st-svc"
+            before = normalized(self.get(release, target))
+            stolen = {"metadata": {"annotations": {"meta.helm.sh/release-name": "other"}}}
+            out = self.k("patch", target, "-n", release.namespace, "--subresource=status", "--type=merge",
+                         "-p", json.dumps(stolen))
+            self.assertIn(DENIED, out.stderr)
+            self.assertIn("/metadata/annotations/meta.helm.sh~1release-name", out.stderr)
+            self.assertEqual(diff_paths(before, normalized(self.get(release, target))), [])
+            free = {"metadata": {"labels": {"team": "payments"}}}
+            out = self.k("patch", target, "-n", release.namespace, "--subresource=status", "--type=merge",
+                         "-p", json.dumps(free))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            # The API server kept it: the write through status is real, and it was free.
+            self.assertEqual(self.get(release, target)["metadata"]["labels"].get("team"), "payments")
+            self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
+                              "helm upgrade after the status write")
+        finally:
+            self.cleanup(release)
+
+
 def random_operation(rng, chart_obj, live):
     """One random JSON patch operation on live: half of the time at a field the chart sets."""
     skip = re.compile(r"^/(apiVersion|kind|status)|^/metadata/(name|namespace|uid|creationTimestamp|selfLink)"

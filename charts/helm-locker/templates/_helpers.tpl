@@ -80,6 +80,40 @@ subjectaccessreviews to the locker, and rules cannot exclude.
       {{- if not (has .root.Release.Namespace .root.Values.webhook.excludeNamespaces) }}
       - {{ .root.Release.Namespace }}
       {{- end }}
+  {{- if .status }}
+  # Only objects Helm manages (Helm labels every object it applies): status writes are frequent.
+  objectSelector:
+    matchLabels:
+      app.kubernetes.io/managed-by: Helm
+  rules:
+  - apiGroups: [""]
+    apiVersions: ["*"]
+    operations: [UPDATE]
+    resources:
+    - namespaces/status
+    - persistentvolumeclaims/status
+    - persistentvolumes/status
+    - replicationcontrollers/status
+    - resourcequotas/status
+    - services/status
+    scope: "*"
+  - apiGroups:
+    - apiextensions.k8s.io
+    - apiregistration.k8s.io
+    - apps
+    - autoscaling
+    - batch
+    - networking.k8s.io
+    - policy
+    - storage.k8s.io
+    {{- range .root.Values.webhook.extraApiGroups }}
+    - {{ . }}
+    {{- end }}
+    apiVersions: ["*"]
+    operations: [UPDATE]
+    resources: ["*/status"]
+    scope: "*"
+  {{- else }}
   rules:
   - apiGroups: [""]
     apiVersions: ["*"]
@@ -125,6 +159,7 @@ subjectaccessreviews to the locker, and rules cannot exclude.
     operations: [CREATE, UPDATE, DELETE]
     resources: ["*", "*/scale"]
     scope: "*"
+  {{- end }}
   {{- end }}
 {{- end }}
 
