@@ -10,8 +10,8 @@ use crate::admission::{Operation, Request};
 use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
-    co_owned_fields, cross_version_changes, describe_field_path, helm_metadata_changes,
-    locked_changes, locked_changes_at, repair_patch, stored_form, Change,
+    co_owned_fields, cross_version_changes, describe_field_path, duplicate_keys,
+    helm_metadata_changes, locked_changes, locked_changes_at, repair_patch, stored_form, Change,
 };
 use crate::release::{describe_json_error, Status};
 use crate::schema::Schema;
@@ -301,6 +301,15 @@ pub fn decide(
             old.as_ref(),
             &ignore,
         ));
+        // A repeated key anywhere (an item the chart does not set included) makes the object
+        // unreadable to server-side apply: the next helm upgrade would fail.
+        for change in duplicate_keys(schema, root, &new, old.as_ref()) {
+            if !changes.iter().any(|c| c.path == change.path)
+                && !crate::ownership::is_ignored(&change.path, &ignore)
+            {
+                changes.push(change);
+            }
+        }
         changes
     };
     // An owner reference the chart does not give lets the (exempt) garbage collector delete the
@@ -614,7 +623,7 @@ fn message(
                 format!("{} is set by the chart, this request removes it", c.path)
             }
             Some(_) if c.chart.is_null() => format!(
-                "{} repeats the key of an item the chart sets, which would shadow it",
+                "{} repeats the key of another item (the next helm upgrade could not apply it)",
                 c.path
             ),
             // A Scale's `replicas` is omitempty: `kubectl scale --replicas=0` sends none.

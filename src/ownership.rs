@@ -200,6 +200,135 @@ pub fn drifted_fields(
     walk.changes
 }
 
+/// Items of a map-list that repeat a key or lack a key field, or of a set that repeat a value,
+/// anywhere in `new` (where `old`, at the same place, had fewer). Server-side apply cannot read
+/// such an object: the next `helm upgrade` fails ("duplicate entries for key", "element omits
+/// key field"; both found by the randomized e2e test on a ServiceAccount's `secrets`, items the
+/// chart never set).
+pub fn duplicate_keys(
+    schema: &Schema,
+    root: TypeId,
+    new: &Value,
+    old: Option<&Value>,
+) -> Vec<Change> {
+    fn walk(
+        schema: &Schema,
+        ty: TypeId,
+        new: &Value,
+        old: Option<&Value>,
+        path: &mut String,
+        out: &mut Vec<Change>,
+    ) {
+        match (schema.atom(ty), new) {
+            (
+                Atom::Struct { atomic: false, .. } | Atom::Map { atomic: false, .. },
+                Value::Object(map),
+            ) => {
+                for (key, value) in map {
+                    let len = path.len();
+                    push_segment(path, key);
+                    walk(
+                        schema,
+                        schema.field(ty, key),
+                        value,
+                        old.and_then(|o| o.get(key)),
+                        path,
+                        out,
+                    );
+                    path.truncate(len);
+                }
+            }
+            (Atom::List { items, list_type }, Value::Array(list))
+                if *list_type != ListType::Atomic =>
+            {
+                let key = |v: &Value| -> Option<String> {
+                    match list_type {
+                        ListType::Map(keys) => {
+                            pair_key(schema, *items, keys, Node::Json(v)).map(|k| format!("{k:?}"))
+                        }
+                        _ => Some(normalize_number(v.clone()).to_string()),
+                    }
+                };
+                let old_list = old
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let old_keys: Vec<Option<String>> = old_list.iter().map(key).collect();
+                let mut seen: Vec<String> = Vec::with_capacity(list.len());
+                let keyless_before = old_keys.iter().filter(|k| k.is_none()).count();
+                let mut keyless = 0;
+                for (i, item) in list.iter().enumerate() {
+                    let Some(k) = key(item) else {
+                        // An item without its key fields (or not an object) is as unreadable.
+                        keyless += 1;
+                        if keyless > keyless_before {
+                            let len = path.len();
+                            push_segment(path, &i.to_string());
+                            out.push(Change {
+                                path: path.clone(),
+                                chart: Value::Null,
+                                requested: Some(item.clone()),
+                            });
+                            path.truncate(len);
+                        }
+                        continue;
+                    };
+                    let earlier = seen.iter().filter(|s| **s == k).count();
+                    if earlier > 0 {
+                        let before = old_keys
+                            .iter()
+                            .filter(|o| o.as_deref() == Some(k.as_str()))
+                            .count();
+                        if earlier >= before {
+                            let len = path.len();
+                            push_segment(path, &i.to_string());
+                            out.push(Change {
+                                path: path.clone(),
+                                chart: Value::Null,
+                                requested: Some(item.clone()),
+                            });
+                            path.truncate(len);
+                        }
+                    }
+                    if let ListType::Map(_) = list_type {
+                        let old_item = old_list
+                            .iter()
+                            .zip(&old_keys)
+                            .find(|(_, ok)| ok.as_deref() == Some(k.as_str()))
+                            .map(|(o, _)| o);
+                        let len = path.len();
+                        push_segment(path, &i.to_string());
+                        walk(schema, *items, item, old_item, path, out);
+                        path.truncate(len);
+                    }
+                    seen.push(k);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut path = String::new();
+    if let Value::Object(map) = new {
+        for (key, value) in map {
+            if matches!(key.as_str(), "status") {
+                continue;
+            }
+            push_segment(&mut path, key);
+            walk(
+                schema,
+                schema.field(root, key),
+                value,
+                old.and_then(|o| o.get(key)),
+                &mut path,
+                &mut out,
+            );
+            path.clear();
+        }
+    }
+    out
+}
+
 /// Only the chart's `metadata` (what every version and the `status` subresource share).
 pub fn metadata_of(chart: &Tree) -> Tree {
     Tree::map_from(
@@ -1505,6 +1634,48 @@ mod tests {
         labelled["metadata"]["labels"]["app"] = json!("x");
         let changes = cross_version_changes(&schema, root, &chart, &labelled, Some(&old), &[]);
         assert_eq!(changes[0].path, "/metadata/labels/app");
+    }
+
+    #[test]
+    fn a_repeated_key_anywhere_is_found_where_the_old_object_had_none() {
+        let schema = schema();
+        let root = schema.root_or_deduced("v1", "ServiceAccount");
+        let old = json!({"metadata": {"name": "sa"}, "secrets": [{"name": "sa-token-1"}]});
+        let mut new = old.clone();
+        new["secrets"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "sa-token-1"}));
+        let found = duplicate_keys(&schema, root, &new, Some(&old));
+        assert_eq!(
+            found.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            ["/secrets/1"]
+        );
+        // Already repeated before: not this write's doing. A new distinct item: fine.
+        assert!(duplicate_keys(&schema, root, &new, Some(&new)).is_empty());
+        let mut other = old.clone();
+        other["secrets"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "sa-token-2"}));
+        assert!(duplicate_keys(&schema, root, &other, Some(&old)).is_empty());
+        // Nested: a repeated env name in a container, and a repeated finalizer (a set).
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let old = deployment(json!([{"name": "web", "env": [{"name": "A", "value": "1"}]}]));
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "A", "value": "2"}));
+        new["metadata"] = json!({"finalizers": ["x", "x"]});
+        let found = duplicate_keys(&schema, root, &new, Some(&old));
+        assert_eq!(
+            found.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            [
+                "/metadata/finalizers/1",
+                "/spec/template/spec/containers/0/env/1"
+            ]
+        );
     }
 
     #[test]

@@ -232,7 +232,8 @@ impl BoundServer {
                     client.clone(),
                     state.schema.clone(),
                     state.metrics.clone(),
-                    Duration::from_secs(30),
+                    // A 304 when unchanged: cheap. A chart's CRD is known seconds after install.
+                    Duration::from_secs(5),
                 )));
                 tasks.extend(start_controllers(
                     client,
