@@ -21,7 +21,7 @@
 //! [`owned_fields`] gives the same ownership as a set of `fieldsV1` paths, to be checked against
 //! the `managedFields` entry the API server itself wrote for Helm ([`helm_fields`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -211,14 +211,18 @@ pub fn duplicate_keys(
     new: &Value,
     old: Option<&Value>,
 ) -> Vec<Change> {
-    fn walk(
-        schema: &Schema,
+    fn walk<'a>(
+        schema: &'a Schema,
         ty: TypeId,
-        new: &Value,
-        old: Option<&Value>,
+        new: &'a Value,
+        old: Option<&'a Value>,
         path: &mut String,
         out: &mut Vec<Change>,
     ) {
+        // Nothing keyed inside (an env var, a label map): nothing to check, a cheap return.
+        if !schema.may_hold_keyed_lists(ty) {
+            return;
+        }
         match (schema.atom(ty), new) {
             (
                 Atom::Struct { atomic: false, .. } | Atom::Map { atomic: false, .. },
@@ -241,21 +245,52 @@ pub fn duplicate_keys(
             (Atom::List { items, list_type }, Value::Array(list))
                 if *list_type != ListType::Atomic =>
             {
-                let key = |v: &Value| -> Option<String> {
+                // Keyed items by their borrowed key, set values by their JSON text (sets are short).
+                #[derive(PartialEq, Eq, Hash)]
+                enum Key<'v> {
+                    Item(ItemKey<'v>),
+                    Text(String),
+                }
+                let key = |v: &'a Value| -> Option<Key<'a>> {
                     match list_type {
                         ListType::Map(keys) => {
-                            pair_key(schema, *items, keys, Node::Json(v)).map(|k| format!("{k:?}"))
+                            pair_key(schema, *items, keys, Node::Json(v)).map(Key::Item)
                         }
-                        _ => Some(normalize_number(v.clone()).to_string()),
+                        _ => Some(Key::Text(normalize_number(v.clone()).to_string())),
                     }
                 };
                 let old_list = old
                     .and_then(Value::as_array)
                     .map(Vec::as_slice)
                     .unwrap_or_default();
-                let old_keys: Vec<Option<String>> = old_list.iter().map(key).collect();
-                let mut seen: Vec<String> = Vec::with_capacity(list.len());
-                let keyless_before = old_keys.iter().filter(|k| k.is_none()).count();
+                let descend =
+                    matches!(list_type, ListType::Map(_)) && schema.may_hold_keyed_lists(*items);
+                // The common case: the same items as before, in the same order. Nothing can be
+                // newly repeated or keyless; only what is inside the items may have changed.
+                if old_list.len() == list.len()
+                    && list.iter().zip(old_list).all(|(a, b)| key(a) == key(b))
+                {
+                    if descend {
+                        for (i, (item, old_item)) in list.iter().zip(old_list).enumerate() {
+                            let len = path.len();
+                            push_segment(path, &i.to_string());
+                            walk(schema, *items, item, Some(old_item), path, out);
+                            path.truncate(len);
+                        }
+                    }
+                    return;
+                }
+                // Per key in the old list: how many items, and the first one.
+                let mut old_index: HashMap<Key, (usize, usize)> =
+                    HashMap::with_capacity(old_list.len());
+                let mut keyless_before = 0;
+                for (j, item) in old_list.iter().enumerate() {
+                    match key(item) {
+                        Some(k) => old_index.entry(k).or_insert((0, j)).0 += 1,
+                        None => keyless_before += 1,
+                    }
+                }
+                let mut seen: HashMap<Key, usize> = HashMap::with_capacity(list.len());
                 let mut keyless = 0;
                 for (i, item) in list.iter().enumerate() {
                     let Some(k) = key(item) else {
@@ -273,35 +308,25 @@ pub fn duplicate_keys(
                         }
                         continue;
                     };
-                    let earlier = seen.iter().filter(|s| **s == k).count();
-                    if earlier > 0 {
-                        let before = old_keys
-                            .iter()
-                            .filter(|o| o.as_deref() == Some(k.as_str()))
-                            .count();
-                        if earlier >= before {
-                            let len = path.len();
-                            push_segment(path, &i.to_string());
-                            out.push(Change {
-                                path: path.clone(),
-                                chart: Value::Null,
-                                requested: Some(item.clone()),
-                            });
-                            path.truncate(len);
-                        }
-                    }
-                    if let ListType::Map(_) = list_type {
-                        let old_item = old_list
-                            .iter()
-                            .zip(&old_keys)
-                            .find(|(_, ok)| ok.as_deref() == Some(k.as_str()))
-                            .map(|(o, _)| o);
+                    let (before, first_old) = old_index.get(&k).copied().unwrap_or((0, usize::MAX));
+                    let earlier = seen.get(&k).copied().unwrap_or(0);
+                    if earlier > 0 && earlier >= before {
                         let len = path.len();
                         push_segment(path, &i.to_string());
-                        walk(schema, *items, item, old_item, path, out);
+                        out.push(Change {
+                            path: path.clone(),
+                            chart: Value::Null,
+                            requested: Some(item.clone()),
+                        });
                         path.truncate(len);
                     }
-                    seen.push(k);
+                    if descend {
+                        let len = path.len();
+                        push_segment(path, &i.to_string());
+                        walk(schema, *items, item, old_list.get(first_old), path, out);
+                        path.truncate(len);
+                    }
+                    *seen.entry(k).or_insert(0) += 1;
                 }
             }
             _ => {}
@@ -876,9 +901,25 @@ enum KeyPart<'a> {
     Unused,
 }
 
+impl Eq for KeyPart<'_> {}
+
+impl std::hash::Hash for KeyPart<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            KeyPart::Str(s) => s.hash(state),
+            KeyPart::Int(i) => i.hash(state),
+            KeyPart::Float(f) => f.to_bits().hash(state),
+            KeyPart::Bool(b) => b.hash(state),
+            // Rare (a non-scalar schema default): equal values hash alike, collisions are fine.
+            KeyPart::Other(_) | KeyPart::Unused => {}
+        }
+    }
+}
+
 /// A map-list item's identity for pairing chart, new and old items, without allocating. Up to
 /// four key fields take part (Kubernetes' lists have one or two).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ItemKey<'a>([KeyPart<'a>; 4]);
 
 fn pair_key<'a>(

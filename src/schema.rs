@@ -100,6 +100,9 @@ pub struct Schema {
     kinds: HashMap<GroupKind, Vec<(Box<str>, TypeId)>>,
     /// A kind the schema does not know: its `metadata` is still an ObjectMeta, the rest deduced.
     unknown_kind: TypeId,
+    /// Per type: whether a value of it may hold a set or a map-list (else there is nothing in
+    /// it for server-side apply to key).
+    keyed: Vec<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +153,7 @@ impl Schema {
             types: vec![Atom::Untyped, Atom::Deduced],
             kinds: HashMap::new(),
             unknown_kind: TypeId::DEDUCED,
+            keyed: vec![false, false],
         }
     }
 
@@ -203,10 +207,12 @@ impl Schema {
             }),
             None => TypeId::DEDUCED,
         };
+        let keyed = keyed_types(&builder.types);
         Ok(Schema {
             types: builder.types,
             kinds,
             unknown_kind,
+            keyed,
         })
     }
 
@@ -264,8 +270,54 @@ impl Schema {
         matches!(self.atom(id), Atom::Struct { fields, .. } if find_field(fields, name).is_some())
     }
 
+    /// Whether a value of this type may hold a set or a map-list anywhere inside.
+    pub fn may_hold_keyed_lists(&self, id: TypeId) -> bool {
+        self.keyed.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
     pub fn kind_count(&self) -> usize {
         self.kinds.len()
+    }
+}
+
+/// For each type, whether it may hold a set or a map-list (a fixed point over the type graph,
+/// which has cycles: JSONSchemaProps holds itself).
+fn keyed_types(types: &[Atom]) -> Vec<bool> {
+    let mut keyed: Vec<bool> = types
+        .iter()
+        .map(|atom| {
+            matches!(
+                atom,
+                Atom::List {
+                    list_type: ListType::Set | ListType::Map(_),
+                    ..
+                }
+            )
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for (i, atom) in types.iter().enumerate() {
+            if keyed[i] {
+                continue;
+            }
+            let holds = match atom {
+                Atom::Struct { fields, extra, .. } => {
+                    fields.iter().any(|f| keyed[f.ty.0 as usize])
+                        || extra.is_some_and(|e| keyed[e.0 as usize])
+                }
+                Atom::Map { values, .. } => keyed[values.0 as usize],
+                Atom::List { items, .. } => keyed[items.0 as usize],
+                _ => false,
+            };
+            if holds {
+                keyed[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return keyed;
+        }
     }
 }
 
