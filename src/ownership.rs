@@ -955,8 +955,7 @@ fn pair_key<'a>(
                 Some(Value::Number(n)) if n.as_i64().is_some() => KeyPart::Int(n.as_i64()?),
                 Some(Value::Bool(b)) => KeyPart::Bool(*b),
                 Some(other) => KeyPart::Other(other),
-                None if &**key == "protocol" => KeyPart::Str("TCP"),
-                None => return None,
+                None => KeyPart::Str(known_key_default(key)?),
             },
         };
     }
@@ -977,7 +976,7 @@ fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node) -> 
             None => schema
                 .field_default(item_ty, key)
                 .cloned()
-                .or_else(|| known_key_default(key))?,
+                .or_else(|| known_key_default(key).map(Value::from))?,
         };
         fields.insert(key.to_string(), normalize_number(value));
     }
@@ -986,8 +985,8 @@ fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node) -> 
 
 /// Key defaults the API server applies before server-side apply sees the item, where the
 /// 1.20 OpenAPI document does not carry them (`protocol` of ports).
-fn known_key_default(key: &str) -> Option<Value> {
-    (key == "protocol").then(|| Value::String("TCP".into()))
+fn known_key_default(key: &str) -> Option<&'static str> {
+    (key == "protocol").then_some("TCP")
 }
 
 /// `80.0` and `80` are one key.

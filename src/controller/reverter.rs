@@ -372,22 +372,11 @@ impl Reverter {
         locked: &LockedObject,
         live: &Value,
     ) {
-        let Some((_, _)) = crate::ownership::helm_fields(live, None) else {
+        // Re-compared only when Helm's entry changes (a new apply), not on every status update.
+        let Some((_, fields)) = crate::ownership::helm_fields(live, None) else {
             return;
         };
-        let stamp = live
-            .pointer("/metadata/managedFields")
-            .and_then(Value::as_array)
-            .and_then(|entries| {
-                entries.iter().find(|e| {
-                    e.get("operation").and_then(Value::as_str) == Some("Apply")
-                        && e.pointer("/fieldsV1/f:metadata/f:annotations")
-                            .and_then(Value::as_object)
-                            .is_some_and(|a| a.contains_key("f:meta.helm.sh/release-name"))
-                })
-            })
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let stamp = fields.to_string();
         let key = ObjectKey::of(locked);
         {
             let mut seen = self.attributions.lock().unwrap_or_else(|e| e.into_inner());
