@@ -169,14 +169,26 @@ pub fn decide(
     }
     // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
     // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
-    // annotations, a Deployment's annotations), so metadata is compared there.
-    let (scale, status) = match request.sub_resource() {
-        None => (false, false),
-        Some("scale") => (true, false),
-        Some("status") => (false, true),
+    // annotations, a Deployment's annotations), so metadata is compared there; an eviction
+    // deletes the Pod.
+    let (scale, status, evict) = match request.sub_resource() {
+        None => (false, false, false),
+        Some("scale") => (true, false, false),
+        Some("status") => (false, true, false),
+        Some("eviction")
+            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
+        {
+            (false, false, true)
+        }
         Some(_) => return Ok(Decision::Allow(Allowed::Subresource)),
     };
-    let Some(object) = find_object(index, request, scale)? else {
+    let found = if evict {
+        let name = request.name().unwrap_or_default();
+        index.lookup("", "Pod", request.namespace(), name)
+    } else {
+        find_object(index, request, scale)?
+    };
+    let Some(object) = found else {
         return Ok(Decision::Allow(Allowed::NotOwned));
     };
     let release = ReleaseKey::clone(&object.release);
@@ -215,7 +227,12 @@ pub fn decide(
             user: user.username.to_string(),
         }));
     }
-    let describe = object.describe();
+    // A kind of unknown scope is indexed in a namespace too; the API server says it is
+    // cluster-scoped by sending no namespace.
+    let describe = match request.namespace() {
+        None => format!("{} {}", object.kind, object.name),
+        Some(_) => object.describe(),
+    };
     // A Secret's values stay out of the message: it reaches users who may write the Secret
     // without being allowed to read it, kubectl's output and the API server's audit log.
     let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
@@ -239,8 +256,14 @@ pub fn decide(
             message,
         }
     };
-    if request.operation == Operation::Delete {
-        let l = locked(true, Vec::new());
+    if request.operation == Operation::Delete || evict {
+        let mut l = locked(true, Vec::new());
+        if evict {
+            l.message = format!(
+                "{} is locked by Helm release {} (revision {}, {}): evicting it deletes it, which is not allowed. Remove it from the chart and run helm upgrade, or ask an admin (a node drain by an exempt user goes through).",
+                l.object, l.release, l.revision, l.status
+            );
+        }
         return Ok(if mode == Mode::Warn {
             Decision::Warn(l)
         } else {
@@ -254,10 +277,22 @@ pub fn decide(
     let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let helm = (release.name.as_str(), release.namespace.as_str());
-    let other_version = !scale && !status && request.kind.version != *object.version;
+    // The same object through another version, or another group serving it (`extensions`).
+    let other_version = !scale
+        && !status
+        && (request.kind.version != *object.version || request.kind.group != *object.group);
     let changes = if scale {
-        let pointer = "/spec/replicas";
-        locked_changes_at(schema, root, &chart, pointer, &new, old.as_ref(), &ignore)
+        let pointer = schema.replicas_pointer(&object.group, &object.kind);
+        locked_changes_at(
+            schema,
+            root,
+            &chart,
+            pointer,
+            "/spec/replicas",
+            &new,
+            old.as_ref(),
+            &ignore,
+        )
     } else if status {
         let metadata = crate::ownership::metadata_of(&chart);
         let mut changes = locked_changes(schema, root, &metadata, &new, old.as_ref(), &ignore);
@@ -284,7 +319,9 @@ pub fn decide(
         ));
         if !changes.is_empty() {
             let mut l = locked(false, changes);
-            l.message = other_version_message(&l, &request.kind.version, &object.version);
+            let requested =
+                crate::manifest::api_version(&request.kind.group, &request.kind.version);
+            l.message = other_version_message(&l, &requested, &object.api_version());
             // Nothing to repair toward: the chart's values are in another version's shape.
             return Ok(match mode {
                 Mode::Warn => Decision::Warn(l),
@@ -371,7 +408,21 @@ pub fn decide(
     Ok(match mode {
         Mode::Warn => Decision::Warn(l),
         Mode::Repair => {
-            let patch = repair_patch(&l.changes);
+            let patch = if scale {
+                // The change names the chart's path (a custom resource's `specReplicasPath`);
+                // the request is a Scale, with the value at `/spec/replicas`.
+                let at_scale: Vec<Change> = l
+                    .changes
+                    .iter()
+                    .map(|c| Change {
+                        path: "/spec/replicas".to_string(),
+                        ..c.clone()
+                    })
+                    .collect();
+                repair_patch(&at_scale)
+            } else {
+                repair_patch(&l.changes)
+            };
             // A patch that does not apply would fail the write with the API server's opaque
             // error. Only malformed writes get one (a scale request without `spec`): deny them.
             let mut repaired = new;
@@ -1312,5 +1363,205 @@ mod tests {
         // A string where an object belongs changes every locked field: it is denied, not a crash.
         assert!(!d.is_allowed());
         assert!(decide(&index(Status::Deployed), &Schema::builtin(), &Config::default(), &parse_review(b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"u\",\"kind\":{\"kind\":\"ClusterRole\",\"group\":\"rbac.authorization.k8s.io\"},\"operation\":\"DELETE\",\"oldObject\":{\"metadata\":{\"name\":7}}}}").unwrap().request).is_err());
+    }
+
+    fn index_of(manifest: &str) -> Index {
+        let mut secret = release_secret("shop", 1, Status::Deployed);
+        secret.release.manifest = manifest.into();
+        Index::from_secrets([secret])
+    }
+
+    const IDENTITY_CHART: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  ingressClassName: nginx\n---\napiVersion: example.com/v1\nkind: Zone\nmetadata:\n  name: eu\n  namespace: wherever\nspec:\n  size: 3\n---\napiVersion: storage.k8s.io/v1\nkind: SomethingNew\nmetadata: {name: fresh}\nspec: {a: 1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: once}\nspec:\n  containers: [{name: c, image: busybox}]\n";
+
+    #[test]
+    fn another_group_serving_the_kind_reaches_the_same_locked_object() {
+        let idx = index_of(IDENTITY_CHART);
+        let ingress = |class: &str| {
+            json!({"apiVersion": "extensions/v1beta1", "kind": "Ingress",
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"ingressClassName": class}})
+        };
+        let write = |group: &str, version: &str, new: Value| {
+            review(
+                "UPDATE",
+                json!({"group": group, "version": version, "kind": "Ingress"}),
+                json!({"group": group, "version": version, "resource": "ingresses"}),
+                None,
+                "web",
+                Some("shop"),
+                "admin",
+                new,
+                ingress("nginx"),
+            )
+        };
+        for (group, version) in [("extensions", "v1beta1"), ("networking.k8s.io", "v1beta1")] {
+            let d = decide_json(
+                &idx,
+                &Config::default(),
+                &write(group, version, ingress("other")),
+            );
+            let Decision::Deny(l) = &d else {
+                panic!("{group}/{version}: {d:?}")
+            };
+            assert!(
+                l.message.contains(&format!(
+                    "this request uses {}",
+                    crate::manifest::api_version(group, version)
+                )),
+                "{}",
+                l.message
+            );
+            // Unchanged outside metadata, a label the chart does not set: allowed.
+            let mut labelled = ingress("nginx");
+            labelled["metadata"]["labels"]["team"] = json!("a");
+            assert!(
+                decide_json(&idx, &Config::default(), &write(group, version, labelled))
+                    .is_allowed()
+            );
+        }
+        // A group that does not serve Ingress is another object.
+        let d = decide_json(
+            &idx,
+            &Config::default(),
+            &write("example.com", "v1", ingress("other")),
+        );
+        assert!(matches!(d, Decision::Allow(Allowed::NotOwned)), "{d:?}");
+    }
+
+    #[test]
+    fn a_kind_of_unknown_scope_is_locked_in_the_scope_the_request_states() {
+        let idx = index_of(IDENTITY_CHART);
+        // A cluster-scoped custom resource: Helm ignores the chart's namespace for it.
+        let delete = |group: &str, kind: &str, name: &str, ns: Option<&str>| {
+            review(
+                "DELETE",
+                json!({"group": group, "version": "v1", "kind": kind}),
+                json!({"group": group, "version": "v1", "resource": "whatever"}),
+                None,
+                name,
+                ns,
+                "admin",
+                Value::Null,
+                json!({"metadata": {"name": name}}),
+            )
+        };
+        for (group, kind, name) in [
+            ("example.com", "Zone", "eu"),
+            ("storage.k8s.io", "SomethingNew", "fresh"),
+        ] {
+            let cluster = decide_json(&idx, &Config::default(), &delete(group, kind, name, None));
+            assert!(
+                matches!(cluster, Decision::Deny(_)),
+                "{kind} cluster-scoped: {cluster:?}"
+            );
+        }
+        // Namespaced after all: in the chart's namespace, else the release's.
+        let zone = decide_json(
+            &idx,
+            &Config::default(),
+            &delete("example.com", "Zone", "eu", Some("wherever")),
+        );
+        assert!(matches!(zone, Decision::Deny(_)), "{zone:?}");
+        let fresh = decide_json(
+            &idx,
+            &Config::default(),
+            &delete("storage.k8s.io", "SomethingNew", "fresh", Some("shop")),
+        );
+        assert!(matches!(fresh, Decision::Deny(_)), "{fresh:?}");
+        let elsewhere = decide_json(
+            &idx,
+            &Config::default(),
+            &delete("example.com", "Zone", "eu", Some("shop")),
+        );
+        assert!(elsewhere.is_allowed(), "{elsewhere:?}");
+    }
+
+    #[test]
+    fn a_custom_resources_scale_writes_its_spec_replicas_path() {
+        let idx = index_of(IDENTITY_CHART);
+        let crd = json!({"spec": {"group": "example.com", "names": {"kind": "Zone"},
+            "versions": [{"name": "v1", "subresources": {"scale": {"specReplicasPath": ".spec.size"}}}]}});
+        let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "eu"}, "spec": {"replicas": r}});
+        let body = |to| {
+            review(
+                "UPDATE",
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                json!({"group": "example.com", "version": "v1", "resource": "zones"}),
+                Some("scale"),
+                "eu",
+                None,
+                "admin",
+                scale(to),
+                scale(3),
+            )
+        };
+        let with_crd = Schema::empty().with_scale_paths([&crd]);
+        let decide_with = |schema: &Schema, config: &Config, to| {
+            decide(
+                &idx,
+                schema,
+                config,
+                &parse_review(body(to).as_bytes()).unwrap().request,
+            )
+            .unwrap()
+        };
+        let d = decide_with(&with_crd, &Config::default(), 5);
+        let Decision::Deny(l) = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(l.changes[0].path, "/spec/size");
+        assert!(
+            l.message
+                .contains("/spec/size is 3 in the chart, this request sets 5"),
+            "{}",
+            l.message
+        );
+        assert!(decide_with(&with_crd, &Config::default(), 3).is_allowed());
+        // Without the CRD the chart's /spec/replicas is compared, which this chart does not set.
+        assert!(decide_with(&Schema::empty(), &Config::default(), 5).is_allowed());
+        // Repair puts the chart's value where the Scale holds it.
+        let repair = Config {
+            mode: Mode::Repair,
+            ..Config::default()
+        };
+        let Decision::Repair(_, patch) = decide_with(&with_crd, &repair, 5) else {
+            panic!()
+        };
+        let mut object = scale(5);
+        json_patch::patch(&mut object, &patch).unwrap();
+        assert_eq!(object["spec"]["replicas"], 3);
+    }
+
+    #[test]
+    fn evicting_a_locked_pod_is_deleting_it() {
+        let idx = index_of(IDENTITY_CHART);
+        let evict = |user: &str, name: &str| {
+            review(
+                "CREATE",
+                json!({"group": "policy", "version": "v1beta1", "kind": "Eviction"}),
+                json!({"group": "", "version": "v1", "resource": "pods"}),
+                Some("eviction"),
+                name,
+                Some("shop"),
+                user,
+                json!({"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": name, "namespace": "shop"}}),
+                Value::Null,
+            )
+        };
+        let d = decide_json(&idx, &Config::default(), &evict("admin", "once"));
+        let Decision::Deny(l) = &d else {
+            panic!("{d:?}")
+        };
+        assert!(
+            l.message.contains("evicting it deletes it"),
+            "{}",
+            l.message
+        );
+        assert!(decide_json(
+            &idx,
+            &Config::default(),
+            &evict("admin", "not-in-the-chart")
+        )
+        .is_allowed());
     }
 }

@@ -14,6 +14,7 @@ use arc_swap::ArcSwap;
 
 use crate::config::Registration;
 use crate::interning::{Interner, SharedStr};
+use crate::kinds::{canonical_group, same_group, scope_of, Scope};
 use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
 use crate::release::{Release, ReleaseSecret, SecretRef, Status};
 use crate::tree::{Packed, Tree};
@@ -116,7 +117,8 @@ impl ReleaseState {
 struct Claim {
     object: Arc<LockedObject>,
     /// Registered under "no namespace" too because the kind's scope is unknown (a custom
-    /// resource without `metadata.namespace`): matches a cluster-scoped request.
+    /// resource, a kind newer than [`crate::kinds`]): matches a cluster-scoped request, whatever
+    /// namespace the chart gives.
     alias: bool,
 }
 
@@ -143,7 +145,9 @@ impl Claims {
     }
 }
 
-/// Two releases render the same object; the one with the smaller (namespace, name) wins.
+/// Two releases render the same object. The release the live object's Helm annotations name
+/// owns it (decided per request); `winner`, the smaller (namespace, name), when they name
+/// neither.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
     pub object: String,
@@ -415,13 +419,7 @@ impl Index {
                     alias: false,
                 },
             );
-            if ns.is_some()
-                && scope_of(&object.group, &object.kind) == Scope::Unknown
-                && object
-                    .content()
-                    .pointer("/metadata/namespace")
-                    .is_none_or(|n| n.as_str().is_none_or(str::is_empty))
-            {
+            if ns.is_some() && scope_of(&object.group, &object.kind) == Scope::Unknown {
                 self.add_claim(
                     object_hash(&object.group, &object.kind, None, &object.name),
                     Claim {
@@ -569,7 +567,7 @@ impl Index {
 impl LockedObject {
     fn matches(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
         self.name == name
-            && self.group == group
+            && same_group(&self.group, group, kind)
             && self.kind.eq_ignore_ascii_case(kind)
             && self.namespace.as_deref() == namespace
     }
@@ -585,7 +583,7 @@ impl LockedObject {
         if alias {
             namespace.is_none()
                 && self.name == name
-                && self.group == group
+                && same_group(&self.group, group, kind)
                 && self.kind.eq_ignore_ascii_case(kind)
         } else {
             self.matches(group, kind, namespace, name)
@@ -628,10 +626,11 @@ fn locked_object(
     }
 }
 
-/// Hashes an object identity; kind is case-insensitive (a `scale` request names the resource).
+/// Hashes an object identity; kind is case-insensitive (a `scale` request names the resource)
+/// and the group is the one every group serving the kind shares.
 fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    h.write(group.as_bytes());
+    h.write(canonical_group(group, kind).as_bytes());
     h.write_u8(0xff);
     for b in kind.bytes() {
         h.write_u8(b.to_ascii_lowercase());
@@ -640,76 +639,6 @@ fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> 
     namespace.hash(&mut h);
     h.write(name.as_bytes());
     h.finish()
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    Namespaced,
-    Cluster,
-    /// A kind this build does not know (custom resources): namespaced when the chart gives no
-    /// namespace, but also matched by a cluster-scoped request.
-    Unknown,
-}
-
-/// The scope of built-in kinds (Kubernetes 1.20 through 1.33).
-pub fn scope_of(group: &str, kind: &str) -> Scope {
-    const CLUSTER: &[(&str, &str)] = &[
-        ("", "Namespace"),
-        ("", "Node"),
-        ("", "PersistentVolume"),
-        ("", "ComponentStatus"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
-        ("apiregistration.k8s.io", "APIService"),
-        (
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration",
-        ),
-        (
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-        ),
-        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-        (
-            "admissionregistration.k8s.io",
-            "ValidatingAdmissionPolicyBinding",
-        ),
-        ("storage.k8s.io", "StorageClass"),
-        ("storage.k8s.io", "CSIDriver"),
-        ("storage.k8s.io", "CSINode"),
-        ("storage.k8s.io", "VolumeAttachment"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("networking.k8s.io", "IngressClass"),
-        ("networking.k8s.io", "IPAddress"),
-        ("networking.k8s.io", "ServiceCIDR"),
-        ("node.k8s.io", "RuntimeClass"),
-        ("policy", "PodSecurityPolicy"),
-        ("certificates.k8s.io", "CertificateSigningRequest"),
-        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-    ];
-    const NAMESPACED_GROUPS: &[&str] = &[
-        "",
-        "apps",
-        "batch",
-        "autoscaling",
-        "policy",
-        "networking.k8s.io",
-        "rbac.authorization.k8s.io",
-        "coordination.k8s.io",
-        "discovery.k8s.io",
-        "events.k8s.io",
-        "storage.k8s.io",
-        "extensions",
-    ];
-    if CLUSTER.iter().any(|(g, k)| *g == group && *k == kind) {
-        Scope::Cluster
-    } else if NAMESPACED_GROUPS.contains(&group) {
-        Scope::Namespaced
-    } else {
-        Scope::Unknown
-    }
 }
 
 /// Parses manifests (tagged with a position), spread over the machine's cores.

@@ -106,7 +106,7 @@ pub fn render_text(index: &Index) -> String {
     }
     for conflict in index.conflicts() {
         out.push_str(&format!(
-            "conflict: {} is rendered by {} and {}; {} wins\n",
+            "conflict: {} is rendered by {} and {}; the release its meta.helm.sh/release-name and -namespace annotations name owns it ({} when they name neither)\n",
             conflict.object,
             conflict.winner,
             conflict

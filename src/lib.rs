@@ -12,6 +12,7 @@ pub mod helmrelease;
 pub mod index;
 pub mod inspect;
 pub mod interning;
+pub mod kinds;
 pub mod manifest;
 pub mod ownership;
 pub mod quantity;

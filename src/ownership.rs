@@ -401,31 +401,35 @@ pub fn cross_version_changes(
     changes
 }
 
-/// Changes to one owned path made of field names (the `scale` subresource writes the parent's
-/// `/spec/replicas`): `new` and `old` hold the value at the same pointer.
+/// Changes to one owned path made of field names, written through another object: the
+/// `scale` subresource holds the parent's `/spec/replicas` (or a custom resource's
+/// `specReplicasPath`, `chart_pointer`) at `/spec/replicas` of a Scale (`request_pointer`).
+/// The changes name the chart's path.
+#[allow(clippy::too_many_arguments)]
 pub fn locked_changes_at(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
-    pointer: &str,
+    chart_pointer: &str,
+    request_pointer: &str,
     new: &Value,
     old: Option<&Value>,
     ignore: &[&str],
 ) -> Vec<Change> {
-    let Some(chart_value) = chart.pointer(pointer) else {
+    let Some(chart_value) = chart.pointer(chart_pointer) else {
         return Vec::new();
     };
-    let ty = pointer
+    let ty = chart_pointer
         .split('/')
         .skip(1)
         .fold(root, |ty, name| schema.field(ty, name));
     let mut walk = Walk::new(schema, ignore, true);
-    walk.path = pointer.to_string();
+    walk.path = chart_pointer.to_string();
     walk.visit(
         ty,
         chart_value,
-        new.pointer(pointer),
-        old.and_then(|o| o.pointer(pointer)),
+        new.pointer(request_pointer),
+        old.and_then(|o| o.pointer(request_pointer)),
     );
     walk.changes
 }

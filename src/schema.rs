@@ -103,6 +103,9 @@ pub struct Schema {
     /// Per type: whether a value of it may hold a set or a map-list (else there is nothing in
     /// it for server-side apply to key).
     keyed: Vec<bool>,
+    /// Custom resources whose `scale` subresource writes another field than `/spec/replicas`
+    /// (their CRD's `specReplicasPath`), as JSON pointers.
+    replicas_pointers: HashMap<GroupKind, Box<str>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +157,7 @@ impl Schema {
             kinds: HashMap::new(),
             unknown_kind: TypeId::DEDUCED,
             keyed: vec![false, false],
+            replicas_pointers: HashMap::new(),
         }
     }
 
@@ -213,7 +217,48 @@ impl Schema {
             kinds,
             unknown_kind,
             keyed,
+            replicas_pointers: HashMap::new(),
         })
+    }
+
+    /// Adds what custom resource definitions say their `scale` subresource writes: the
+    /// `specReplicasPath` (`.spec.size`) of each CRD that serves one, in `apiextensions.k8s.io/v1`
+    /// (per version) or `v1beta1` (`spec.subresources`) form. A path that is not plain field
+    /// names (`.spec.sizes[0]`) is left out, and that kind's scale falls back to `/spec/replicas`.
+    pub fn with_scale_paths<'a>(mut self, crds: impl IntoIterator<Item = &'a Value>) -> Schema {
+        for crd in crds {
+            let spec = crd.get("spec");
+            let group = spec.and_then(|s| s.get("group")).and_then(Value::as_str);
+            let kind = spec
+                .and_then(|s| s.pointer("/names/kind"))
+                .and_then(Value::as_str);
+            let (Some(group), Some(kind)) = (group, kind) else {
+                continue;
+            };
+            let per_version = spec
+                .and_then(|s| s.get("versions"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.pointer("/subresources/scale/specReplicasPath"));
+            let paths = per_version
+                .chain(spec.and_then(|s| s.pointer("/subresources/scale/specReplicasPath")));
+            // Every served version of a kind shares one storage, so one path stands for all.
+            if let Some(pointer) = paths.filter_map(Value::as_str).find_map(replicas_pointer) {
+                if pointer != "/spec/replicas" {
+                    self.replicas_pointers
+                        .insert((group.into(), kind.into()), pointer.into());
+                }
+            }
+        }
+        self
+    }
+
+    /// The field a write through `scale` changes on an object of this kind.
+    pub fn replicas_pointer(&self, group: &str, kind: &str) -> &str {
+        self.replicas_pointers
+            .get(&(Box::from(group), Box::from(kind)))
+            .map_or("/spec/replicas", |p| p)
     }
 
     /// The root type of a kind in a version, or in another version of the same kind when that
@@ -278,6 +323,20 @@ impl Schema {
     pub fn kind_count(&self) -> usize {
         self.kinds.len()
     }
+}
+
+/// `.spec.size` as `/spec/size`; `None` for a path that is not plain field names.
+fn replicas_pointer(path: &str) -> Option<String> {
+    let rest = path.strip_prefix('.')?;
+    let mut pointer = String::with_capacity(path.len());
+    for name in rest.split('.') {
+        if name.is_empty() || name.contains(['[', ']']) {
+            return None;
+        }
+        pointer.push('/');
+        pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
+    }
+    Some(pointer)
 }
 
 /// For each type, whether it may hold a set or a map-list (a fixed point over the type graph,
@@ -482,6 +541,51 @@ mod tests {
             Atom::List { items, .. } if *name == "*" => *items,
             _ => schema.field(ty, name),
         })
+    }
+
+    #[test]
+    fn a_crds_spec_replicas_path_is_what_its_scale_writes() {
+        let crds = serde_json::json!([
+            {"spec": {"group": "example.com", "names": {"kind": "Cache"},
+                "versions": [{"name": "v1", "subresources": {"scale": {
+                    "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}}}]}},
+            {"spec": {"group": "example.com", "names": {"kind": "Old"},
+                "subresources": {"scale": {"specReplicasPath": ".spec.nodes.count"}}}},
+            {"spec": {"group": "example.com", "names": {"kind": "Plain"},
+                "versions": [{"name": "v1", "subresources": {"scale": {
+                    "specReplicasPath": ".spec.replicas"}}}]}},
+            {"spec": {"group": "example.com", "names": {"kind": "Indexed"},
+                "versions": [{"name": "v1", "subresources": {"scale": {
+                    "specReplicasPath": ".spec.sizes[0]"}}}]}},
+            {"spec": {"group": "example.com"}},
+            "not a CRD"
+        ]);
+        let schema = Schema::empty().with_scale_paths(crds.as_array().unwrap());
+        assert_eq!(
+            schema.replicas_pointer("example.com", "Cache"),
+            "/spec/size"
+        );
+        assert_eq!(
+            schema.replicas_pointer("example.com", "Old"),
+            "/spec/nodes/count"
+        );
+        assert_eq!(
+            schema.replicas_pointer("example.com", "Plain"),
+            "/spec/replicas"
+        );
+        assert_eq!(
+            schema.replicas_pointer("example.com", "Indexed"),
+            "/spec/replicas"
+        );
+        assert_eq!(
+            schema.replicas_pointer("apps", "Deployment"),
+            "/spec/replicas"
+        );
+        assert_eq!(
+            replicas_pointer(".spec.a/b"),
+            Some("/spec/a~1b".to_string())
+        );
+        assert_eq!(replicas_pointer("spec.size"), None);
     }
 
     #[test]

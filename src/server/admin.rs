@@ -34,6 +34,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let index = state.index.snapshot();
     state.metrics.releases.set(index.release_count() as i64);
     state.metrics.objects.set(index.object_count() as i64);
+    state
+        .metrics
+        .claim_conflicts
+        .set(index.conflicts().len() as i64);
     (
         [(
             header::CONTENT_TYPE,

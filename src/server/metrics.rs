@@ -26,6 +26,7 @@ pub struct Metrics {
     pub bad_requests: Counter,
     pub releases: Gauge,
     pub objects: Gauge,
+    pub claim_conflicts: Gauge,
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
     pub confirmations: Family<ResultLabels, Counter>,
@@ -77,6 +78,12 @@ impl Metrics {
             "objects_indexed",
             "Objects owned by the newest revision of indexed releases",
             objects.clone(),
+        );
+        let claim_conflicts = Gauge::default();
+        registry.register(
+            "claim_conflicts",
+            "Objects rendered by more than one release (`helm-locker inspect` lists them); the release the object's meta.helm.sh annotations name owns it",
+            claim_conflicts.clone(),
         );
         let schema_kinds = Gauge::default();
         registry.register(
@@ -138,6 +145,7 @@ impl Metrics {
             bad_requests,
             releases,
             objects,
+            claim_conflicts,
             watch_restarts,
             release_decode_errors,
             confirmations,

@@ -1,7 +1,8 @@
 //! The API server's own schema: `/openapi/v2` (built-in kinds of this cluster's version and
 //! every custom resource's schema), read at start and then whenever it changes (the API server
 //! answers `304 Not Modified` to a matching `If-None-Match`, so an unchanged document costs one
-//! small request per interval).
+//! small request per interval). Whenever it changes, the custom resource definitions are listed
+//! too, for what their `scale` subresources write (`specReplicasPath`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +27,25 @@ pub async fn run(
         let result = match fetch(&client, etag.as_deref()).await {
             Ok(None) => "unchanged",
             Ok(Some((document, new_etag))) => {
-                match tokio::task::spawn_blocking(move || Schema::from_openapi_v2(&document)).await
-                {
+                // A CRD changed (the document did): read what their `scale` subresources write.
+                let crds = match get_json(&client, CRDS).await {
+                    Ok(list) => list,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot list custom resource definitions; custom resources' scale is compared at /spec/replicas");
+                        serde_json::Value::Null
+                    }
+                };
+                let read = move || {
+                    Schema::from_openapi_v2(&document).map(|schema| {
+                        schema.with_scale_paths(
+                            crds.get("items")
+                                .and_then(serde_json::Value::as_array)
+                                .into_iter()
+                                .flatten(),
+                        )
+                    })
+                };
+                match tokio::task::spawn_blocking(read).await {
                     Ok(Ok(read)) => {
                         tracing::info!(
                             kinds = read.kind_count(),
@@ -59,6 +77,16 @@ pub async fn run(
             .inc();
         tokio::time::sleep(interval).await;
     }
+}
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+async fn get_json(client: &Client, path: &str) -> Result<serde_json::Value, String> {
+    let request = http::Request::get(path)
+        .header("Accept", "application/json")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client.request(request).await.map_err(|e| e.to_string())
 }
 
 /// The document and its ETag, or `None` when it has not changed since `etag`.

@@ -221,6 +221,8 @@ class ChartLintAndRender(unittest.TestCase):
         cluster = [r for r in of_kind(docs, "ClusterRole") if r["metadata"]["name"] == "helm-locker"][0]
         self.assertNotIn("secrets", [res for rule in cluster["rules"] for res in rule.get("resources", [])])
         self.assertIn({"nonResourceURLs": ["/openapi/v2"], "verbs": ["get"]}, cluster["rules"])
+        self.assertIn({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                       "verbs": ["list"]}, cluster["rules"])
         readers = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] == "helm-locker-releases"]
         self.assertEqual(sorted(r["metadata"]["namespace"] for r in readers), ["shop", "web"])
         self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_NAMESPACES"], "shop,web")

@@ -126,6 +126,7 @@ subjectaccessreviews to the locker, and rules cannot exclude.
     - persistentvolumeclaims
     - persistentvolumes
     - pods
+    - pods/eviction
     - podtemplates
     - replicationcontrollers
     - replicationcontrollers/scale
