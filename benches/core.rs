@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use helm_locker::admission::parse_review;
-use helm_locker::config::Config;
 use helm_locker::decide::decide;
 use helm_locker::index::Index;
+use helm_locker::policy::Config;
 use helm_locker::release::{Release, ReleaseSecret, SecretRef, Status};
+use helm_locker::review::parse_review;
 use serde_json::json;
 
 fn manifest(release: &str, objects: usize) -> String {
@@ -173,7 +173,7 @@ fn benches(c: &mut Criterion) {
         group.bench_function(format!("head + unowned, {releases} releases x 30"), |b| {
             b.iter(|| {
                 let head =
-                    helm_locker::admission::parse_head(black_box(unowned_go.as_bytes())).unwrap();
+                    helm_locker::review::parse_head(black_box(unowned_go.as_bytes())).unwrap();
                 decide(&index, &schema, &config, &head.request)
                     .unwrap()
                     .is_allowed()

@@ -1,25 +1,18 @@
-//! helm-locker: makes Helm the only way to change what Helm installed.
+//! helm-locker's shell: the HTTPS admission server, the sources that keep the index current
+//! (release Secrets, a folder of releases, the API's schema), the controllers (drift reverter,
+//! HelmRelease status, leader election), and the composition root [`app`] that `main.rs`
+//! calls.
 //!
-//! Data flows one way: release Secret -> [`release`] -> [`manifest`] -> [`index`]; and
-//! AdmissionReview -> [`admission`] -> [`decide`] (with [`ownership`] by the API's [`schema`]) -> response. These modules
-//! are pure and synchronous; I/O lives in the binary's shell.
+//! The decisions are made in the pure core crate, `helm-locker-core`; its modules are
+//! re-exported here so the shell, the tests and the benches name one path for each.
 
-pub mod admission;
-pub mod config;
+pub use helm_locker_core::{
+    decide, index, inspect, interning, kinds, manifest, ownership, policy, quantity, release,
+    revert_plan, review, schema, tree, yaml,
+};
+
 pub mod controller;
-pub mod decide;
-pub mod helmrelease;
-pub mod index;
-pub mod inspect;
-pub mod interning;
-pub mod kinds;
-pub mod manifest;
-pub mod ownership;
-pub mod quantity;
-pub mod release;
-pub mod revert;
-pub mod schema;
+pub mod crd;
+pub mod index_store;
 pub mod server;
 pub mod source;
-pub mod tree;
-pub mod yaml;

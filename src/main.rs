@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use helm_locker::admission::{parse_review, render_response};
-use helm_locker::config::{self, Config, Mode};
 use helm_locker::decide::decide;
 use helm_locker::index::Index;
 use helm_locker::inspect;
+use helm_locker::policy::{self, Config, Mode};
+use helm_locker::review::{parse_review, render_response};
 use helm_locker::schema::Schema;
 use helm_locker::source::files;
 
@@ -62,7 +62,7 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Override the configured mode.
-        #[arg(long, value_enum)]
+        #[arg(long, value_parser = mode_parser())]
         mode: Option<Mode>,
         /// Explain the decision in one sentence on standard error.
         #[arg(long)]
@@ -140,7 +140,7 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_CONFIG")]
     config: Option<PathBuf>,
     /// Default mode: deny, warn, repair or off.
-    #[arg(long, env = "HELM_LOCKER_MODE", value_enum)]
+    #[arg(long, env = "HELM_LOCKER_MODE", value_parser = mode_parser())]
     mode: Option<Mode>,
     /// Lock (and watch) only releases in these namespaces.
     #[arg(
@@ -229,6 +229,13 @@ struct ServeArgs {
     self_managed: SelfManagedArgs,
 }
 
+/// `--mode`: one of the core's modes, listed in `--help`.
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = Mode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Mode::ALL.map(Mode::as_str))
+        .try_map(|s| s.parse::<Mode>())
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
@@ -247,7 +254,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => run_serve(*args),
         Command::Inspect { paths, output } => run_inspect(&paths, output),
         Command::Crd => {
-            print!("{}", helm_locker::helmrelease::crd_yaml());
+            print!("{}", helm_locker::crd::crd_yaml());
             Ok(())
         }
         Command::Review {
@@ -413,7 +420,7 @@ fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let config: Config =
         serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    config::validate(&config).map_err(|e| format!("{}: {e}", path.display()))?;
+    policy::validate(&config).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(config)
 }
 
@@ -440,7 +447,7 @@ fn run_review(
     let schema = load_schema(openapi)?;
     let decision = decide(&index, &schema, &config, &parsed.request)
         .map_err(|e| format!("{}: {e}", review.display()))?;
-    let response = render_response(&parsed.api_version, &parsed.request.uid, &decision);
+    let response = render_response(&parsed.api_version, &parsed.request.uid, decision.verdict());
     println!("{}", String::from_utf8_lossy(&response));
     if explain {
         eprintln!("{}", decision.explain());
@@ -484,7 +491,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
     if args.registration_namespace.is_some() {
         config.registration_namespace = args.registration_namespace;
     }
-    config::validate(&config)?;
+    policy::validate(&config)?;
     let lease_duration = seconds(args.lease_duration, "lease-duration")?;
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err("--lease-duration must be at least 1 second".into());

@@ -17,7 +17,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 
-use helm_locker::config::Config;
+use helm_locker::policy::Config;
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 

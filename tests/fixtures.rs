@@ -6,11 +6,11 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use helm_locker::admission::{parse_head, parse_review};
-use helm_locker::config::Config;
 use helm_locker::decide::{decide, Allowed, Decision};
 use helm_locker::index::Index;
+use helm_locker::policy::Config;
 use helm_locker::release::{decode_secret, parse_release_file, SecretRef};
+use helm_locker::review::{parse_head, parse_review};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -312,7 +312,7 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
         ..Config::default()
     };
     let config = Config {
-        exempt: helm_locker::config::Exemptions {
+        exempt: helm_locker::policy::Exemptions {
             users: vec![],
             groups: vec![],
             service_account_namespaces: vec![],

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use helm_locker::config::{Config, Mode};
+use helm_locker::policy::{Config, Mode};
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 

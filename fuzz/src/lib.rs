@@ -8,16 +8,16 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker::admission::{parse_head, parse_review, render_response};
-use helm_locker::config::{Config, Mode};
 use helm_locker::decide::{confirm, decide, Allowed, Decision};
 use helm_locker::index::Index;
 use helm_locker::manifest::{parse_manifest, split_documents};
+use helm_locker::policy::{Config, Mode};
 use helm_locker::quantity::Quantity;
 use helm_locker::release::{
     decode_data_release, decode_helm_payload, decode_release_json, parse_release_file,
     ReleaseSecret, SecretRef, Status,
 };
+use helm_locker::review::{parse_head, parse_review, render_response};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -68,7 +68,8 @@ pub fn review(data: &[u8]) {
                 &head.request,
             ) {
                 *fast = true;
-                let body = render_response(&head.api_version, &head.request.uid, &decision);
+                let body =
+                    render_response(&head.api_version, &head.request.uid, decision.verdict());
                 let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
                 assert_eq!(parsed["response"]["allowed"], true);
             }
@@ -114,7 +115,7 @@ pub fn review(data: &[u8]) {
             assert!(pending.is_allowed());
             let decision = confirm(decision, Some(Status::Deployed));
             let _ = decision.explain();
-            let body = render_response(&review.api_version, &request.uid, &decision);
+            let body = render_response(&review.api_version, &request.uid, decision.verdict());
             let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
             assert_eq!(parsed["response"]["allowed"], decision.is_allowed());
         }
@@ -125,7 +126,7 @@ pub fn review(data: &[u8]) {
 /// to repair (the API server would reject a patch that does not apply, failing the user's write).
 fn repaired_write_is_allowed(
     config: &Config,
-    request: &helm_locker::admission::Request<'_>,
+    request: &helm_locker::review::Request<'_>,
     patch: &json_patch::Patch,
 ) {
     let mut object: Value = request

@@ -16,18 +16,16 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::config::{Config, Mode};
-use crate::helmrelease::{
-    desired_status, registrations, target_release, transition_event, HelmRelease,
-};
-use crate::index::SharedIndex;
+use crate::crd::{desired_status, registrations, target_release, transition_event, HelmRelease};
+use crate::index_store::IndexStore;
+use crate::policy::{Config, Mode};
 use crate::release::Status;
 use crate::server::metrics::Metrics;
 
 pub struct HelmReleases {
     pub client: Client,
     pub namespace: String,
-    pub index: Arc<SharedIndex>,
+    pub index: Arc<IndexStore>,
     pub config: Arc<Config>,
     pub leader: watch::Receiver<bool>,
     pub recorder: Recorder,
@@ -81,7 +79,9 @@ impl HelmReleases {
                             }
                         }
                         errors = errs;
-                        self.index.update(|index| index.replace_registrations(registered));
+                        self.index
+                            .update(|index| index.replace_registrations(registered))
+                            .await;
                         if std::mem::take(&mut first_list) {
                             tracing::info!(namespace = %self.namespace, helmreleases = hrs.len(), "HelmReleases listed");
                             if self.ready_scopes.fetch_add(1, Ordering::AcqRel) + 1 >= self.total_scopes {

@@ -1,7 +1,7 @@
 //! The drift reverter: the second line behind the webhook. It watches every kind that locked
 //! releases own (discovery + dynamic API; watches come and go with the releases), finds drift
 //! with the webhook's own field comparison, and puts the chart's values back as Helm's field
-//! manager (see [`crate::revert`]); a deleted object is created again, unless the chart gives it
+//! manager (see [`crate::revert_plan`]); a deleted object is created again, unless the chart gives it
 //! owners (then the garbage collector deleted it with them).
 //!
 //! Every replica watches and queues; only the Lease holder writes, and it checks leadership
@@ -24,11 +24,11 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseState};
 use crate::ownership::Change;
+use crate::policy::{Config, Mode};
 use crate::release::Status;
-use crate::revert::{self, Backoff, HelmWriter};
+use crate::revert_plan::{self, Backoff, HelmWriter};
 use crate::server::metrics::{Metrics, ResultLabels};
 use crate::server::state::Confirm;
 
@@ -98,7 +98,7 @@ fn ignored(config: &Config, index: &Index, object: &LockedObject) -> Vec<String>
 
 pub struct Reverter {
     pub client: Client,
-    pub index: Arc<crate::index::SharedIndex>,
+    pub index: Arc<crate::index_store::IndexStore>,
     pub config: Arc<Config>,
     pub schema: Arc<crate::schema::SharedSchema>,
     pub confirm: Arc<dyn Confirm>,
@@ -122,7 +122,7 @@ impl Reverter {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: Client,
-        index: Arc<crate::index::SharedIndex>,
+        index: Arc<crate::index_store::IndexStore>,
         config: Arc<Config>,
         schema: Arc<crate::schema::SharedSchema>,
         confirm: Arc<dyn Confirm>,
@@ -301,7 +301,7 @@ impl Reverter {
                                 .and_then(|r| r.apply_method.clone());
                             let _ = tx.send(Job {
                                 key: ObjectKey::of(locked),
-                                writer: Some(revert::helm_writer(
+                                writer: Some(revert_plan::helm_writer(
                                     live.as_ref(),
                                     apply_method.as_deref(),
                                 )),
@@ -354,7 +354,7 @@ impl Reverter {
         self.check_attribution(&schema, locked, &live);
         let ignore = ignored(&self.config, &index, locked);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        if !revert::drift(&schema, locked, &live, &ignore).is_empty() {
+        if !revert_plan::drift(&schema, locked, &live, &ignore).is_empty() {
             let _ = tx.send(Job {
                 key: ObjectKey::of(locked),
                 writer: None,
@@ -385,7 +385,7 @@ impl Reverter {
             }
             seen.insert(key, stamp);
         }
-        if let Some(attribution) = revert::attribution(schema, locked, live) {
+        if let Some(attribution) = revert_plan::attribution(schema, locked, live) {
             if !attribution.matches() {
                 self.metrics.ownership_mismatches.inc();
                 tracing::warn!(
@@ -508,7 +508,7 @@ impl Reverter {
                 api.patch(
                     name,
                     &params,
-                    &Patch::<()>::Json(revert::revert_patch(changes, rv)),
+                    &Patch::<()>::Json(revert_plan::revert_patch(changes, rv)),
                 )
                 .await
             }
@@ -548,7 +548,7 @@ impl Reverter {
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
             Some(live) => {
-                let changes = revert::drift(&self.schema.load(), &object, live, &ignore);
+                let changes = revert_plan::drift(&self.schema.load(), &object, live, &ignore);
                 if changes.is_empty() {
                     return Ok(Outcome::InSync);
                 }
@@ -558,7 +558,7 @@ impl Reverter {
                 }
                 changes
             }
-            None if !revert::recreate_when_deleted(&object) => {
+            None if !revert_plan::recreate_when_deleted(&object) => {
                 return Ok(Outcome::Skipped("deleted with its owner"))
             }
             None => vec![],
@@ -573,14 +573,14 @@ impl Reverter {
             }
         }
         let writer = match &live_json {
-            Some(live) => revert::helm_writer(Some(live), apply_method.as_deref()),
+            Some(live) => revert_plan::helm_writer(Some(live), apply_method.as_deref()),
             None => last_writer
                 .get(key)
                 .cloned()
-                .unwrap_or_else(|| revert::helm_writer(None, apply_method.as_deref())),
+                .unwrap_or_else(|| revert_plan::helm_writer(None, apply_method.as_deref())),
         };
         last_writer.insert(key.clone(), writer.clone());
-        let desired = revert::desired_object(&object, live_json.as_ref(), &ignore);
+        let desired = revert_plan::desired_object(&object, live_json.as_ref(), &ignore);
         if let Some(live) = &live_json {
             // The write as a dry run first: what it would not change is not stored by the API
             // server as the chart writes it (`hostNetwork: false`), and writing it would start
@@ -589,9 +589,9 @@ impl Reverter {
                 .write(&api, &key.name, &writer, &desired, &changes, live, true)
                 .await?;
             let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
-            let after = revert::drift(&self.schema.load(), &object, &preview, &ignore);
-            if !revert::write_would_fix(&changes, &after) {
-                tracing::debug!(object = %object.describe(), paths = %revert::describe_paths(&changes), "differs from the chart only where the API server stores nothing; not reverted");
+            let after = revert_plan::drift(&self.schema.load(), &object, &preview, &ignore);
+            if !revert_plan::write_would_fix(&changes, &after) {
+                tracing::debug!(object = %object.describe(), paths = %revert_plan::describe_paths(&changes), "differs from the chart only where the API server stores nothing; not reverted");
                 not_stored.insert(key.clone(), (revision, changes));
                 return Ok(Outcome::InSync);
             }
@@ -646,7 +646,7 @@ impl Reverter {
         };
         not_stored.remove(key);
         let (reason, note, outcome) = if live_json.is_some() {
-            let paths = revert::describe_paths(&changes);
+            let paths = revert_plan::describe_paths(&changes);
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");
             (
                 "Reverted",

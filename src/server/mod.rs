@@ -1,7 +1,7 @@
 //! `helm-locker serve`: the admission webhook (TLS) and the admin port, fed by a release source.
 
 pub mod admin;
-pub mod admission;
+pub mod http_admission;
 pub mod listen;
 pub mod metrics;
 pub mod self_managed;
@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::config::Config;
-use crate::index::SharedIndex;
+use crate::index_store::IndexStore;
+use crate::policy::Config;
 use crate::source;
 use metrics::Metrics;
 use state::{AppState, Confirm, HttpSettings};
@@ -104,7 +104,7 @@ impl BoundServer {
         let mut managed = None;
         let (cert_files, ca_pem) = match &settings.certificate {
             Certificate::SelfManaged(wanted) => {
-                let client = source::kube::client()
+                let client = source::release_secrets::client()
                     .await
                     .map_err(ServeError::Kubernetes)?;
                 self_managed::reconcile(&client, wanted)
@@ -144,19 +144,19 @@ impl BoundServer {
         let tls = Arc::new(tls::server_config(resolver, settings.client_ca.as_deref())?);
         let kube = match settings.source {
             ReleaseSource::Kubernetes => Some(
-                source::kube::client()
+                source::release_secrets::client()
                     .await
                     .map_err(ServeError::Kubernetes)?,
             ),
             ReleaseSource::Folder { .. } => None,
         };
-        let confirmer: Option<Arc<dyn Confirm>> = kube
-            .clone()
-            .map(|client| Arc::new(source::kube::KubeConfirm { client }) as Arc<dyn Confirm>);
+        let confirmer: Option<Arc<dyn Confirm>> = kube.clone().map(|client| {
+            Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
+        });
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
-            index: Arc::new(SharedIndex::default()),
+            index: Arc::new(IndexStore::default()),
             config: Arc::new(settings.config),
             schema: Arc::new(crate::schema::SharedSchema::new(
                 crate::schema::Schema::builtin(),
@@ -217,7 +217,7 @@ impl BoundServer {
                 let mut tasks: Vec<_> = scopes
                     .into_iter()
                     .map(|ns| {
-                        tokio::spawn(source::kube::watch(
+                        tokio::spawn(source::release_secrets::watch(
                             client.clone(),
                             ns,
                             state.index.clone(),
@@ -258,7 +258,7 @@ impl BoundServer {
         let webhook = tokio::spawn(listen::serve(
             self.listener,
             Some(self.tls),
-            admission::router(state.clone()),
+            http_admission::router(state.clone()),
             header_timeout,
             self.grace,
             wait(stop_rx.clone()),
@@ -337,7 +337,7 @@ fn start_controllers(
             state.index.clone(),
             state.config.clone(),
             state.schema.clone(),
-            Arc::new(source::kube::KubeConfirm {
+            Arc::new(source::release_secrets::KubeConfirm {
                 client: client.clone(),
             }),
             leader_rx.clone(),

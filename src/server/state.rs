@@ -6,8 +6,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
-use crate::index::{ReleaseKey, SharedIndex};
+use crate::index::ReleaseKey;
+use crate::index_store::IndexStore;
+use crate::policy::Config;
 use crate::release::Status;
 use crate::schema::SharedSchema;
 use crate::server::metrics::Metrics;
@@ -42,7 +43,7 @@ impl Default for HttpSettings {
 }
 
 pub struct AppState {
-    pub index: Arc<SharedIndex>,
+    pub index: Arc<IndexStore>,
     pub config: Arc<Config>,
     /// List and map semantics of every kind (embedded, then the API server's).
     pub schema: Arc<SharedSchema>,

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::index::{Index, SharedIndex};
+use crate::index::Index;
+use crate::index_store::IndexStore;
 use crate::server::metrics::Metrics;
 use crate::source::files;
 
@@ -43,25 +44,32 @@ pub fn load_index(dir: &Path, metrics: &Metrics) -> Index {
 /// Loads the folder now, then polls it every `interval` and swaps in a new index on change.
 pub async fn run(
     dir: PathBuf,
-    shared: Arc<SharedIndex>,
+    shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
     interval: Duration,
 ) {
     let mut seen = fingerprint(&dir);
-    let index = load_index(&dir, &metrics);
-    tracing::info!(dir = %dir.display(), releases = index.release_count(), objects = index.object_count(), "releases loaded");
-    crate::source::return_freed_memory();
-    shared.update(|current| *current = index);
+    reload(&dir, &shared, &metrics, "releases loaded").await;
     ready.store(true, Ordering::Release);
     loop {
         tokio::time::sleep(interval).await;
         let now = fingerprint(&dir);
         if now != seen {
             seen = now;
-            let index = load_index(&dir, &metrics);
-            tracing::info!(dir = %dir.display(), releases = index.release_count(), objects = index.object_count(), "releases reloaded");
-            shared.update(|current| *current = index);
+            reload(&dir, &shared, &metrics, "releases reloaded").await;
         }
     }
+}
+
+/// Replaces the index with the folder's releases, read and parsed on the blocking pool.
+async fn reload(dir: &Path, shared: &Arc<IndexStore>, metrics: &Arc<Metrics>, what: &'static str) {
+    let (dir, metrics) = (dir.to_path_buf(), metrics.clone());
+    shared
+        .update(move |current| {
+            *current = load_index(&dir, &metrics);
+            tracing::info!(dir = %dir.display(), releases = current.release_count(), objects = current.object_count(), "{what}");
+            crate::source::return_freed_memory();
+        })
+        .await;
 }

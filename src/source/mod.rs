@@ -2,8 +2,8 @@
 
 pub mod files;
 pub mod folder;
-pub mod kube;
 pub mod openapi;
+pub mod release_secrets;
 
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; glibc keeps such freed memory for later

@@ -11,7 +11,6 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::decide::Decision;
 use crate::release::describe_json_error;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -384,9 +383,21 @@ struct Status<'a> {
     status: &'static str,
 }
 
-/// The AdmissionReview response for a decision: allowed, denied (HTTP 200, `allowed: false`,
-/// code 403, reason Forbidden), allowed with a warning, or allowed with a base64 JSON patch.
-pub fn render_response(api_version: &str, uid: &str, decision: &Decision) -> Vec<u8> {
+/// What a response says.
+#[derive(Clone, Copy, Debug)]
+pub enum Verdict<'a> {
+    Allow,
+    /// HTTP 200 with `allowed: false`, code 403, reason Forbidden, and this message.
+    Deny(&'a str),
+    /// Allowed, with an admission warning (kubectl prints it).
+    Warn(&'a str),
+    /// Allowed with a warning and a JSON patch (a mutating webhook's answer).
+    Patch(&'a str, &'a json_patch::Patch),
+}
+
+/// The AdmissionReview response: allowed, denied, allowed with a warning, or allowed with a
+/// base64 JSON patch.
+pub fn render_response(api_version: &str, uid: &str, verdict: Verdict<'_>) -> Vec<u8> {
     let mut response = Response {
         uid,
         allowed: true,
@@ -396,23 +407,23 @@ pub fn render_response(api_version: &str, uid: &str, decision: &Decision) -> Vec
         patch: None,
     };
     let warning;
-    match decision {
-        Decision::Allow(_) => {}
-        Decision::Deny(locked) => {
+    match verdict {
+        Verdict::Allow => {}
+        Verdict::Deny(message) => {
             response.allowed = false;
             response.status = Some(Status {
                 code: 403,
                 reason: "Forbidden",
-                message: &locked.message,
+                message,
                 status: "Failure",
             });
         }
-        Decision::Warn(locked) => {
-            warning = [locked.message.as_str()];
+        Verdict::Warn(message) => {
+            warning = [message];
             response.warnings = &warning;
         }
-        Decision::Repair(locked, patch) => {
-            warning = [locked.message.as_str()];
+        Verdict::Patch(message, patch) => {
+            warning = [message];
             response.warnings = &warning;
             let bytes = serde_json::to_vec(patch).expect("a JSON patch serializes");
             response.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
@@ -429,11 +440,7 @@ pub fn render_response(api_version: &str, uid: &str, decision: &Decision) -> Vec
 
 /// The allow-everything response, for a request whose body is unusable but carries a uid.
 pub fn render_allowed(api_version: &str, uid: &str) -> Vec<u8> {
-    render_response(
-        api_version,
-        uid,
-        &Decision::Allow(crate::decide::Allowed::NotOwned),
-    )
+    render_response(api_version, uid, Verdict::Allow)
 }
 
 #[cfg(test)]

@@ -6,14 +6,14 @@
 
 use serde_json::Value;
 
-use crate::admission::{Operation, Request};
-use crate::config::{Config, Mode};
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
     co_owned_fields, cross_version_changes, describe_field_path, duplicate_keys,
     helm_metadata_changes, locked_changes, locked_changes_at, repair_patch, stored_form, Change,
 };
+use crate::policy::{Config, Mode};
 use crate::release::{describe_json_error, Status};
+use crate::review::{Operation, Request};
 use crate::schema::Schema;
 
 /// Why a request was allowed.
@@ -63,6 +63,17 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// What the AdmissionReview response says for this decision.
+    pub fn verdict(&self) -> crate::review::Verdict<'_> {
+        use crate::review::Verdict;
+        match self {
+            Decision::Allow(_) => Verdict::Allow,
+            Decision::Deny(l) => Verdict::Deny(&l.message),
+            Decision::Warn(l) => Verdict::Warn(&l.message),
+            Decision::Repair(l, patch) => Verdict::Patch(&l.message, patch),
+        }
+    }
+
     pub fn is_allowed(&self) -> bool {
         !matches!(self, Decision::Deny(_))
     }
@@ -729,8 +740,8 @@ fn show(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::parse_review;
     use crate::release::{Release, ReleaseSecret, SecretRef};
+    use crate::review::parse_review;
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -808,7 +819,7 @@ mod tests {
 
     #[test]
     fn with_a_registration_namespace_only_registered_unsuspended_releases_are_locked() {
-        use crate::config::{IgnoreRule, Registration};
+        use crate::policy::{IgnoreRule, Registration};
         let config = Config {
             registration_namespace: Some("cattle-helm-system".into()),
             ..Config::default()
@@ -839,7 +850,7 @@ mod tests {
                 paths: vec!["/spec/template/spec/containers/*/image".into()],
                 ..IgnoreRule::default()
             }],
-            exempt: Some(crate::config::Exemptions {
+            exempt: Some(crate::policy::Exemptions {
                 users: vec!["ci-bot".into()],
                 ..Default::default()
             }),
@@ -1154,9 +1165,9 @@ mod tests {
             l.message
         );
         let hpa_free = Config {
-            ignore: vec![crate::config::IgnoreRule {
+            ignore: vec![crate::policy::IgnoreRule {
                 paths: vec!["/spec/replicas".into()],
-                target: crate::config::Target {
+                target: crate::policy::Target {
                     kind: Some("Deployment".into()),
                     ..Default::default()
                 },

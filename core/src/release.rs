@@ -12,6 +12,28 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::Value;
 
+/// A release's identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReleaseKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ReleaseKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ReleaseKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ReleaseKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 /// Decompressed releases larger than this are refused (a gzip bomb must not take the server).
 pub const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];

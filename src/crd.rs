@@ -13,8 +13,8 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Exemptions, IgnoreRule, Mode, Registration, Target};
 use crate::index::{ReleaseKey, ReleaseState};
+use crate::policy::{Exemptions, IgnoreRule, Mode, Registration, Target};
 use crate::release::Status;
 
 /// Locks one Helm release: writes to its objects by anyone but Helm are denied (or warned

@@ -4,13 +4,12 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::index::{LockedObject, ReleaseKey};
+use crate::locked::LockedObject;
+use crate::release::ReleaseKey;
 use std::collections::BTreeMap;
 
 /// What happens to a write that changes a locked field.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Reject the write with a message (validating webhook).
@@ -24,7 +23,20 @@ pub enum Mode {
     Off,
 }
 
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("unknown mode {s:?}: one of deny, warn, repair, off"))
+    }
+}
+
 impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Deny, Mode::Warn, Mode::Repair, Mode::Off];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Deny => "deny",

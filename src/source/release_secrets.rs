@@ -12,7 +12,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 
-use crate::index::{ReleaseKey, SharedIndex};
+use crate::index::ReleaseKey;
+use crate::index_store::IndexStore;
 use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef, Status};
 use crate::server::metrics::Metrics;
 use crate::server::state::{BoxFuture, Confirm};
@@ -59,7 +60,7 @@ fn log_report(report: &crate::index::UpdateReport) {
 pub async fn watch(
     client: Client,
     namespace: Option<String>,
-    shared: Arc<SharedIndex>,
+    shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
     ready_scopes: Arc<AtomicUsize>,
@@ -93,22 +94,26 @@ pub async fn watch(
             Event::InitDone => {
                 let list = listing.take().unwrap_or_default();
                 let count = list.len();
-                shared.update(|index| {
-                    // A re-list replaces everything in scope: releases deleted while the watch
-                    // was down disappear.
-                    let stale: Vec<ReleaseKey> = index
-                        .releases()
-                        .iter()
-                        .filter(|s| namespace.as_ref().is_none_or(|ns| &s.key.namespace == ns))
-                        .map(|s| s.key.clone())
-                        .collect();
-                    for key in stale {
-                        index.remove_release(&key);
-                    }
-                    for report in index.upsert_many(list) {
-                        log_report(&report);
-                    }
-                });
+                let scope = namespace.clone();
+                let reports = shared
+                    .update(move |index| {
+                        // A re-list replaces everything in scope: releases deleted while the
+                        // watch was down disappear.
+                        let stale: Vec<ReleaseKey> = index
+                            .releases()
+                            .iter()
+                            .filter(|s| scope.as_ref().is_none_or(|ns| &s.key.namespace == ns))
+                            .map(|s| s.key.clone())
+                            .collect();
+                        for key in stale {
+                            index.remove_release(&key);
+                        }
+                        index.upsert_many(list)
+                    })
+                    .await;
+                for report in &reports {
+                    log_report(report);
+                }
                 crate::source::return_freed_memory();
                 let index = shared.snapshot();
                 tracing::info!(namespace = ?namespace, secrets = count, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
@@ -122,13 +127,15 @@ pub async fn watch(
             Event::Apply(secret) => {
                 if let Some(decoded) = decode(&secret, &metrics) {
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
-                    let report = shared.update(|index| index.upsert(decoded));
+                    let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
                 }
             }
             Event::Delete(secret) => {
                 let reference = secret_ref(&secret);
-                let report = shared.update(|index| index.remove_secret(&reference));
+                let report = shared
+                    .update(move |index| index.remove_secret(&reference))
+                    .await;
                 if let Some(key) = report.needs_reload {
                     reload_release(&client, &key, &shared, &metrics).await;
                 }
@@ -142,7 +149,7 @@ pub async fn watch(
 async fn reload_release(
     client: &Client,
     key: &ReleaseKey,
-    shared: &SharedIndex,
+    shared: &Arc<IndexStore>,
     metrics: &Metrics,
 ) {
     let api: Api<Secret> = Api::namespaced(client.clone(), &key.namespace);
@@ -157,7 +164,7 @@ async fn reload_release(
                 .filter_map(|s| decode(s, metrics))
                 .max_by_key(|s| s.release.revision);
             if let Some(newest) = newest {
-                shared.update(|index| index.upsert(newest));
+                shared.update(|index| index.upsert(newest)).await;
             }
         }
         Err(e) => {

@@ -11,8 +11,8 @@ use axum::routing::post;
 use axum::Router;
 use http_body_util::BodyExt;
 
-use crate::admission::{parse_head, parse_review, render_response, Review};
 use crate::decide::{confirm, decide, Allowed, Decision};
+use crate::review::{parse_head, parse_review, render_response, Review};
 use crate::server::metrics::{AdmissionLabels, ResultLabels};
 use crate::server::state::AppState;
 
@@ -179,7 +179,7 @@ fn respond(
     decision: &Decision,
     started: Instant,
 ) -> Response {
-    let response = render_response(&review.api_version, &review.request.uid, decision);
+    let response = render_response(&review.api_version, &review.request.uid, decision.verdict());
     state
         .metrics
         .admission_seconds

@@ -3,43 +3,20 @@
 //!
 //! An [`Index`] is an immutable value built from persistent maps: cloning it is O(1) and an
 //! update touches only the entries of the release it changes. The server reads snapshots from a
-//! [`SharedIndex`] on every request without locks while the release source swaps in new ones.
+//! shared snapshot on every request without locks while the one writer swaps in new ones.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-
-use crate::config::Registration;
-use crate::interning::{Interner, SharedStr};
+use crate::interning::Interner;
 use crate::kinds::{canonical_group, same_group, scope_of, Scope};
+pub use crate::locked::LockedObject;
 use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
+use crate::policy::Registration;
+pub use crate::release::ReleaseKey;
 use crate::release::{Release, ReleaseSecret, SecretRef, Status};
-use crate::tree::{Packed, Tree};
-
-/// A release's identity.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReleaseKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ReleaseKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        ReleaseKey {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ReleaseKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
 
 /// What the index keeps of a revision: everything but the manifest text.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,42 +29,6 @@ pub struct Revision {
     pub apply_method: Option<String>,
     pub secret: SecretRef,
     pub labels: BTreeMap<String, String>,
-}
-
-/// An object a release locks, with the chart's content.
-#[derive(Debug, PartialEq)]
-pub struct LockedObject {
-    // Shared: a cluster's objects repeat a few groups, versions, kinds and namespaces.
-    pub group: SharedStr,
-    pub version: SharedStr,
-    pub kind: SharedStr,
-    /// Resolved: the chart's namespace, else the release's for namespaced kinds; `None` for
-    /// cluster-scoped kinds.
-    pub namespace: Option<SharedStr>,
-    pub name: String,
-    /// The chart's content, packed; [`content`](Self::content) unpacks it.
-    pub packed: Packed,
-    /// Shared by the objects of a release.
-    pub release: Arc<ReleaseKey>,
-}
-
-impl LockedObject {
-    /// The object as the chart renders it.
-    pub fn content(&self) -> Tree {
-        self.packed.unpack()
-    }
-
-    pub fn api_version(&self) -> String {
-        crate::manifest::api_version(&self.group, &self.version)
-    }
-
-    /// `Deployment shop/shop-web`, or `ClusterRole shop-reader` when cluster-scoped.
-    pub fn describe(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {}/{}", self.kind, ns, self.name),
-            None => format!("{} {}", self.kind, self.name),
-        }
-    }
 }
 
 /// A release and the objects of its newest revision.
@@ -695,52 +636,11 @@ fn parse_in_parallel(manifests: Vec<(usize, ReleaseKey, String)>) -> HashMap<usi
     })
 }
 
-/// An index shared between one writer (the release source) and many readers (requests).
-/// Background tasks (the reverter, the HelmRelease status) [`subscribe`](Self::subscribe) to
-/// hear about updates.
-pub struct SharedIndex {
-    current: ArcSwap<Index>,
-    updates: tokio::sync::watch::Sender<u64>,
-}
-
-impl Default for SharedIndex {
-    fn default() -> Self {
-        SharedIndex::new(Index::default())
-    }
-}
-
-impl SharedIndex {
-    pub fn new(index: Index) -> Self {
-        SharedIndex {
-            current: ArcSwap::from_pointee(index),
-            updates: tokio::sync::watch::channel(0).0,
-        }
-    }
-
-    /// A receiver that changes after every update (the value counts updates).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.updates.subscribe()
-    }
-
-    /// The current snapshot; cheap, lock-free, and unaffected by later updates.
-    pub fn snapshot(&self) -> Arc<Index> {
-        self.current.load_full()
-    }
-
-    /// Applies a change to a copy and publishes it. Call from one writer at a time.
-    pub fn update<T>(&self, change: impl FnOnce(&mut Index) -> T) -> T {
-        let mut next = Index::clone(&self.current.load());
-        let out = change(&mut next);
-        self.current.store(Arc::new(next));
-        self.updates.send_modify(|n| *n += 1);
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::release::Release;
+    use crate::tree::Tree;
 
     fn secret(
         ns: &str,
@@ -970,14 +870,5 @@ mod tests {
                 ReleaseKey::new("zeta", "r")
             );
         }
-    }
-
-    #[test]
-    fn shared_index_snapshots_are_stable_across_updates() {
-        let shared = SharedIndex::new(Index::new());
-        let before = shared.snapshot();
-        shared.update(|index| index.upsert(secret("a", "a", 1, Status::Deployed, APP)));
-        assert_eq!(before.release_count(), 0);
-        assert_eq!(shared.snapshot().release_count(), 1);
     }
 }

@@ -1,0 +1,165 @@
+//! The one writer of the index. Requests read lock-free snapshots; every change (a release
+//! Secret watched in any namespace, a re-list, the HelmRelease registrations, a folder reload)
+//! goes through [`IndexStore::update`], which applies it to a copy under one lock held across
+//! the whole load-change-publish, so no writer's change is lost to another's. The change runs
+//! on tokio's blocking pool: a re-list parses every manifest (on every core).
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::index::Index;
+
+/// The index, shared between its writers (the sources, the HelmRelease controller) and many
+/// readers (requests). Background tasks (the reverter, the HelmRelease status)
+/// [`subscribe`](Self::subscribe) to hear about updates.
+pub struct IndexStore {
+    current: ArcSwap<Index>,
+    /// Held across a whole update: one writer at a time.
+    writer: Mutex<()>,
+    updates: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for IndexStore {
+    fn default() -> Self {
+        IndexStore::new(Index::default())
+    }
+}
+
+impl IndexStore {
+    pub fn new(index: Index) -> Self {
+        IndexStore {
+            current: ArcSwap::from_pointee(index),
+            writer: Mutex::new(()),
+            updates: tokio::sync::watch::channel(0).0,
+        }
+    }
+
+    /// A receiver that changes after every update (the value counts updates).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.updates.subscribe()
+    }
+
+    /// The current snapshot; cheap, lock-free, and unaffected by later updates.
+    pub fn snapshot(&self) -> Arc<Index> {
+        self.current.load_full()
+    }
+
+    /// Applies a change to a copy of the current index and publishes it, all under the writer
+    /// lock, on the calling thread: for synchronous callers and for changes too small to be
+    /// worth a thread (async code uses [`update`](Self::update)).
+    pub fn update_now<T>(&self, change: impl FnOnce(&mut Index) -> T) -> T {
+        // A writer that panicked left the published index as it was: carry on.
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = Index::clone(&self.current.load());
+        let out = change(&mut next);
+        self.current.store(Arc::new(next));
+        self.updates.send_modify(|n| *n += 1);
+        out
+    }
+
+    /// [`update_now`](Self::update_now) on the blocking pool, so neither the wait for the
+    /// writer lock nor a long change (a re-list parsing thousands of manifests) holds up the
+    /// runtime's workers.
+    pub async fn update<T: Send + 'static>(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut Index) -> T + Send + 'static,
+    ) -> T {
+        let store = self.clone();
+        match tokio::task::spawn_blocking(move || store.update_now(change)).await {
+            Ok(out) => out,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::{Release, ReleaseSecret, SecretRef, Status};
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn secret(ns: &str, name: &str) -> ReleaseSecret {
+        ReleaseSecret {
+            secret: SecretRef {
+                namespace: ns.into(),
+                name: format!("sh.helm.release.v1.{name}.v1"),
+            },
+            labels: BTreeMap::new(),
+            release: Release {
+                name: name.into(),
+                namespace: ns.into(),
+                revision: 1,
+                status: Status::Deployed,
+                description: String::new(),
+                notes: String::new(),
+                chart: "c-1".into(),
+                apply_method: None,
+                manifest: format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"),
+                hooks: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn snapshots_are_stable_across_updates() {
+        let store = IndexStore::new(Index::new());
+        let before = store.snapshot();
+        store.update_now(|index| index.upsert(secret("a", "a")));
+        assert_eq!(before.release_count(), 0);
+        assert_eq!(store.snapshot().release_count(), 1);
+    }
+
+    /// A slow re-list of namespace `a` races single updates from namespace `b`'s watch and
+    /// registrations from the HelmRelease controller: each writer's change survives.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_relist_loses_no_concurrent_change() {
+        let store = Arc::new(IndexStore::new(Index::new()));
+        let relist = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .update(|index| {
+                        let listed: Vec<_> =
+                            (0..200).map(|i| secret("a", &format!("r{i}"))).collect();
+                        index.upsert_many(listed);
+                        // A re-list of thousands of releases takes a while.
+                        std::thread::sleep(Duration::from_millis(300));
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut others = Vec::new();
+        for i in 0..20 {
+            let store = store.clone();
+            others.push(tokio::spawn(async move {
+                store
+                    .update(move |index| index.upsert(secret("b", &format!("w{i}"))))
+                    .await;
+                store
+                    .update(move |index| {
+                        index.set_registration(
+                            crate::index::ReleaseKey::new("a", format!("r{i}")),
+                            Some(Default::default()),
+                        )
+                    })
+                    .await;
+            }));
+        }
+        relist.await.unwrap();
+        for other in others {
+            other.await.unwrap();
+        }
+        let index = store.snapshot();
+        assert_eq!(index.release_count(), 220, "a writer's releases were lost");
+        for i in 0..20 {
+            let key = crate::index::ReleaseKey::new("a", format!("r{i}"));
+            assert!(
+                index.registration(&key).is_some(),
+                "registration of {key} lost"
+            );
+        }
+    }
+}
