@@ -7,19 +7,21 @@ FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY certs-gen/Cargo.toml certs-gen/Cargo.toml
+COPY core/Cargo.toml core/Cargo.toml
 # Empty targets with the manifests' names: compiles every dependency once.
-RUN mkdir -p src certs-gen/src benches \
- && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+RUN mkdir -p src certs-gen/src core/src benches \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs core/src/lib.rs \
  && echo 'fn main() {}' > certs-gen/src/main.rs && touch certs-gen/src/lib.rs \
  && echo 'fn main() {}' > benches/core.rs \
  && cargo build --release --locked --bin helm-locker --bin certs-gen \
- && rm -rf src certs-gen/src benches
+ && rm -rf src certs-gen/src core/src benches
 COPY src src
+COPY core/src core/src
 COPY certs-gen/src certs-gen/src
 COPY benches benches
 # certs-gen embeds the webhook configurations (include_str!).
 COPY webhook-config webhook-config
-RUN touch src/main.rs src/lib.rs certs-gen/src/lib.rs certs-gen/src/main.rs \
+RUN touch src/main.rs src/lib.rs core/src/lib.rs certs-gen/src/lib.rs certs-gen/src/main.rs \
  && cargo build --release --locked --bin helm-locker --bin certs-gen \
  && strip target/release/helm-locker target/release/certs-gen
 

@@ -557,8 +557,10 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(addr = %server.addr, admin_addr = %server.admin_addr, "helm-locker serving");
-        server.run(helm_locker::server::shutdown_signal()).await;
-        Ok(())
+        server
+            .run(helm_locker::server::shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 

@@ -163,5 +163,6 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
     tokio::time::timeout(Duration::from_secs(10), done)
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .expect("a clean shutdown");
 }

@@ -43,7 +43,7 @@ struct Running {
     ca: String,
     _releases: tempfile::TempDir,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<()>,
+    done: tokio::task::JoinHandle<Result<(), helm_locker::server::ServeError>>,
 }
 
 fn write_pki(dir: &Path) -> String {
@@ -211,7 +211,8 @@ impl Running {
         tokio::time::timeout(Duration::from_secs(10), &mut self.done)
             .await
             .expect("server stops")
-            .unwrap();
+            .unwrap()
+            .expect("a clean shutdown");
     }
 }
 

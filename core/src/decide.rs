@@ -180,10 +180,12 @@ pub fn decide(
     }
     // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
     // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
-    // annotations, a Deployment's annotations), so metadata is compared there; an eviction
-    // deletes the Pod.
+    // annotations, a Deployment's annotations), so metadata is compared there (the review's
+    // object already holds what will be stored); an eviction deletes the Pod.
     let (scale, status, evict) = match request.sub_resource() {
-        None => (false, false, false),
+        // `namespaces/finalize` keeps all metadata and `spec.finalizers` it is sent (measured on
+        // 1.20, docs/subresources.md): compared like a write of the object itself.
+        None | Some("finalize") => (false, false, false),
         Some("scale") => (true, false, false),
         Some("status") => (false, true, false),
         Some("eviction")

@@ -3,7 +3,6 @@
 //! current and records `Locked` / `Transitioning` Events.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -21,6 +20,7 @@ use crate::index_store::IndexStore;
 use crate::policy::{Config, Mode};
 use crate::release::Status;
 use crate::server::metrics::Metrics;
+use crate::server::readiness::Readiness;
 
 pub struct HelmReleases {
     pub client: Client,
@@ -31,9 +31,7 @@ pub struct HelmReleases {
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// Readiness: this watch is one more scope that must list before admission is ready.
-    pub ready: Arc<AtomicBool>,
-    pub ready_scopes: Arc<AtomicUsize>,
-    pub total_scopes: usize,
+    pub readiness: Arc<Readiness>,
 }
 
 impl HelmReleases {
@@ -84,9 +82,7 @@ impl HelmReleases {
                             .await;
                         if std::mem::take(&mut first_list) {
                             tracing::info!(namespace = %self.namespace, helmreleases = hrs.len(), "HelmReleases listed");
-                            if self.ready_scopes.fetch_add(1, Ordering::AcqRel) + 1 >= self.total_scopes {
-                                self.ready.store(true, Ordering::Release);
-                            }
+                            self.readiness.scope_listed();
                         }
                     }
                 }

@@ -1,6 +1,5 @@
 //! The admin port (plain HTTP, separate from the webhook): health, readiness and metrics.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -9,6 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::server::readiness::Ready;
 use crate::server::state::AppState;
 
 pub fn router(state: Arc<AppState>) -> Router {
@@ -20,13 +20,16 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    if state.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
+    match state.readiness.current() {
+        Ready::Ready => (StatusCode::OK, "ready\n".to_string()),
+        Ready::Starting { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: release Secrets not indexed yet\n",
-        )
+            "not ready: release Secrets not indexed yet\n".to_string(),
+        ),
+        Ready::Failed(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}; stopping\n"),
+        ),
     }
 }
 

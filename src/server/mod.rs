@@ -4,13 +4,13 @@ pub mod admin;
 pub mod http_admission;
 pub mod listen;
 pub mod metrics;
+pub mod readiness;
 pub mod self_managed;
 pub mod state;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,6 +72,47 @@ pub enum ServeError {
     Kubernetes(String),
     #[error("self-managed certificate: {0}")]
     SelfManaged(String),
+    #[error("stopped: {0}")]
+    TaskEnded(String),
+}
+
+/// The server's long-running tasks (watches, the schema refresher, controllers, certificate
+/// renewal). None may end before shutdown: when one does, returning or panicking, the server
+/// stops serving and exits non-zero, so Kubernetes restarts it instead of keeping a pod that
+/// answers from an index nobody updates.
+#[derive(Default)]
+struct Supervisor {
+    tasks: tokio::task::JoinSet<()>,
+    names: std::collections::HashMap<tokio::task::Id, &'static str>,
+}
+
+impl Supervisor {
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let handle = self.tasks.spawn(task);
+        self.names.insert(handle.id(), name);
+    }
+
+    /// Completes when a task ends, saying which and how; never when there are none.
+    async fn first_exit(&mut self) -> String {
+        match self.tasks.join_next_with_id().await {
+            None => std::future::pending().await,
+            Some(Ok((id, ()))) => {
+                format!("{} ended", self.names.get(&id).copied().unwrap_or("a task"))
+            }
+            Some(Err(e)) => {
+                let name = self.names.get(&e.id()).copied().unwrap_or("a task");
+                if e.is_panic() {
+                    format!("{name} panicked")
+                } else {
+                    format!("{name} was cancelled")
+                }
+            }
+        }
+    }
 }
 
 /// A server whose ports are bound (so tests and callers know the addresses) but not yet
@@ -153,6 +194,7 @@ impl BoundServer {
         let confirmer: Option<Arc<dyn Confirm>> = kube.clone().map(|client| {
             Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
         });
+        let scopes = source_scopes(&settings.source, &settings.config);
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -162,7 +204,7 @@ impl BoundServer {
                 crate::schema::Schema::builtin(),
             )),
             metrics: Arc::new(Metrics::new()),
-            ready: Arc::new(AtomicBool::new(false)),
+            readiness: Arc::new(readiness::Readiness::new(scopes)),
             confirmer,
             settings: settings.http,
         });
@@ -190,20 +232,29 @@ impl BoundServer {
         })
     }
 
-    /// Serves until `shutdown` completes, then drains in-flight requests.
-    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Serves until `shutdown` completes, then drains in-flight requests. An error when a
+    /// long-running task ended first (see [`Supervisor`]): `/readyz` turned 503 and the
+    /// server drained as on shutdown.
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
         let state = self.state;
-        let certificate_task = self
-            .self_managed
-            .map(|(client, wanted)| tokio::spawn(self_managed::run(client, wanted)));
-        let source_task = match self.source {
-            ReleaseSource::Folder { dir, interval } => tokio::spawn(source::folder::run(
-                dir,
-                state.index.clone(),
-                state.metrics.clone(),
-                state.ready.clone(),
-                interval,
-            )),
+        let mut tasks = Supervisor::default();
+        if let Some((client, wanted)) = self.self_managed {
+            tasks.spawn("the certificate renewal", self_managed::run(client, wanted));
+        }
+        match self.source {
+            ReleaseSource::Folder { dir, interval } => tasks.spawn(
+                "the release folder source",
+                source::folder::run(
+                    dir,
+                    state.index.clone(),
+                    state.metrics.clone(),
+                    state.readiness.clone(),
+                    interval,
+                ),
+            ),
             ReleaseSource::Kubernetes => {
                 let client = self.kube.expect("a client for the Kubernetes source");
                 let scopes: Vec<Option<String>> = if state.config.namespaces.is_empty() {
@@ -211,45 +262,31 @@ impl BoundServer {
                 } else {
                     state.config.namespaces.iter().cloned().map(Some).collect()
                 };
-                let registration_ns = state.config.registration_namespace.clone();
-                let total = scopes.len() + usize::from(registration_ns.is_some());
-                let ready_scopes = Arc::new(AtomicUsize::new(0));
-                let mut tasks: Vec<_> = scopes
-                    .into_iter()
-                    .map(|ns| {
-                        tokio::spawn(source::release_secrets::watch(
+                for ns in scopes {
+                    tasks.spawn(
+                        "a release Secret watch",
+                        source::release_secrets::watch(
                             client.clone(),
                             ns,
                             state.index.clone(),
                             state.metrics.clone(),
-                            state.ready.clone(),
-                            ready_scopes.clone(),
-                            total,
-                        ))
-                    })
-                    .collect();
-                tasks.push(tokio::spawn(source::openapi::run(
-                    client.clone(),
-                    state.schema.clone(),
-                    state.metrics.clone(),
-                    // A 304 when unchanged: cheap. A chart's CRD is known seconds after install.
-                    Duration::from_secs(5),
-                )));
-                tasks.extend(start_controllers(
-                    client,
-                    &state,
-                    self.controller,
-                    registration_ns,
-                    ready_scopes,
-                    total,
-                ));
-                tokio::spawn(async move {
-                    for task in tasks {
-                        let _ = task.await;
-                    }
-                })
+                            state.readiness.clone(),
+                        ),
+                    );
+                }
+                tasks.spawn(
+                    "the schema refresher",
+                    source::openapi::run(
+                        client.clone(),
+                        state.schema.clone(),
+                        state.metrics.clone(),
+                        // A 304 when unchanged: cheap. A chart's CRD is known seconds after install.
+                        Duration::from_secs(5),
+                    ),
+                );
+                start_controllers(&mut tasks, client, &state, self.controller);
             }
-        };
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
@@ -271,14 +308,34 @@ impl BoundServer {
             self.grace,
             wait(stop_rx),
         ));
-        shutdown.await;
-        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let failure = tokio::select! {
+            () = shutdown => None,
+            why = tasks.first_exit() => Some(why),
+        };
+        match &failure {
+            None => {
+                tracing::info!("shutting down: no new connections, finishing in-flight requests")
+            }
+            Some(why) => {
+                tracing::error!(task = %why, "a task the server needs ended; not ready, draining and exiting");
+                state.readiness.fail(why.clone());
+            }
+        }
         let _ = stop_tx.send(true);
         let _ = webhook.await;
         let _ = admin.await;
-        source_task.abort();
-        if let Some(task) = certificate_task {
-            task.abort();
+        tasks.tasks.shutdown().await;
+        failure.map_or(Ok(()), |why| Err(ServeError::TaskEnded(why)))
+    }
+}
+
+/// How many scopes must list before the server is ready: each release Secret watch and the
+/// HelmRelease watch, or the folder's first read.
+fn source_scopes(source: &ReleaseSource, config: &Config) -> usize {
+    match source {
+        ReleaseSource::Folder { .. } => 1,
+        ReleaseSource::Kubernetes => {
+            config.namespaces.len().max(1) + usize::from(config.registration_namespace.is_some())
         }
     }
 }
@@ -286,16 +343,14 @@ impl BoundServer {
 /// Completes on SIGTERM or Ctrl-C.
 /// Leader election, the reverter and the HelmRelease watch, as configured.
 fn start_controllers(
+    tasks: &mut Supervisor,
     client: kube::Client,
     state: &Arc<AppState>,
     settings: Option<crate::controller::ControllerSettings>,
-    registration_ns: Option<String>,
-    ready_scopes: Arc<AtomicUsize>,
-    total_scopes: usize,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) {
     use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
     use kube::runtime::events::{Recorder, Reporter};
-    let mut tasks = Vec::new();
+    let registration_ns = state.config.registration_namespace.clone();
     let settings = settings.unwrap_or_else(|| crate::controller::ControllerSettings {
         revert: false,
         lease_namespace: String::new(),
@@ -308,12 +363,13 @@ fn start_controllers(
     if elects {
         let metrics = state.metrics.clone();
         let mut watch_leader = leader_rx.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn("the leader metric", async move {
             while watch_leader.changed().await.is_ok() {
                 metrics.is_leader.set(i64::from(*watch_leader.borrow()));
             }
-        }));
-        tasks.push(tokio::spawn(
+        });
+        tasks.spawn(
+            "the leader election",
             lease::Election {
                 client: client.clone(),
                 namespace: settings.lease_namespace.clone(),
@@ -322,7 +378,7 @@ fn start_controllers(
                 timing: lease::Timing::for_duration(settings.lease_duration),
             }
             .run(leader_tx),
-        ));
+        );
     }
     let recorder = Recorder::new(
         client.clone(),
@@ -344,17 +400,17 @@ fn start_controllers(
             state.metrics.clone(),
             recorder.clone(),
         ));
-        let ready = state.ready.clone();
-        tasks.push(tokio::spawn(async move {
+        let readiness = state.readiness.clone();
+        tasks.spawn("the drift reverter", async move {
             // Revert against a complete index only.
-            while !ready.load(std::sync::atomic::Ordering::Acquire) {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            if readiness.wait_ready().await {
+                reverter.run().await;
             }
-            reverter.run().await;
-        }));
+        });
     }
     if let Some(namespace) = registration_ns {
-        tasks.push(tokio::spawn(
+        tasks.spawn(
+            "the HelmRelease watch",
             HelmReleases {
                 client,
                 namespace,
@@ -363,14 +419,11 @@ fn start_controllers(
                 leader: leader_rx,
                 recorder,
                 metrics: state.metrics.clone(),
-                ready: state.ready.clone(),
-                ready_scopes,
-                total_scopes,
+                readiness: state.readiness.clone(),
             }
             .run(),
-        ));
+        );
     }
-    tasks
 }
 
 pub async fn shutdown_signal() {
@@ -391,5 +444,23 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_supervisor_names_the_task_that_ended_or_panicked() {
+        let mut tasks = Supervisor::default();
+        tasks.spawn("a watch that runs", std::future::pending());
+        tasks.spawn("a release Secret watch", async {});
+        assert_eq!(tasks.first_exit().await, "a release Secret watch ended");
+        tasks.spawn("the schema refresher", async { panic!("bug") });
+        assert_eq!(tasks.first_exit().await, "the schema refresher panicked");
+        // The one still running never completes first_exit.
+        let waited = tokio::time::timeout(Duration::from_millis(50), tasks.first_exit()).await;
+        assert!(waited.is_err());
     }
 }

@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use crate::policy::Config;
 use crate::release::Status;
 use crate::schema::SharedSchema;
 use crate::server::metrics::Metrics;
+use crate::server::readiness::Readiness;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -48,8 +48,8 @@ pub struct AppState {
     /// List and map semantics of every kind (embedded, then the API server's).
     pub schema: Arc<SharedSchema>,
     pub metrics: Arc<Metrics>,
-    /// Set once the first full list of release Secrets is indexed.
-    pub ready: Arc<AtomicBool>,
+    /// Ready once every source scope has listed; failed for good when a task ends.
+    pub readiness: Arc<Readiness>,
     pub confirmer: Option<Arc<dyn Confirm>>,
     pub settings: HttpSettings,
 }

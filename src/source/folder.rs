@@ -1,13 +1,13 @@
 //! `--releases-dir`: release Secrets from a folder, re-read when its files change.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::index::Index;
 use crate::index_store::IndexStore;
 use crate::server::metrics::Metrics;
+use crate::server::readiness::Readiness;
 use crate::source::files;
 
 type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;
@@ -46,12 +46,12 @@ pub async fn run(
     dir: PathBuf,
     shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    readiness: Arc<Readiness>,
     interval: Duration,
 ) {
     let mut seen = fingerprint(&dir);
     reload(&dir, &shared, &metrics, "releases loaded").await;
-    ready.store(true, Ordering::Release);
+    readiness.scope_listed();
     loop {
         tokio::time::sleep(interval).await;
         let now = fingerprint(&dir);

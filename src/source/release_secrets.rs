@@ -2,7 +2,6 @@
 //! `helm.sh/release.v1` (all namespaces, or the configured ones), and the fresh read of rule 7.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -16,6 +15,7 @@ use crate::index::ReleaseKey;
 use crate::index_store::IndexStore;
 use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef, Status};
 use crate::server::metrics::Metrics;
+use crate::server::readiness::Readiness;
 use crate::server::state::{BoxFuture, Confirm};
 
 const LABELS: &str = "owner=helm";
@@ -54,17 +54,14 @@ fn log_report(report: &crate::index::UpdateReport) {
 }
 
 /// Watches release Secrets in `namespace` (all when `None`) and keeps `shared` current.
-/// Marks one more scope ready in `ready_scopes` after its first complete list; `ready` is set
-/// when all `total_scopes` are.
-#[allow(clippy::too_many_arguments)]
+/// Tells `readiness` once, after its first complete list. Returns only if the watch stream
+/// ends, which the server treats as a failure.
 pub async fn watch(
     client: Client,
     namespace: Option<String>,
     shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
-    ready_scopes: Arc<AtomicUsize>,
-    total_scopes: usize,
+    readiness: Arc<Readiness>,
 ) {
     let api: Api<Secret> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -119,9 +116,7 @@ pub async fn watch(
                 tracing::info!(namespace = ?namespace, secrets = count, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
                 if !first_list_done {
                     first_list_done = true;
-                    if ready_scopes.fetch_add(1, Ordering::AcqRel) + 1 >= total_scopes {
-                        ready.store(true, Ordering::Release);
-                    }
+                    readiness.scope_listed();
                 }
             }
             Event::Apply(secret) => {

@@ -384,7 +384,7 @@ class Dockerfile(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(ROOT, source)), source)
             self.assertFalse(any(source == i or source.startswith(i + "/") for i in self.ignored), source)
         # Everything the build reads at compile time is copied: include_str! targets, members.
-        for crate in ("src", "certs-gen/src"):
+        for crate in ("src", "core/src", "certs-gen/src"):
             for dirpath, _, files in os.walk(os.path.join(ROOT, crate)):
                 for name in (n for n in files if n.endswith(".rs")):
                     with open(os.path.join(dirpath, name)) as f:
@@ -392,6 +392,7 @@ class Dockerfile(unittest.TestCase):
                             path = os.path.relpath(os.path.normpath(os.path.join(dirpath, target)), ROOT)
                             self.assertTrue(any(path == c or path.startswith(c.rstrip("/") + "/") for c in copied), path)
         self.assertIn("certs-gen/Cargo.toml", copied)
+        self.assertIn("core/Cargo.toml", copied)
 
     def test_the_runtime_is_non_root_and_runs_the_binary_built(self):
         stages = self.stages()

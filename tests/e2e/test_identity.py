@@ -10,7 +10,8 @@ the legitimate writes through the same door still go through:
      v2beta2): the same change through each is denied, a free label through each is allowed;
   2. a cluster-scoped custom resource whose chart gives it a namespace (Helm ignores it);
   3. a custom resource's scale subresource, which writes its CRD's specReplicasPath (.spec.size);
-  4. an eviction of the chart's bare Pod (it deletes the Pod);
+  4. an eviction of the chart's bare Pod (it deletes the Pod), and namespaces/finalize on the
+     chart's Namespace (it keeps the metadata it is sent);
   5. the HPA controller scaling the chart's Deployment through scale: never blocked;
   6. a pending `helm install --take-ownership` of an object no deployed release owns goes
      through; once deployed, that release locks it; two releases claiming one object show up
@@ -179,6 +180,26 @@ class Identity(unittest.TestCase):
             json.dump(dict(eviction, metadata={"name": "stray", "namespace": NS}), f)
         out = self.k("create", "--raw", f"/api/v1/namespaces/{NS}/pods/stray/eviction", "-f", path)
         self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_4b_finalize_of_the_charts_namespace_is_compared_like_a_write(self):
+        zone = self.get("namespace", f"{NAME}-zone", namespace=None)
+        path = os.path.join(self.plane.dir, "finalize.json")
+
+        def finalize(labels):
+            body = json.loads(json.dumps(zone))
+            body["metadata"]["labels"] = dict(body["metadata"]["labels"], **labels)
+            with open(path, "w") as f:
+                json.dump(body, f)
+            return self.k("replace", "--raw", f"/api/v1/namespaces/{NAME}-zone/finalize", "-f", path)
+
+        out = finalize({"team": "mallory"})
+        self.assert_denied(out, f"Namespace {NAME}-zone", "/metadata/labels/team")
+        self.assertEqual(self.get("namespace", f"{NAME}-zone", namespace=None)["metadata"]["labels"]["team"],
+                         "platform")
+        out = finalize({"seen-via": "finalize"})
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(self.get("namespace", f"{NAME}-zone", namespace=None)["metadata"]["labels"]["seen-via"],
+                         "finalize")
 
     # -- 5
 

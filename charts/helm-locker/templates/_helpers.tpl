@@ -123,6 +123,7 @@ subjectaccessreviews to the locker, and rules cannot exclude.
     - endpoints
     - limitranges
     - namespaces
+    - namespaces/finalize
     - persistentvolumeclaims
     - persistentvolumes
     - pods
