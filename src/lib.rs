@@ -11,6 +11,7 @@ pub use helm_locker_core::{
     revert_plan, review, schema, tree, yaml,
 };
 
+pub mod app;
 pub mod controller;
 pub mod crd;
 pub mod index_store;

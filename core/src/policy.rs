@@ -152,7 +152,7 @@ pub struct Config {
     /// Never lock releases in these namespaces.
     pub exclude_namespaces: Vec<String>,
     /// Lock only releases whose Secret labels match this selector (`k=v,k!=v,k,!k`).
-    pub release_selector: Option<String>,
+    pub release_selector: Option<LabelSelector>,
     /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
     /// namespace (rancher/helm-locker's opt-in; its default is `cattle-helm-system`).
     pub registration_namespace: Option<String>,
@@ -177,11 +177,50 @@ impl Default for Config {
 #[error("invalid label selector {0:?}: use k=v, k!=v, k or !k, separated by commas")]
 pub struct SelectorError(String);
 
+/// A label selector (`k=v,k!=v,k,!k`), parsed once when the configuration is read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LabelSelector {
+    text: String,
+    requirements: Vec<Requirement>,
+}
+
+impl TryFrom<String> for LabelSelector {
+    type Error = SelectorError;
+
+    fn try_from(text: String) -> Result<Self, SelectorError> {
+        let requirements = parse_selector(&text)?;
+        Ok(LabelSelector { text, requirements })
+    }
+}
+
+impl std::str::FromStr for LabelSelector {
+    type Err = SelectorError;
+
+    fn from_str(text: &str) -> Result<Self, SelectorError> {
+        LabelSelector::try_from(text.to_string())
+    }
+}
+
+impl From<LabelSelector> for String {
+    fn from(selector: LabelSelector) -> String {
+        selector.text
+    }
+}
+
+impl LabelSelector {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements.iter().all(|r| match r {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::NotExists(k) => !labels.contains_key(k),
+        })
+    }
+}
+
 /// Checks the parts of a configuration that serde cannot.
 pub fn validate(config: &Config) -> Result<(), String> {
-    if let Some(selector) = &config.release_selector {
-        parse_selector(selector).map_err(|e| e.to_string())?;
-    }
     for rule in &config.ignore {
         for path in &rule.paths {
             if !path.starts_with('/') {
@@ -253,19 +292,9 @@ impl Config {
     }
 
     fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        let Some(selector) = &self.release_selector else {
-            return true;
-        };
-        // Validated at load; an invalid selector selects nothing rather than everything.
-        let Ok(requirements) = parse_selector(selector) else {
-            return false;
-        };
-        requirements.iter().all(|r| match r {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::NotExists(k) => !labels.contains_key(k),
-        })
+        self.release_selector
+            .as_ref()
+            .is_none_or(|selector| selector.matches(labels))
     }
 
     /// Ignored JSON pointers for one object.
@@ -420,13 +449,10 @@ mod tests {
     fn bad_configuration_is_reported() {
         assert!(serde_saphyr::from_str::<Config>("mode: maybe\n").is_err());
         assert!(serde_saphyr::from_str::<Config>("unknownField: 1\n").is_err());
-        let bad_selector = Config {
-            release_selector: Some("a=b,=c".into()),
-            ..Config::default()
-        };
-        assert!(validate(&bad_selector)
-            .unwrap_err()
-            .contains("label selector"));
+        // A selector is parsed once, where it is read: a bad one never reaches a decision.
+        let bad = serde_saphyr::from_str::<Config>("releaseSelector: a=b,=c\n").unwrap_err();
+        assert!(bad.to_string().contains("label selector"), "{bad}");
+        assert!("a=b,=c".parse::<LabelSelector>().is_err());
         let bad_path = Config {
             ignore: vec![IgnoreRule {
                 paths: vec!["spec.replicas".into()],

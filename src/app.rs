@@ -1,0 +1,712 @@
+//! The composition root: the command line (`helm-locker --help`), and each command wired from
+//! the core and the shell. `main.rs` only calls [`main`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::decide::decide;
+use crate::index::Index;
+use crate::inspect;
+use crate::policy::{self, Config, Mode};
+use crate::review::{parse_review, render_response};
+use crate::schema::Schema;
+use crate::source::files;
+
+/// Makes Helm the only way to change what Helm installed.
+///
+/// helm-locker is a Kubernetes admission webhook: it indexes the objects that deployed Helm
+/// releases own (from their release Secrets) and denies writes to them from anyone but Helm.
+#[derive(Parser)]
+#[command(name = "helm-locker", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the admission webhook (HTTPS) and the admin port (health, readiness, metrics).
+    ///
+    /// Every flag can also be set as an environment variable (HELM_LOCKER_<FLAG>), and the
+    /// lock policy (mode per namespace or release, exemptions, ignore rules) in --config.
+    /// Local run: helm-locker serve --self-signed --releases-dir examples/releases
+    Serve(Box<ServeArgs>),
+    /// Print each release (name, namespace, revision, status) and the objects it locks.
+    ///
+    /// Reads release Secrets as `kubectl get secret -l owner=helm -o json|yaml` prints them
+    /// (one Secret, a List, several YAML documents) or a bare `data.release` value.
+    /// Example: kubectl get secret -A -l owner=helm -o json | helm-locker inspect -
+    Inspect {
+        /// Files or folders of release Secrets; `-` reads standard input.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Print the HelmRelease CustomResourceDefinition (helm.cattle.io/v1alpha1) as YAML.
+    ///
+    /// The chart ships the same file: charts/helm-locker/crds/helmreleases.helm.cattle.io.yaml.
+    Crd,
+    /// Decide one AdmissionReview offline, exactly as the server would, and print the response.
+    ///
+    /// Exit status is 0 for allow and deny alike; non-zero only when the input is unusable.
+    Review {
+        /// Files or folders of release Secrets (.json/.yaml); the last path given here is
+        /// taken as REVIEW when REVIEW is not given separately.
+        #[arg(long = "releases", required = true, num_args = 1..)]
+        releases: Vec<PathBuf>,
+        /// The AdmissionReview JSON (`-` reads standard input).
+        review: Option<PathBuf>,
+        /// Configuration file (YAML): mode, exemptions, ignore rules, which releases are locked.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override the configured mode.
+        #[arg(long, value_parser = mode_parser())]
+        mode: Option<Mode>,
+        /// Explain the decision in one sentence on standard error.
+        #[arg(long)]
+        explain: bool,
+        /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`), for custom
+        /// resources and kinds newer than the embedded Kubernetes 1.20 schema.
+        #[arg(long)]
+        openapi: Option<PathBuf>,
+    },
+    /// Compare what helm-locker locks in live objects with what the API server attributes to
+    /// Helm's field manager (the `Apply` entry of `metadata.managedFields`).
+    ///
+    /// Prints one JSON line per object: the fields Helm owns that helm-locker does not lock
+    /// (`missing`) and those it locks beyond Helm's entry (`extra`). Exit status 1 when any
+    /// object differs, 2 when the input is unusable.
+    /// Example: kubectl get deploy,svc,cm -n shop -o json > live.json;
+    ///          kubectl get secret -n shop -l owner=helm -o json > releases.json;
+    ///          helm-locker owned-fields --releases releases.json live.json
+    OwnedFields {
+        /// Files or folders of release Secrets; the last path given here is taken as OBJECTS
+        /// when OBJECTS is not given separately.
+        #[arg(long = "releases", required = true, num_args = 1..)]
+        releases: Vec<PathBuf>,
+        /// Live objects as `kubectl get -o json` prints them (one object or a List).
+        objects: Vec<PathBuf>,
+        /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`).
+        #[arg(long)]
+        openapi: Option<PathBuf>,
+        /// Helm's field manager (default: the Apply entry that owns Helm's release annotation).
+        #[arg(long)]
+        manager: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address of the webhook (HTTPS) port.
+    #[arg(long, env = "HELM_LOCKER_ADDR", default_value = "0.0.0.0:8443")]
+    addr: std::net::SocketAddr,
+    /// Address of the admin port (plain HTTP: /healthz, /readyz, /metrics).
+    #[arg(long, env = "HELM_LOCKER_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// Serving certificate (PEM); re-read when the file changes.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "HELM_LOCKER_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Generate a CA and serving certificate at start (for local runs).
+    #[arg(long, env = "HELM_LOCKER_SELF_SIGNED")]
+    self_signed: bool,
+    /// Names of the self-signed certificate (DNS names or IPs).
+    #[arg(long = "self-signed-name", env = "HELM_LOCKER_SELF_SIGNED_NAMES", value_delimiter = ',', default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
+    self_signed_names: Vec<String>,
+    /// Where --self-signed and --self-managed-secret write ca.crt, tls.crt and tls.key.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_SELF_SIGNED_DIR",
+        default_value = "helm-locker-certs"
+    )]
+    self_signed_dir: PathBuf,
+    /// Require client certificates signed by this CA (the API server's).
+    #[arg(long, env = "HELM_LOCKER_CLIENT_CA")]
+    client_ca: Option<PathBuf>,
+    /// Read release Secrets from this folder instead of the API server (re-read on change).
+    #[arg(long, env = "HELM_LOCKER_RELEASES_DIR")]
+    releases_dir: Option<PathBuf>,
+    /// Lock policy file (YAML): mode, releases, exempt, ignore, namespaces, excludeNamespaces,
+    /// releaseSelector. Flags below add to it.
+    #[arg(long, env = "HELM_LOCKER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Default mode: deny, warn, repair or off.
+    #[arg(long, env = "HELM_LOCKER_MODE", value_parser = mode_parser())]
+    mode: Option<Mode>,
+    /// Lock (and watch) only releases in these namespaces.
+    #[arg(
+        long = "namespace",
+        env = "HELM_LOCKER_NAMESPACES",
+        value_delimiter = ','
+    )]
+    namespaces: Vec<String>,
+    /// Never lock releases in these namespaces.
+    #[arg(
+        long = "exclude-namespace",
+        env = "HELM_LOCKER_EXCLUDE_NAMESPACES",
+        value_delimiter = ','
+    )]
+    exclude_namespaces: Vec<String>,
+    /// Lock only releases whose Secret labels match (k=v,k!=v,k,!k).
+    #[arg(long, env = "HELM_LOCKER_RELEASE_SELECTOR")]
+    release_selector: Option<crate::policy::LabelSelector>,
+    /// Users whose writes are never blocked (in addition to the control plane's).
+    #[arg(
+        long = "exempt-user",
+        env = "HELM_LOCKER_EXEMPT_USERS",
+        value_delimiter = ','
+    )]
+    exempt_users: Vec<String>,
+    /// Groups whose writes are never blocked.
+    #[arg(
+        long = "exempt-group",
+        env = "HELM_LOCKER_EXEMPT_GROUPS",
+        value_delimiter = ','
+    )]
+    exempt_groups: Vec<String>,
+    /// Service accounts (namespace/name) whose writes are never blocked; helm-locker's own
+    /// belongs here.
+    #[arg(
+        long = "exempt-service-account",
+        env = "HELM_LOCKER_EXEMPT_SERVICE_ACCOUNTS",
+        value_delimiter = ','
+    )]
+    exempt_service_accounts: Vec<String>,
+    /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
+    /// namespace, and keep those HelmReleases' status current (rancher/helm-locker uses
+    /// cattle-helm-system). Without it every deployed release is locked.
+    #[arg(long, env = "HELM_LOCKER_REGISTRATION_NAMESPACE")]
+    registration_namespace: Option<String>,
+    /// Revert drift that got past the webhook (only the replica holding the Lease does).
+    /// --revert=false leaves the cluster alone and needs no write permissions.
+    #[arg(long, env = "HELM_LOCKER_REVERT", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    revert: bool,
+    /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
+    #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "HELM_LOCKER_LEASE_NAME", default_value = "helm-locker")]
+    lease_name: String,
+    /// How long a Lease not renewed stays with its holder (15s, 1m; a bare number is seconds).
+    #[arg(long, env = "HELM_LOCKER_LEASE_DURATION", default_value = "15s", value_parser = duration)]
+    lease_duration: std::time::Duration,
+    /// This replica's name in the Lease and in Events (default: the host name, i.e. the pod).
+    #[arg(long, env = "HELM_LOCKER_IDENTITY")]
+    identity: Option<String>,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "HELM_LOCKER_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds).
+    #[arg(long, env = "HELM_LOCKER_READ_TIMEOUT", default_value = "10s", value_parser = duration)]
+    read_timeout: std::time::Duration,
+    /// Time allowed for the fresh read of a release before a deny (2s; a bare number is seconds).
+    #[arg(long, env = "HELM_LOCKER_CONFIRM_TIMEOUT", default_value = "2s", value_parser = duration)]
+    confirm_timeout: std::time::Duration,
+    /// How long in-flight requests may take to finish after SIGTERM (25s; a bare number is seconds).
+    #[arg(long, env = "HELM_LOCKER_SHUTDOWN_GRACE", default_value = "25s", value_parser = duration)]
+    shutdown_grace: std::time::Duration,
+    /// How often --releases-dir is checked for changes (1s, 250ms; a bare number is seconds).
+    #[arg(long, env = "HELM_LOCKER_POLL_INTERVAL", default_value = "1s", value_parser = duration)]
+    poll_interval: std::time::Duration,
+    /// Log format.
+    #[arg(long, env = "HELM_LOCKER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax), e.g. info or helm_locker=debug. rustls is kept
+    /// at error by default: clients that send an IP address as SNI would log a warning each.
+    #[arg(long, env = "HELM_LOCKER_LOG", default_value = "info,rustls=error")]
+    log: String,
+    #[command(flatten)]
+    self_managed: SelfManagedArgs,
+}
+
+/// `--mode`: one of the core's modes, listed in `--help`.
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = Mode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Mode::ALL.map(Mode::as_str))
+        .try_map(|s| s.parse::<Mode>())
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// The whole program: parses the command line and runs the command; `main.rs` only calls this.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => run_serve(*args),
+        Command::Inspect { paths, output } => run_inspect(&paths, output),
+        Command::Crd => {
+            print!("{}", crate::crd::crd_yaml());
+            Ok(())
+        }
+        Command::Review {
+            mut releases,
+            review,
+            config,
+            mode,
+            explain,
+            openapi,
+        } => {
+            // `review --releases A B REVIEW.json`: the greedy list holds the review last.
+            match review.or_else(|| {
+                if releases.len() > 1 {
+                    releases.pop()
+                } else {
+                    None
+                }
+            }) {
+                Some(review) => run_review(
+                    &releases,
+                    &review,
+                    config.as_deref(),
+                    mode,
+                    explain,
+                    openapi.as_deref(),
+                ),
+                None => Err("give the AdmissionReview file after the release paths".into()),
+            }
+        }
+        Command::OwnedFields {
+            mut releases,
+            mut objects,
+            openapi,
+            manager,
+        } => {
+            // `owned-fields --releases A B LIVE.json`: the greedy list holds the objects last.
+            if objects.is_empty() && releases.len() > 1 {
+                objects.extend(releases.pop());
+            }
+            let checked = if objects.is_empty() {
+                Err("give the live objects' file after the release paths".to_string())
+            } else {
+                run_owned_fields(&releases, &objects, openapi.as_deref(), manager.as_deref())
+            };
+            match checked {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(1),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("helm-locker: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load_index(paths: &[PathBuf]) -> Result<Index, String> {
+    let loaded = files::load(paths);
+    for problem in &loaded.problems {
+        eprintln!("helm-locker: skipped {problem}");
+    }
+    if loaded.secrets.is_empty() && !loaded.problems.is_empty() {
+        return Err("no release Secret could be read".into());
+    }
+    Ok(Index::from_secrets(loaded.secrets))
+}
+
+fn load_schema(openapi: Option<&std::path::Path>) -> Result<Arc<Schema>, String> {
+    match openapi {
+        None => Ok(Schema::builtin()),
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Schema::from_openapi_v2(&bytes)
+                .map(Arc::new)
+                .map_err(|e| format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+/// `owned-fields`: true when every object's ownership matches Helm's managedFields entry.
+fn run_owned_fields(
+    releases: &[PathBuf],
+    objects: &[PathBuf],
+    openapi: Option<&std::path::Path>,
+    manager: Option<&str>,
+) -> Result<bool, String> {
+    use crate::ownership::{applied_object, attribution_of, helm_fields, owned_fields};
+    let index = load_index(releases)?;
+    let schema = load_schema(openapi)?;
+    let mut all_match = true;
+    for path in objects {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let items = match value.get("items").and_then(|i| i.as_array()) {
+            Some(items) => items.clone(),
+            None => vec![value],
+        };
+        for live in &items {
+            let field = |p: &str| live.pointer(p).and_then(|v| v.as_str()).unwrap_or_default();
+            let (api_version, kind, name) = (
+                field("/apiVersion"),
+                field("/kind"),
+                field("/metadata/name"),
+            );
+            let namespace = live.pointer("/metadata/namespace").and_then(|v| v.as_str());
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let Some(object) = index.lookup(group, kind, namespace, name) else {
+                println!(
+                    "{}",
+                    serde_json::json!({"object": format!("{kind} {name}"), "error": "no release locks this object"})
+                );
+                all_match = false;
+                continue;
+            };
+            let Some((helm_manager, fields)) = helm_fields(live, manager) else {
+                println!(
+                    "{}",
+                    serde_json::json!({"object": object.describe(), "error": "no Apply entry of Helm in managedFields"})
+                );
+                all_match = false;
+                continue;
+            };
+            let release = &object.release;
+            let applied = applied_object(&object.content(), (&release.name, &release.namespace));
+            let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+            let owned = owned_fields(&schema, root, &applied).len();
+            let found = attribution_of(&schema, root, &applied, helm_manager, fields);
+            all_match &= found.matches();
+            println!(
+                "{}",
+                serde_json::json!({"object": object.describe(), "manager": helm_manager,
+                    "owned": owned, "missing": found.missing, "extra": found.extra})
+            );
+        }
+    }
+    Ok(all_match)
+}
+
+fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
+    let index = load_index(paths)?;
+    match output {
+        Output::Text => print!("{}", inspect::render_text(&index)),
+        Output::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&inspect::inspect(&index))
+                    .map_err(|e| e.to_string())?
+            )
+        }
+    }
+    Ok(())
+}
+
+fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let config: Config =
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    policy::validate(&config).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(config)
+}
+
+fn run_review(
+    releases: &[PathBuf],
+    review: &PathBuf,
+    config: Option<&std::path::Path>,
+    mode: Option<Mode>,
+    explain: bool,
+    openapi: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let mut config = load_config(config)?;
+    if let Some(mode) = mode {
+        config.mode = mode;
+    }
+    let index = load_index(releases)?;
+    let body = if review.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(review)
+    }
+    .map_err(|e| format!("{}: {e}", review.display()))?;
+    let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
+    let schema = load_schema(openapi)?;
+    let decision = decide(&index, &schema, &config, &parsed.request)
+        .map_err(|e| format!("{}: {e}", review.display()))?;
+    let response = render_response(&parsed.api_version, &parsed.request.uid, decision.verdict());
+    println!("{}", String::from_utf8_lossy(&response));
+    if explain {
+        eprintln!("{}", decision.explain());
+    }
+    Ok(())
+}
+
+/// A duration flag: `15s`, `500ms`, `1m 30s`, or a bare number of seconds (`2.5`).
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(seconds) => std::time::Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("{text:?} is not a non-negative number of seconds")),
+        Err(_) => humantime::parse_duration(text.trim())
+            .map_err(|e| format!("{text:?} is not a duration such as 15s or 500ms: {e}")),
+    }
+}
+
+fn run_serve(args: ServeArgs) -> Result<(), String> {
+    use crate::server::BoundServer;
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?;
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    let format = args.log_format;
+    let settings = serve_settings(args)?;
+    match format {
+        LogFormat::Text => subscriber.init(),
+        LogFormat::Json => subscriber.json().flatten_event(true).init(),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let server = BoundServer::bind(settings)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(addr = %server.addr, admin_addr = %server.admin_addr, "helm-locker serving");
+        server
+            .run(crate::server::shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// The server's settings from its flags, environment and `--config` file (flags extend or
+/// override the file).
+fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
+    use crate::server::{Certificate, ReleaseSource, Settings};
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(mode) = args.mode {
+        config.mode = mode;
+    }
+    config.namespaces.extend(args.namespaces);
+    config.exclude_namespaces.extend(args.exclude_namespaces);
+    if args.release_selector.is_some() {
+        config.release_selector = args.release_selector;
+    }
+    config.exempt.users.extend(args.exempt_users);
+    config.exempt.groups.extend(args.exempt_groups);
+    config
+        .exempt
+        .service_accounts
+        .extend(args.exempt_service_accounts);
+    if args.registration_namespace.is_some() {
+        config.registration_namespace = args.registration_namespace;
+    }
+    policy::validate(&config)?;
+    let lease_duration = args.lease_duration;
+    if lease_duration < std::time::Duration::from_secs(1) {
+        return Err("--lease-duration must be at least 1 second".into());
+    }
+    let controller = crate::controller::ControllerSettings {
+        revert: args.revert,
+        lease_namespace: args.lease_namespace.unwrap_or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .map(|ns| ns.trim().to_string())
+                .unwrap_or_else(|_| "default".into())
+        }),
+        lease_name: args.lease_name,
+        identity: args.identity.unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| format!("helm-locker-{}", std::process::id()))
+        }),
+        lease_duration,
+    };
+    let managed = self_managed(args.self_managed, &args.self_signed_dir)?;
+    let certificate = match (args.tls_cert, args.tls_key, args.self_signed) {
+        _ if managed.is_some() => Certificate::SelfManaged(managed.expect("checked")),
+        (Some(cert), Some(key), _) => Certificate::Files { cert, key },
+        (None, None, true) => Certificate::SelfSigned {
+            names: args.self_signed_names,
+            dir: args.self_signed_dir,
+        },
+        _ => {
+            return Err(
+                "give --tls-cert and --tls-key, --self-signed, or --self-managed-secret".into(),
+            )
+        }
+    };
+    let source = match args.releases_dir {
+        Some(dir) => ReleaseSource::Folder {
+            dir,
+            interval: args.poll_interval,
+        },
+        None => ReleaseSource::Kubernetes,
+    };
+    Ok(Settings {
+        addr: args.addr,
+        admin_addr: args.admin_addr,
+        certificate,
+        client_ca: args.client_ca,
+        source,
+        config,
+        http: crate::server::state::HttpSettings {
+            max_body_bytes: args.max_body_bytes,
+            read_timeout: args.read_timeout,
+            confirm_timeout: args.confirm_timeout,
+        },
+        shutdown_grace: args.shutdown_grace,
+        controller: Some(controller),
+    })
+}
+
+/// Self-managed certificate flags (`serve --self-managed-secret`).
+#[derive(clap::Args)]
+struct SelfManagedArgs {
+    /// Keep the serving certificate in this kubernetes.io/tls Secret: created (CA and
+    /// certificate) when absent, renewed 30 days before it expires; the PEMs are written to
+    /// --self-signed-dir and served from there. Needs --self-managed-service.
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_SECRET", requires = "self_managed_service", conflicts_with_all = ["tls_cert", "self_signed"])]
+    self_managed_secret: Option<String>,
+    /// Namespace of that Secret and of the webhook's Service (default: the pod's own).
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_NAMESPACE")]
+    self_managed_namespace: Option<String>,
+    /// The webhook's Service: the certificate is valid for <service>.<namespace>.svc (and
+    /// <service>, <service>.<namespace>, <service>.<namespace>.svc.cluster.local).
+    #[arg(long, env = "HELM_LOCKER_SELF_MANAGED_SERVICE")]
+    self_managed_service: Option<String>,
+    /// More names (DNS names or IPs) for the self-managed certificate.
+    #[arg(
+        long = "self-managed-name",
+        env = "HELM_LOCKER_SELF_MANAGED_NAMES",
+        value_delimiter = ','
+    )]
+    self_managed_names: Vec<String>,
+    /// Validating and/or Mutating webhook configurations whose caBundle the server keeps equal
+    /// to its self-managed CA.
+    #[arg(
+        long = "webhook-configuration",
+        env = "HELM_LOCKER_WEBHOOK_CONFIGURATIONS",
+        value_delimiter = ',',
+        requires = "self_managed_secret"
+    )]
+    webhook_configurations: Vec<String>,
+}
+
+fn self_managed(
+    args: SelfManagedArgs,
+    dir: &std::path::Path,
+) -> Result<Option<crate::server::self_managed::SelfManaged>, String> {
+    const POD_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    let (Some(secret), Some(service)) = (args.self_managed_secret, args.self_managed_service)
+    else {
+        return Ok(None);
+    };
+    let namespace = match args.self_managed_namespace {
+        Some(namespace) => namespace,
+        None => std::fs::read_to_string(POD_NAMESPACE)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| format!("give --self-managed-namespace ({POD_NAMESPACE}: {e})"))?,
+    };
+    let mut names = certs_gen::service_names(&service, &namespace);
+    names.extend(args.self_managed_names);
+    Ok(Some(crate::server::self_managed::SelfManaged {
+        secret,
+        namespace,
+        names,
+        webhook_configurations: args.webhook_configurations,
+        dir: dir.to_path_buf(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn serve(args: &[&str]) -> Result<crate::server::Settings, String> {
+        let cli = Cli::try_parse_from([&["helm-locker", "serve"], args].concat())
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Serve(args) => serve_settings(*args),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn durations_are_written_with_units_or_as_seconds() {
+        assert_eq!(duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(duration("-1").unwrap_err().contains("non-negative"));
+        assert!(duration("soon").unwrap_err().contains("such as 15s"));
+    }
+
+    #[test]
+    fn serve_flags_become_settings() {
+        let settings = serve(&[
+            "--self-signed",
+            "--releases-dir",
+            "/tmp/releases",
+            "--read-timeout",
+            "750ms",
+            "--lease-duration",
+            "3",
+            "--poll-interval",
+            "250ms",
+            "--mode",
+            "warn",
+            "--release-selector",
+            "owner=helm,!skip",
+            "--namespace",
+            "a,b",
+        ])
+        .unwrap();
+        assert_eq!(settings.http.read_timeout, Duration::from_millis(750));
+        assert_eq!(settings.shutdown_grace, Duration::from_secs(25));
+        assert_eq!(settings.config.mode, Mode::Warn);
+        assert_eq!(settings.config.namespaces, ["a", "b"]);
+        let labels = [("owner".to_string(), "helm".to_string())].into();
+        assert!(settings.config.release_selector.unwrap().matches(&labels));
+        assert_eq!(
+            settings.controller.unwrap().lease_duration,
+            Duration::from_secs(3)
+        );
+        assert!(matches!(
+            settings.source,
+            crate::server::ReleaseSource::Folder { interval, .. } if interval == Duration::from_millis(250)
+        ));
+    }
+
+    #[test]
+    fn bad_serve_flags_are_clear_errors() {
+        let err = |args: &[&str]| serve(args).err().unwrap_or_default();
+        assert!(err(&["--self-signed", "--mode", "maybe"]).contains("maybe"));
+        assert!(err(&["--self-signed", "--release-selector", "a=b,=c"]).contains("label selector"));
+        assert!(err(&["--self-signed", "--lease-duration", "500ms"]).contains("at least 1 second"));
+        assert!(err(&[]).contains("--self-signed"));
+        assert!(err(&["--self-signed", "--read-timeout", "soon"]).contains("such as 15s"));
+    }
+}
