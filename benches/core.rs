@@ -5,14 +5,13 @@
 //! - re-indexing one release of 200 objects in an index of 1,000 releases;
 //! - index memory against the decompressed manifest bytes (printed once).
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use helm_locker::decide::decide;
 use helm_locker::index::Index;
 use helm_locker::policy::Config;
-use helm_locker::release::{Release, ReleaseSecret, SecretRef, Status};
+use helm_locker::release::{ReleaseSecret, Status};
 use helm_locker::review::parse_review;
 use serde_json::json;
 
@@ -27,25 +26,16 @@ fn manifest(release: &str, objects: usize) -> String {
 }
 
 fn secret(ns: &str, name: &str, objects: usize) -> ReleaseSecret {
-    ReleaseSecret {
-        secret: SecretRef {
-            namespace: ns.into(),
-            name: format!("sh.helm.release.v1.{name}.v1"),
-        },
-        labels: BTreeMap::new(),
-        release: Release {
-            name: name.into(),
-            namespace: ns.into(),
-            revision: 1,
-            status: Status::Deployed,
-            description: String::new(),
-            notes: String::new(),
-            chart: "app-1.0.0".into(),
-            apply_method: Some("ssa".into()),
-            manifest: manifest(name, objects),
-            hooks: vec![],
-        },
-    }
+    let mut secret = helm_locker_core::test_util::release_secret(
+        ns,
+        name,
+        1,
+        Status::Deployed,
+        &manifest(name, objects),
+    );
+    secret.release.chart = "app-1.0.0".into();
+    secret.release.apply_method = Some("ssa".into());
+    secret
 }
 
 fn cluster(releases: usize, objects: usize) -> Index {

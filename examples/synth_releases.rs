@@ -6,10 +6,6 @@
 //!
 //!   cargo run --release --example synth_releases -- DIR RELEASES [OBJECTS_PER_RELEASE]
 
-use std::io::Write;
-
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use serde_json::{json, Value};
 
 /// One object of release `rel` (namespace `ns`), the `j`th of its chart: the kinds a typical
@@ -62,15 +58,7 @@ fn release_secret(rel: &str, ns: &str, objects: usize, manifest_bytes: &mut usiz
         "config": {"replicaCount": 2},
         "manifest": manifest,
     });
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(release.to_string().as_bytes()).expect("gzip");
-    let helm_payload = STANDARD.encode(gz.finish().expect("gzip"));
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-        "metadata": {"name": format!("sh.helm.release.v1.{rel}.v1"), "namespace": ns,
-                     "labels": {"owner": "helm", "name": rel, "status": "deployed", "version": "1"}},
-        "data": {"release": STANDARD.encode(helm_payload)},
-    })
+    helm_locker_core::test_util::release_secret_json(&release)
 }
 
 /// An AdmissionReview (v1) of an UPDATE from `old` to `object` by `user`.

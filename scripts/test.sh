@@ -13,6 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The core crate stays pure: nothing that does I/O or parses command lines may reach it.
+if cargo tree -p helm-locker-core -e normal --prefix none --locked | grep -E '^(tokio|kube|kube-client|hyper|axum|clap|rustls) '; then
+  echo "helm-locker-core must not depend on the crates above" >&2
+  exit 1
+fi
 # Licenses and banned crates (deny.toml). cargo-deny is built once when missing (~4-7 min on two
 # cores); advisories are not checked here: their database is fetched from GitHub.
 if ! command -v cargo-deny >/dev/null; then

@@ -380,7 +380,6 @@ pub fn transition_event(
 mod tests {
     use super::*;
     use crate::index::Index;
-    use crate::release::{Release, ReleaseSecret, SecretRef};
 
     fn hr(ns: &str, name: &str, spec: HelmReleaseSpec) -> HelmRelease {
         let mut hr = HelmRelease::new(name, spec);
@@ -399,25 +398,17 @@ mod tests {
     }
 
     fn index_with(status: Status, revision: u64) -> Index {
-        Index::from_secrets([ReleaseSecret {
-            secret: SecretRef {
-                namespace: "shop".into(),
-                name: format!("sh.helm.release.v1.shop.v{revision}"),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: "shop".into(),
-                namespace: "shop".into(),
-                revision,
-                status,
-                description: "Upgrade complete".into(),
-                notes: "Thanks for installing shop".into(),
-                chart: "shop-1.0.0".into(),
-                apply_method: None,
-                manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n".into(),
-                hooks: vec![],
-            },
-        }])
+        let mut secret = helm_locker_core::test_util::release_secret(
+            "shop",
+            "shop",
+            revision,
+            status,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+        );
+        secret.release.description = "Upgrade complete".into();
+        secret.release.notes = "Thanks for installing shop".into();
+        secret.release.chart = "shop-1.0.0".into();
+        Index::from_secrets([secret])
     }
 
     #[test]

@@ -76,30 +76,18 @@ impl IndexStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{Release, ReleaseSecret, SecretRef, Status};
-    use std::collections::BTreeMap;
+    use crate::release::{ReleaseSecret, Status};
+
     use std::time::Duration;
 
     fn secret(ns: &str, name: &str) -> ReleaseSecret {
-        ReleaseSecret {
-            secret: SecretRef {
-                namespace: ns.into(),
-                name: format!("sh.helm.release.v1.{name}.v1"),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: name.into(),
-                namespace: ns.into(),
-                revision: 1,
-                status: Status::Deployed,
-                description: String::new(),
-                notes: String::new(),
-                chart: "c-1".into(),
-                apply_method: None,
-                manifest: format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"),
-                hooks: vec![],
-            },
-        }
+        helm_locker_core::test_util::release_secret(
+            ns,
+            name,
+            1,
+            Status::Deployed,
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"),
+        )
     }
 
     #[test]

@@ -4,17 +4,16 @@
 //! SNI (as the API server dials `<service>.<namespace>.svc`), completes the TLS handshake
 //! and gets an AdmissionReview answer.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 
 use helm_locker::policy::Config;
@@ -55,22 +54,7 @@ async fn handshake(
     ca_pem: &[u8],
     sni: &str,
 ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = TcpStream::connect(addr).await?;
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from(sni.to_string()).unwrap(), tcp)
-        .await
+    common::tls_connect(addr, ca_pem, b"http/1.1", sni).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,21 +5,17 @@
 //! malformed AdmissionReviews whose objects carry it too. Neither the canary, nor its base64,
 //! nor a piece of the encoded release payload may appear on stdout or stderr.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
+
+mod common;
+
+use common::Http;
 
 const BIN: &str = env!("CARGO_BIN_EXE_helm-locker");
 
@@ -28,12 +24,6 @@ const CANARY: &str = "qzx7canary";
 
 fn b64(data: impl AsRef<[u8]>) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(data).unwrap();
-    encoder.finish().unwrap()
 }
 
 fn release_secret(name: &str, namespace: &str, data_release: &str) -> Value {
@@ -74,8 +64,7 @@ fn manifest() -> String {
 
 /// Writes the release folder; returns the encoded payloads that must not be logged.
 fn write_releases(dir: &Path) -> Vec<String> {
-    let payload = gzip(release_json(&manifest()).to_string().as_bytes());
-    let helm_layer = b64(&payload);
+    let helm_layer = helm_locker_core::test_util::helm_payload(&release_json(&manifest()));
     let data_release = b64(&helm_layer);
     let write = |file: &str, value: &Value| {
         std::fs::write(dir.join(file), serde_json::to_vec_pretty(value).unwrap()).unwrap()
@@ -206,22 +195,6 @@ fn start(work: &Path, releases: &Path, format: &str) -> (Server, SocketAddr, Soc
     }
 }
 
-fn client_config(ca_pem: &[u8], alpn: &[u8]) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem).unwrap())
-        .unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(config)
-}
-
 async fn post(
     addr: SocketAddr,
     ca: &[u8],
@@ -229,70 +202,23 @@ async fn post(
     path: &str,
     body: Vec<u8>,
 ) -> (u16, String) {
-    let alpn: &[u8] = if http2 { b"h2" } else { b"http/1.1" };
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(client_config(ca, alpn))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let request = hyper::Request::post(path)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let response = if http2 {
-        let (mut sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                .await
-                .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
-    } else {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(request).await.unwrap()
-    };
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let http = if http2 { Http::Two } else { Http::One };
+    let (status, body) = common::post(addr, ca, http, path, body).await;
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 async fn get(addr: SocketAddr, path: &str) -> u16 {
-    let Ok(tcp) = TcpStream::connect(addr).await else {
-        return 0;
-    };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let request = hyper::Request::get(path)
-        .header("host", "localhost")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    sender
-        .send_request(request)
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    common::get(addr, path).await.0
 }
 
 fn review(operation: &str, kind: &str, name: &str, object: Value, old: Value) -> Vec<u8> {
-    let resource = format!("{}s", kind.to_lowercase());
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": format!("uid-{operation}-{name}"),
-            "kind": {"group": "", "version": "v1", "kind": kind},
-            "resource": {"group": "", "version": "v1", "resource": resource},
-            "name": name, "namespace": "leak", "operation": operation,
-            "userInfo": {"username": "mallory", "groups": ["system:authenticated"]},
-            "object": object, "oldObject": old,
-        }
-    }))
-    .unwrap()
+    helm_locker_core::test_util::review(operation, "v1", kind, &format!("{}s", kind.to_lowercase()))
+        .uid(&format!("uid-{operation}-{name}"))
+        .name(Some("leak"), name)
+        .user("mallory")
+        .object(object)
+        .old_object(old)
+        .body()
 }
 
 fn configmap(token: &str) -> Value {

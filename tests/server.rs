@@ -3,19 +3,16 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod common;
+
+use common::Http;
 use helm_locker::policy::{Config, Mode};
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
@@ -117,37 +114,7 @@ async fn start(config: Config) -> Running {
 }
 
 async fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let Ok(tcp) = TcpStream::connect(addr).await else {
-        return (0, String::new());
-    };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let request = hyper::Request::get(path)
-        .header("host", "localhost")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-fn client_config(ca_pem: &str, alpn: &[u8]) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(config)
+    common::get(addr, path).await
 }
 
 async fn tls_connect(
@@ -155,49 +122,12 @@ async fn tls_connect(
     ca_pem: &str,
     alpn: &[u8],
 ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let tcp = TcpStream::connect(addr).await?;
-    tokio_rustls::TlsConnector::from(client_config(ca_pem, alpn))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
+    common::tls_connect(addr, ca_pem.as_bytes(), alpn, "localhost").await
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Http {
-    One,
-    Two,
-}
-
+/// POSTs a review; the status and the reply as JSON (a string when it is not JSON).
 async fn post(addr: SocketAddr, ca: &str, http: Http, path: &str, body: Vec<u8>) -> (u16, Value) {
-    let alpn: &[u8] = match http {
-        Http::One => b"http/1.1",
-        Http::Two => b"h2",
-    };
-    let tls = tls_connect(addr, ca, alpn).await.unwrap();
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn), "ALPN");
-    let request = hyper::Request::post(path)
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let response = match http {
-        Http::One => {
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-                .await
-                .unwrap();
-            tokio::spawn(conn);
-            sender.send_request(request).await.unwrap()
-        }
-        Http::Two => {
-            let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
-            tokio::spawn(conn);
-            sender.send_request(request).await.unwrap()
-        }
-    };
-    let status = response.status().as_u16();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let (status, body) = common::post(addr, ca.as_bytes(), http, path, body).await;
     (
         status,
         serde_json::from_slice(&body)

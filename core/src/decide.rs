@@ -742,33 +742,16 @@ fn show(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{Release, ReleaseSecret, SecretRef};
+    use crate::release::ReleaseSecret;
     use crate::review::parse_review;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules: []\n";
 
     fn index(status: Status) -> Index {
-        Index::from_secrets([ReleaseSecret {
-            secret: SecretRef {
-                namespace: "shop".into(),
-                name: "sh.helm.release.v1.shop.v2".into(),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: "shop".into(),
-                namespace: "shop".into(),
-                revision: 2,
-                status,
-                description: String::new(),
-                notes: String::new(),
-                chart: String::new(),
-                apply_method: None,
-                manifest: CHART.into(),
-                hooks: vec![],
-            },
-        }])
+        Index::from_secrets([crate::test_util::release_secret(
+            "shop", "shop", 2, status, CHART,
+        )])
     }
 
     fn deployment(replicas: i64, image: &str) -> Value {
@@ -888,25 +871,7 @@ mod tests {
     }
 
     fn release_secret(name: &str, revision: u64, status: Status) -> ReleaseSecret {
-        ReleaseSecret {
-            secret: SecretRef {
-                namespace: "shop".into(),
-                name: format!("sh.helm.release.v1.{name}.v{revision}"),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: name.into(),
-                namespace: "shop".into(),
-                revision,
-                status,
-                description: String::new(),
-                notes: String::new(),
-                chart: String::new(),
-                apply_method: None,
-                manifest: CHART.into(),
-                hooks: vec![],
-            },
-        }
+        crate::test_util::release_secret("shop", name, revision, status, CHART)
     }
 
     fn annotated(mut object: Value, release: &str) -> Value {
@@ -1273,25 +1238,13 @@ mod tests {
         let chart = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: {password: aHVudGVyMg==, user: YWRtaW4=}\n";
         // Revision 3 of the release owns only the Secret.
         let mut index = index(Status::Deployed);
-        index.upsert(ReleaseSecret {
-            secret: SecretRef {
-                namespace: "shop".into(),
-                name: "sh.helm.release.v1.shop.v3".into(),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: "shop".into(),
-                namespace: "shop".into(),
-                revision: 3,
-                status: Status::Deployed,
-                description: String::new(),
-                notes: String::new(),
-                chart: String::new(),
-                apply_method: None,
-                manifest: chart.into(),
-                hooks: vec![],
-            },
-        });
+        index.upsert(crate::test_util::release_secret(
+            "shop",
+            "shop",
+            3,
+            Status::Deployed,
+            chart,
+        ));
         let object = |password: Option<&str>| {
             let mut data = json!({"user": "YWRtaW4="});
             if let Some(p) = password {

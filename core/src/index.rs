@@ -639,7 +639,7 @@ fn parse_in_parallel(manifests: Vec<(usize, ReleaseKey, String)>) -> HashMap<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::Release;
+
     use crate::tree::Tree;
 
     fn secret(
@@ -649,25 +649,9 @@ mod tests {
         status: Status,
         manifest: &str,
     ) -> ReleaseSecret {
-        ReleaseSecret {
-            secret: SecretRef {
-                namespace: ns.into(),
-                name: format!("sh.helm.release.v1.{name}.v{revision}"),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: name.into(),
-                namespace: ns.into(),
-                revision,
-                status,
-                description: String::new(),
-                notes: String::new(),
-                chart: "c-1".into(),
-                apply_method: None,
-                manifest: manifest.into(),
-                hooks: vec![],
-            },
-        }
+        let mut secret = crate::test_util::release_secret(ns, name, revision, status, manifest);
+        secret.release.chart = "c-1".into();
+        secret
     }
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";

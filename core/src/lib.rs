@@ -22,3 +22,6 @@ pub mod review;
 pub mod schema;
 pub mod tree;
 pub mod yaml;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;

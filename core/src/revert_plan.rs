@@ -294,32 +294,17 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
 mod tests {
     use super::*;
     use crate::index::{Index, ReleaseKey};
-    use crate::release::{Release, ReleaseSecret, SecretRef, Status};
-    use std::collections::BTreeMap;
+    use crate::release::Status;
+
     use std::sync::Arc;
 
     const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello, mode: prod}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dependent\n  ownerReferences:\n  - {apiVersion: v1, kind: ConfigMap, name: anchor, uid: 1234}\ndata: {note: owned}\n";
 
     fn objects() -> Vec<Arc<LockedObject>> {
-        let index = Index::from_secrets([ReleaseSecret {
-            secret: SecretRef {
-                namespace: "shop".into(),
-                name: "sh.helm.release.v1.shop.v1".into(),
-            },
-            labels: BTreeMap::new(),
-            release: Release {
-                name: "shop".into(),
-                namespace: "shop".into(),
-                revision: 1,
-                status: Status::Deployed,
-                description: String::new(),
-                notes: String::new(),
-                chart: String::new(),
-                apply_method: Some("ssa".into()),
-                manifest: CHART.into(),
-                hooks: vec![],
-            },
-        }]);
+        let mut secret =
+            crate::test_util::release_secret("shop", "shop", 1, Status::Deployed, CHART);
+        secret.release.apply_method = Some("ssa".into());
+        let index = Index::from_secrets([secret]);
         let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
         state.objects.clone().unwrap()
     }

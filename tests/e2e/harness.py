@@ -23,6 +23,8 @@ BIN = os.environ.get("HELM_LOCKER_BIN", os.path.join(ROOT, "target", "debug", "h
 WEBHOOK_HOST = os.environ.get("E2E_WEBHOOK_HOST", "127.0.0.1")
 # Cluster-wide kinds the tests create; on an existing cluster, new ones are deleted at the end.
 CLUSTER_KINDS = "namespaces,clusterroles,clusterrolebindings,customresourcedefinitions"
+# What kubectl prints when the lockers these tests register deny a write.
+DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 
 
 def free_port():
@@ -228,14 +230,15 @@ def eventually(predicate, timeout, interval=0.1):
         time.sleep(interval)
 
 
-def release_secret(name, namespace, objects):
-    """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64."""
+def release_secret(name, namespace, objects, status="deployed", revision=1):
+    """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64.
+    The one encoder of the suite (the Rust side's is helm_locker_core::test_util)."""
     manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{json.dumps(o)}\n" for i, o in enumerate(objects))
-    release = {"name": name, "namespace": namespace, "version": 1,
-               "info": {"status": "deployed", "description": "Install complete"},
+    release = {"name": name, "namespace": namespace, "version": revision,
+               "info": {"status": status, "description": "Install complete"},
                "chart": {"metadata": {"name": "bulk", "version": "1.0.0"}}, "manifest": manifest}
     payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
     return {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-            "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": namespace,
-                         "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
+            "metadata": {"name": f"sh.helm.release.v1.{name}.v{revision}", "namespace": namespace,
+                         "labels": {"owner": "helm", "name": name, "status": status, "version": str(revision)}},
             "data": {"release": base64.b64encode(payload.encode()).decode()}}

@@ -5,13 +5,11 @@ in test_scenarios.py.)
 Drift is written while no webhook is registered (the reverter's job is what got past it).
 """
 
-import base64
-import gzip
 import json
 import time
 import unittest
 
-from harness import CHART, ControlPlane, Locker, eventually
+from harness import CHART, ControlPlane, Locker, eventually, release_secret
 
 REVERT_WITHIN = 5.0
 
@@ -150,15 +148,7 @@ class ControllerOnARealControlPlane(unittest.TestCase):
                                             "meta.helm.sh/release-namespace": "csa"}
         out = self.k("create", "--field-manager", "helm", "-f", "-", input=json.dumps(owned))
         self.assertEqual(out.returncode, 0, out.stderr)
-        release = {"name": "legacy", "namespace": "csa", "version": 1,
-                   "info": {"status": "deployed", "description": "Install complete"},
-                   "chart": {"metadata": {"name": "legacy", "version": "1.0.0"}},
-                   "manifest": "---\n# Source: legacy/templates/cm.yaml\n" + json.dumps(cm)}
-        payload = base64.b64encode(gzip.compress(json.dumps(release).encode())).decode()
-        secret = {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-                  "metadata": {"name": "sh.helm.release.v1.legacy.v1", "namespace": "csa",
-                               "labels": {"owner": "helm", "name": "legacy", "status": "deployed", "version": "1"}},
-                  "data": {"release": base64.b64encode(payload.encode()).decode()}}
+        secret = release_secret("legacy", "csa", [cm])
         out = self.k("create", "-f", "-", input=json.dumps(secret))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.start("csa", "--namespace", "csa", "--lease-name", "csa")

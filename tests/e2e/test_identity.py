@@ -23,16 +23,13 @@ Run through scripts/e2e.sh, or alone:
       discover -s tests/e2e -p test_identity.py -v
 """
 
-import base64
-import gzip
 import json
 import os
 import unittest
 
-from harness import HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
+from harness import DENIED, HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 CHART = os.path.join(HERE, "charts", "identity")
-DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 NS = "identity"
 NAME = "id"
 VALUES = {"host": "shop.example.com", "replicas": 1, "minReplicas": 2, "size": 3}
@@ -214,12 +211,7 @@ class Identity(unittest.TestCase):
     # -- 6
 
     def pending_release(self, name, objects, status="pending-install"):
-        secret = release_secret(name, NS, objects)
-        secret["metadata"]["labels"]["status"] = status
-        payload = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
-        payload["info"]["status"] = status
-        secret["data"]["release"] = base64.b64encode(
-            base64.b64encode(gzip.compress(json.dumps(payload).encode()))).decode()
+        secret = release_secret(name, NS, objects, status=status)
         out = self.k("apply", "-f", "-", input=json.dumps(secret))
         self.assertEqual(out.returncode, 0, out.stderr)
 

@@ -39,7 +39,6 @@ Run through scripts/e2e.sh, or alone:
 """
 
 import base64
-import gzip
 import copy
 import inspect
 import json
@@ -57,10 +56,9 @@ from fractions import Fraction
 
 import helm_python as helm
 
-from harness import BIN, HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
+from harness import DENIED, BIN, HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 CHARTS = os.path.join(HERE, "charts")
-DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 ALLOW, DENY = "allow", "deny"
 # Controllers the rows impersonate get their permissions from this group (bound to cluster-admin).
 CONTROLLERS = "e2e:controllers"
@@ -1325,13 +1323,7 @@ class Ownership(unittest.TestCase):
             live = self.get(release, target)
             claimed = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tk-config"},
                        "data": dict(live.get("data", {}), greeting="stolen")}
-            secret = release_secret("thief", release.namespace, [claimed])
-            secret["metadata"]["name"] = "sh.helm.release.v1.thief.v1"
-            secret["metadata"]["labels"]["status"] = "pending-install"
-            payload = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
-            payload["info"]["status"] = "pending-install"
-            secret["data"]["release"] = base64.b64encode(
-                base64.b64encode(gzip.compress(json.dumps(payload).encode()))).decode()
+            secret = release_secret("thief", release.namespace, [claimed], status="pending-install")
             indexed = self.strict.metric("helm_locker_releases_indexed")
             out = self.k("apply", "-f", "-", input=json.dumps(secret))
             self.assertEqual(out.returncode, 0, out.stderr)

@@ -23,10 +23,9 @@ import time
 import unittest
 import urllib.request
 
-from harness import CHART, ROOT, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
+from harness import DENIED, CHART, ROOT, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "helmreleases.helm.cattle.io.yaml")
-DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 REVERT_WITHIN = 5.0
 
 POLICY = """\

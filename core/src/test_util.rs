@@ -1,0 +1,183 @@
+//! Builders shared by the tests, benches, examples and fuzz targets (feature `test-util`): a
+//! release as Helm stores it in its Secret, a decoded release Secret for the index, and an
+//! AdmissionReview. One encoder, so every test exercises the format Helm writes.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde_json::{json, Value};
+
+use crate::release::{Release, ReleaseSecret, SecretRef, Status};
+
+/// Helm's layer of `data.release`: base64 of gzip of the release JSON.
+pub fn helm_payload(release: &Value) -> String {
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(release.to_string().as_bytes())
+        .expect("writing to memory");
+    STANDARD.encode(gzip.finish().expect("writing to memory"))
+}
+
+/// A release's JSON as Helm writes it (`helm.sh/helm/v3/pkg/release.Release`), with the fields
+/// helm-locker reads.
+pub fn release_json(
+    namespace: &str,
+    name: &str,
+    revision: u64,
+    status: Status,
+    manifest: &str,
+) -> Value {
+    json!({
+        "name": name, "namespace": namespace, "version": revision,
+        "info": {"status": status.to_string(), "description": "Install complete"},
+        "chart": {"metadata": {"name": name, "version": "1.0.0"}},
+        "manifest": manifest,
+    })
+}
+
+/// A release Secret as the API server returns it: `data.release` is the Secret's base64 of
+/// [`helm_payload`], and the labels are Helm's.
+pub fn release_secret_json(release: &Value) -> Value {
+    let text = |field: &str| release[field].as_str().unwrap_or_default().to_string();
+    let (name, namespace) = (text("name"), text("namespace"));
+    let revision = release["version"].as_u64().unwrap_or(1);
+    let status = release["info"]["status"].as_str().unwrap_or("deployed");
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+        "metadata": {"name": format!("sh.helm.release.v1.{name}.v{revision}"), "namespace": namespace,
+                     "labels": {"owner": "helm", "name": name, "status": status, "version": revision.to_string()}},
+        "data": {"release": STANDARD.encode(helm_payload(release))},
+    })
+}
+
+/// A decoded release Secret, for building an index directly.
+pub fn release_secret(
+    namespace: &str,
+    name: &str,
+    revision: u64,
+    status: Status,
+    manifest: &str,
+) -> ReleaseSecret {
+    ReleaseSecret {
+        secret: SecretRef {
+            namespace: namespace.into(),
+            name: format!("sh.helm.release.v1.{name}.v{revision}"),
+        },
+        labels: BTreeMap::new(),
+        release: Release {
+            name: name.into(),
+            namespace: namespace.into(),
+            revision,
+            status,
+            description: String::new(),
+            notes: String::new(),
+            chart: format!("{name}-1.0.0"),
+            apply_method: None,
+            manifest: manifest.into(),
+            hooks: vec![],
+        },
+    }
+}
+
+/// An AdmissionReview (v1) request, as kube-apiserver sends it. Defaults: an UPDATE by
+/// `admin` with no object; set what the test varies.
+#[derive(Clone, Debug)]
+pub struct ReviewBuilder {
+    request: Value,
+}
+
+/// Starts a review of `operation` on `group/version` `kind`, whose resource is `resource`.
+pub fn review(operation: &str, api_version: &str, kind: &str, resource: &str) -> ReviewBuilder {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    ReviewBuilder {
+        request: json!({
+            "uid": format!("uid-{operation}-{kind}").to_lowercase(),
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "operation": operation,
+            "userInfo": {"username": "admin", "groups": ["system:authenticated"]},
+        }),
+    }
+}
+
+impl ReviewBuilder {
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.request["uid"] = json!(uid);
+        self
+    }
+
+    pub fn name(mut self, namespace: Option<&str>, name: &str) -> Self {
+        self.request["name"] = json!(name);
+        if let Some(namespace) = namespace {
+            self.request["namespace"] = json!(namespace);
+        }
+        self
+    }
+
+    pub fn user(mut self, username: &str) -> Self {
+        self.request["userInfo"]["username"] = json!(username);
+        self
+    }
+
+    /// The kind of the object sent when it differs from the resource's (a Scale).
+    pub fn kind(mut self, api_version: &str, kind: &str) -> Self {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.request["kind"] = json!({"group": group, "version": version, "kind": kind});
+        self
+    }
+
+    pub fn sub_resource(mut self, sub: &str) -> Self {
+        self.request["subResource"] = json!(sub);
+        self
+    }
+
+    pub fn object(mut self, object: Value) -> Self {
+        self.request["object"] = object;
+        self
+    }
+
+    pub fn old_object(mut self, old: Value) -> Self {
+        self.request["oldObject"] = old;
+        self
+    }
+
+    pub fn field_manager(mut self, manager: &str) -> Self {
+        self.request["options"] = json!({"fieldManager": manager});
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": self.request})
+    }
+
+    pub fn body(&self) -> Vec<u8> {
+        self.json().to_string().into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_builders_encode_decodes_as_helms_own_secrets_do() {
+        let release = release_json(
+            "shop",
+            "web",
+            3,
+            Status::Deployed,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+        );
+        let decoded = crate::release::decode_secret(&release_secret_json(&release)).unwrap();
+        assert_eq!(decoded.secret.name, "sh.helm.release.v1.web.v3");
+        assert_eq!(decoded.release.revision, 3);
+        assert_eq!(decoded.release.status, Status::Deployed);
+        assert!(decoded.release.manifest.contains("ConfigMap"));
+        let review =
+            review("DELETE", "apps/v1", "Deployment", "deployments").name(Some("shop"), "web");
+        let parsed = crate::review::parse_review(&review.body())
+            .map(|r| r.request.name().map(str::to_string));
+        assert_eq!(parsed.unwrap().as_deref(), Some("web"));
+    }
+}
