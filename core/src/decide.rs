@@ -283,8 +283,22 @@ pub fn decide(
             Decision::Deny(l)
         });
     }
-    let new = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
-    let old = parse_object(request.old_object(), "oldObject")?;
+    // An UPDATE is read as what it changes: the parts object and oldObject share are left out
+    // of both (crate::prune). A Scale is small and compared at one path: read whole.
+    let (new, old) = match (request.object(), request.old_object()) {
+        (Some(new), Some(old)) if !scale => {
+            let (new, old) =
+                crate::prune::changed_parts(new, old).map_err(|e| DecideError::BadObject {
+                    field: "object",
+                    reason: describe_json_error(&e),
+                })?;
+            (new, Some(old))
+        }
+        (new, old) => (
+            parse_object(new, "object")?.unwrap_or(Value::Null),
+            parse_object(old, "oldObject")?,
+        ),
+    };
     let ignore = policy.ignored_paths(object);
     let content = object.content();
     let chart = stored_form(&content, &object.group, &object.kind);
@@ -401,8 +415,24 @@ pub fn decide(
             .as_ref()
             .and_then(|o| o.field_manager.as_deref());
         if let Some(manager) = manager {
-            let mut shared =
-                co_owned_fields(schema, root, &chart, helm, manager, &new, old.as_ref());
+            // Only managedFields matter here, and on 1.20 a server-side apply's oldObject
+            // shares them with the object, so they are read from the request whole.
+            let fields_new = request
+                .object()
+                .and_then(crate::prune::managed_fields_only)
+                .unwrap_or(Value::Null);
+            let fields_old = request
+                .old_object()
+                .and_then(crate::prune::managed_fields_only);
+            let mut shared = co_owned_fields(
+                schema,
+                root,
+                &chart,
+                helm,
+                manager,
+                &fields_new,
+                fields_old.as_ref(),
+            );
             shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &ignore));
             if !shared.is_empty() {
                 let mut l = locked(false, Vec::new());
@@ -438,7 +468,8 @@ pub fn decide(
             };
             // A patch that does not apply would fail the write with the API server's opaque
             // error. Only malformed writes get one (a scale request without `spec`): deny them.
-            let mut repaired = new;
+            // The whole object: the patch must apply to what the API server will store.
+            let mut repaired = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
             if json_patch::patch(&mut repaired, &patch).is_ok() {
                 Decision::Repair(l, patch)
             } else {

@@ -15,6 +15,7 @@ pub mod locked;
 pub mod manifest;
 pub mod ownership;
 pub mod policy;
+pub mod prune;
 pub mod quantity;
 pub mod release;
 pub mod revert_plan;
