@@ -12,46 +12,219 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// `object` and `oldObject` with every subtree equal in both left out of both, parsed.
-/// Objects are compared key by key; anything else that differs is parsed whole.
+/// Objects are compared key by key; anything else that differs (a list, a scalar) is parsed
+/// whole.
 pub fn changed_parts(new: &RawValue, old: &RawValue) -> Result<(Value, Value), serde_json::Error> {
-    Ok(prune(new, old)?.unwrap_or_else(|| (Value::Object(Map::new()), Value::Object(Map::new()))))
+    let empty = || (Value::Object(Map::new()), Value::Object(Map::new()));
+    let (new, old) = (new.get(), old.get());
+    if new == old {
+        return Ok(empty());
+    }
+    // Each text is read once, into the entries of its objects (lists and scalars stay text).
+    match (Scanner::read(new), Scanner::read(old)) {
+        (Some(Node::Object(n)), Some(Node::Object(o))) => {
+            let (n, o) = prune_entries(&n, &o)?;
+            Ok((Value::Object(n), Value::Object(o)))
+        }
+        _ => Ok((serde_json::from_str(new)?, serde_json::from_str(old)?)),
+    }
 }
 
-fn is_object(raw: &RawValue) -> bool {
-    raw.get().trim_start().starts_with('{')
-}
-
-/// `None` when both are the same text.
-fn prune(new: &RawValue, old: &RawValue) -> Result<Option<(Value, Value)>, serde_json::Error> {
-    if new.get() == old.get() {
-        return Ok(None);
-    }
-    if !(is_object(new) && is_object(old)) {
-        return Ok(Some((
-            serde_json::from_str(new.get())?,
-            serde_json::from_str(old.get())?,
-        )));
-    }
-    let new_entries: BTreeMap<String, &RawValue> = serde_json::from_str(new.get())?;
-    let mut old_entries: BTreeMap<String, &RawValue> = serde_json::from_str(old.get())?;
+/// An object's entries present in either side and different, parsed.
+fn prune_entries<'e>(
+    new: &'e [Entry<'e>],
+    old: &'e [Entry<'e>],
+) -> Result<(Map<String, Value>, Map<String, Value>), serde_json::Error> {
     let (mut new_out, mut old_out) = (Map::new(), Map::new());
-    for (key, n) in new_entries {
-        match old_entries.remove(&key) {
-            Some(o) => {
-                if let Some((n, o)) = prune(n, o)? {
-                    new_out.insert(key.clone(), n);
-                    old_out.insert(key, o);
+    // A large map (a ConfigMap's data) is looked up by key; a small one is scanned. With a
+    // repeated key the last one counts, as when the object is parsed.
+    let by_key = |entries: &'e [Entry<'e>]| -> Option<BTreeMap<&'e str, &'e Entry<'e>>> {
+        (entries.len() > 16).then(|| entries.iter().map(|e| (&*e.key, e)).collect())
+    };
+    let (old_index, new_index) = (by_key(old), by_key(new));
+    let find = |entries: &'e [Entry<'e>],
+                index: &Option<BTreeMap<&'e str, &'e Entry<'e>>>,
+                key: &str| match index {
+        Some(index) => index.get(key).copied(),
+        None => entries.iter().rev().find(|e| e.key == key),
+    };
+    for n in new {
+        match find(old, &old_index, &n.key) {
+            Some(o) if o.raw == n.raw => {}
+            Some(o) => match (&n.node, &o.node) {
+                (Node::Object(nc), Node::Object(oc)) => {
+                    let (a, b) = prune_entries(nc, oc)?;
+                    new_out.insert(n.key.to_string(), Value::Object(a));
+                    old_out.insert(n.key.to_string(), Value::Object(b));
                 }
-            }
+                _ => {
+                    new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
+                    old_out.insert(n.key.to_string(), serde_json::from_str(o.raw)?);
+                }
+            },
             None => {
-                new_out.insert(key, serde_json::from_str(n.get())?);
+                new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
             }
         }
     }
-    for (key, o) in old_entries {
-        old_out.insert(key, serde_json::from_str(o.get())?);
+    for o in old {
+        if find(new, &new_index, &o.key).is_none() {
+            old_out.insert(o.key.to_string(), serde_json::from_str(o.raw)?);
+        }
     }
-    Ok(Some((Value::Object(new_out), Value::Object(old_out))))
+    Ok((new_out, old_out))
+}
+
+/// A value of a JSON text: an object's entries, or anything else as its text.
+enum Node<'a> {
+    Object(Vec<Entry<'a>>),
+    Text,
+}
+
+struct Entry<'a> {
+    key: std::borrow::Cow<'a, str>,
+    /// The value's text.
+    raw: &'a str,
+    node: Node<'a>,
+}
+
+/// One pass over JSON text that serde has already validated (a review's `object`): where each
+/// value starts and ends, with objects split into entries. `None` for anything unexpected, and
+/// the caller parses the text the ordinary way instead.
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+/// Objects nested deeper than this are read the ordinary way.
+const MAX_DEPTH: usize = 64;
+
+impl<'a> Scanner<'a> {
+    fn read(text: &'a str) -> Option<Node<'a>> {
+        let mut scanner = Scanner {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        };
+        let (node, _) = scanner.value(0)?;
+        scanner.skip_whitespace();
+        (scanner.pos == scanner.bytes.len()).then_some(node)
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// The value at `pos` and its text; `pos` ends after it.
+    fn value(&mut self, depth: usize) -> Option<(Node<'a>, &'a str)> {
+        self.skip_whitespace();
+        let start = self.pos;
+        let node = match *self.bytes.get(self.pos)? {
+            b'{' if depth < MAX_DEPTH => Node::Object(self.object(depth)?),
+            b'{' | b'[' => {
+                self.skip_nested()?;
+                Node::Text
+            }
+            b'"' => {
+                self.skip_string()?;
+                Node::Text
+            }
+            _ => {
+                while let Some(b) = self.bytes.get(self.pos) {
+                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
+                        break;
+                    }
+                    self.pos += 1;
+                }
+                if self.pos == start {
+                    return None;
+                }
+                Node::Text
+            }
+        };
+        Some((node, &self.text[start..self.pos]))
+    }
+
+    fn object(&mut self, depth: usize) -> Option<Vec<Entry<'a>>> {
+        self.pos += 1; // {
+        let mut entries = Vec::new();
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            return Some(entries);
+        }
+        loop {
+            self.skip_whitespace();
+            let key_start = self.pos;
+            if self.bytes.get(self.pos) != Some(&b'"') {
+                return None;
+            }
+            self.skip_string()?;
+            let quoted = &self.text[key_start..self.pos];
+            let inner = &quoted[1..quoted.len() - 1];
+            let key = if inner.contains('\\') {
+                std::borrow::Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
+            } else {
+                std::borrow::Cow::Borrowed(inner)
+            };
+            self.skip_whitespace();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return None;
+            }
+            self.pos += 1;
+            let (node, raw) = self.value(depth + 1)?;
+            entries.push(Entry { key, raw, node });
+            self.skip_whitespace();
+            match self.bytes.get(self.pos)? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(entries);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// From an opening quote to after its closing quote.
+    fn skip_string(&mut self) -> Option<()> {
+        self.pos += 1;
+        loop {
+            let at = memchr::memchr2(b'"', b'\\', &self.bytes[self.pos..])?;
+            self.pos += at;
+            if self.bytes[self.pos] == b'\\' {
+                self.pos += 2;
+            } else {
+                self.pos += 1;
+                return Some(());
+            }
+        }
+    }
+
+    /// A list or an object, unread: to after its closing bracket.
+    fn skip_nested(&mut self) -> Option<()> {
+        let mut depth = 0usize;
+        loop {
+            match *self.bytes.get(self.pos)? {
+                b'"' => self.skip_string()?,
+                b'[' | b'{' => {
+                    depth += 1;
+                    self.pos += 1;
+                }
+                b']' | b'}' => {
+                    self.pos += 1;
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        return Some(());
+                    }
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
 }
 
 /// Just `metadata.managedFields` of an object (the co-owner check reads nothing else), or
@@ -112,6 +285,98 @@ mod tests {
         // Not objects: parsed whole.
         let (n, o) = changed_parts(&raw(&json!("text")), &raw(&json!([1]))).unwrap();
         assert_eq!((n, o), (json!("text"), json!([1])));
+    }
+
+    /// What `changed_parts` must give, on parsed values: equal subtrees left out of both.
+    fn reference(new: &Value, old: &Value) -> Option<(Value, Value)> {
+        if new == old {
+            return None;
+        }
+        let (Some(n), Some(o)) = (new.as_object(), old.as_object()) else {
+            return Some((new.clone(), old.clone()));
+        };
+        let (mut a, mut b) = (Map::new(), Map::new());
+        for (k, v) in n {
+            match o.get(k) {
+                Some(w) => {
+                    if let Some((x, y)) = reference(v, w) {
+                        a.insert(k.clone(), x);
+                        b.insert(k.clone(), y);
+                    }
+                }
+                None => {
+                    a.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        for (k, w) in o {
+            if !n.contains_key(k) {
+                b.insert(k.clone(), w.clone());
+            }
+        }
+        Some((Value::Object(a), Value::Object(b)))
+    }
+
+    #[test]
+    fn the_scanner_reads_strings_escapes_and_nesting_as_json_does() {
+        let old = json!({"a\"b": {"x]": "}{\\\"[", "list": [{"k": "v]"}, [], [[{}]], "a,b"], "n": -1.5e3},
+                         "empty": {}, "s": "é", "t": true, "z": null});
+        let new = json!({"a\"b": {"x]": "}{\\\"[", "list": [{"k": "v]"}, [], [[{}]], "a,b", 1], "n": -1.5e3},
+                         "empty": {"now": 1}, "s": "é", "t": false});
+        for (n, o) in [(&new, &old), (&old, &new)] {
+            let want = reference(n, o).unwrap_or((json!({}), json!({})));
+            assert_eq!(changed_parts(&raw(n), &raw(o)).unwrap(), want);
+            // Whitespace the API server does not send, but JSON allows.
+            let spaced = RawValue::from_string(serde_json::to_string_pretty(n).unwrap()).unwrap();
+            let pretty_old = RawValue::from_string(serde_json::to_string_pretty(o).unwrap()).unwrap();
+            assert_eq!(changed_parts(&spaced, &pretty_old).unwrap(), want);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn left_out_is_exactly_what_both_share(
+            (new, old) in arbitrary_pair()
+        ) {
+            let want = reference(&new, &old).unwrap_or((json!({}), json!({})));
+            proptest::prop_assert_eq!(changed_parts(&raw(&new), &raw(&old)).unwrap(), want);
+        }
+    }
+
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-5i64..5).prop_map(Value::from),
+            "[a-c\\\\\"\\[\\]{},:]{0,3}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-c\\\"]{1,2}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Two objects that share some subtrees: the second is the first with a few entries
+    /// replaced, added or removed.
+    fn arbitrary_pair() -> impl proptest::strategy::Strategy<Value = (Value, Value)> {
+        use proptest::prelude::*;
+        (arbitrary_json(), arbitrary_json(), any::<u8>()).prop_map(|(a, b, how)| {
+            let mut old = json!({"keep": a.clone(), "nested": {"same": a.clone(), "other": b.clone()}});
+            let mut new = old.clone();
+            match how % 4 {
+                0 => new["nested"]["other"] = a,
+                1 => new["added"] = b,
+                2 => {
+                    new.as_object_mut().unwrap().remove("keep");
+                }
+                _ => old["nested"]["gone"] = b,
+            }
+            (new, old)
+        })
     }
 
     #[test]
