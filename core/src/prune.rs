@@ -30,11 +30,13 @@ pub fn changed_parts(new: &RawValue, old: &RawValue) -> Result<(Value, Value), s
     }
 }
 
+type Object = Map<String, Value>;
+
 /// An object's entries present in either side and different, parsed.
 fn prune_entries<'e>(
     new: &'e [Entry<'e>],
     old: &'e [Entry<'e>],
-) -> Result<(Map<String, Value>, Map<String, Value>), serde_json::Error> {
+) -> Result<(Object, Object), serde_json::Error> {
     let (mut new_out, mut old_out) = (Map::new(), Map::new());
     // A large map (a ConfigMap's data) is looked up by key; a small one is scanned. With a
     // repeated key the last one counts, as when the object is parsed.
@@ -328,7 +330,8 @@ mod tests {
             assert_eq!(changed_parts(&raw(n), &raw(o)).unwrap(), want);
             // Whitespace the API server does not send, but JSON allows.
             let spaced = RawValue::from_string(serde_json::to_string_pretty(n).unwrap()).unwrap();
-            let pretty_old = RawValue::from_string(serde_json::to_string_pretty(o).unwrap()).unwrap();
+            let pretty_old =
+                RawValue::from_string(serde_json::to_string_pretty(o).unwrap()).unwrap();
             assert_eq!(changed_parts(&spaced, &pretty_old).unwrap(), want);
         }
     }
@@ -365,7 +368,8 @@ mod tests {
     fn arbitrary_pair() -> impl proptest::strategy::Strategy<Value = (Value, Value)> {
         use proptest::prelude::*;
         (arbitrary_json(), arbitrary_json(), any::<u8>()).prop_map(|(a, b, how)| {
-            let mut old = json!({"keep": a.clone(), "nested": {"same": a.clone(), "other": b.clone()}});
+            let mut old =
+                json!({"keep": a.clone(), "nested": {"same": a.clone(), "other": b.clone()}});
             let mut new = old.clone();
             match how % 4 {
                 0 => new["nested"]["other"] = a,
