@@ -1,7 +1,8 @@
 //! The pure core's hot paths: `cargo bench --bench core`.
 //!
 //! - decide() for an object no release owns (the fast path every unrelated write takes);
-//! - decide() for a write to a locked ~20 KB Deployment (parsing object and oldObject included);
+//! - decide() for a write to a locked ~20 KB Deployment (parsing object and oldObject included),
+//!   denied (replicas changed) and allowed (a controller's update that changes no chart field);
 //! - re-indexing one release of 200 objects in an index of 1,000 releases;
 //! - index memory against the decompressed manifest bytes (printed once).
 
@@ -116,6 +117,29 @@ fn benches(c: &mut Criterion) {
                 &schema,
                 &config,
                 black_box(&parsed_locked.request),
+            )
+            .unwrap()
+        })
+    });
+    // The everyday locked write: a controller's update that changes no chart field (a status
+    // and an annotation of its own), allowed.
+    let mut updated = big_deployment("r1-web-1", 3);
+    updated["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "2"});
+    updated["status"] = json!({"replicas": 3, "readyReplicas": 3, "observedGeneration": 2});
+    let mut current = big_deployment("r1-web-1", 3);
+    current["status"] = json!({"replicas": 3, "readyReplicas": 2, "observedGeneration": 1});
+    let unchanged = review("Deployment", "apps", "r1-web-1", updated, current);
+    let parsed_unchanged = parse_review(unchanged.as_bytes()).unwrap();
+    assert!(decide(&index, &schema, &config, &parsed_unchanged.request)
+        .unwrap()
+        .is_allowed());
+    group.bench_function("locked 20 KB Deployment, no chart field changed", |b| {
+        b.iter(|| {
+            decide(
+                black_box(&index),
+                &schema,
+                &config,
+                black_box(&parsed_unchanged.request),
             )
             .unwrap()
         })

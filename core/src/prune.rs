@@ -20,61 +20,37 @@ pub fn changed_parts(new: &RawValue, old: &RawValue) -> Result<(Value, Value), s
     if new == old {
         return Ok(empty());
     }
-    // Each text is read once, into the entries of its objects (lists and scalars stay text).
-    match (Scanner::read(new), Scanner::read(old)) {
-        (Some(Node::Object(n)), Some(Node::Object(o))) => {
-            let (n, o) = prune_entries(&n, &o)?;
-            Ok((Value::Object(n), Value::Object(o)))
+    // The object is read once into the entries of its objects (lists and scalars stay
+    // text); the old object is read against it, stepping over every value that is the same
+    // text as the object's.
+    if let Some(Node::Object(entries)) = Scanner::read(new) {
+        let mut scanner = Scanner::new(old);
+        scanner.skip_whitespace();
+        if scanner.bytes.get(scanner.pos) == Some(&b'{') {
+            if let Some((n, o)) = scanner.prune_against(&entries, 0)? {
+                scanner.skip_whitespace();
+                if scanner.pos == scanner.bytes.len() {
+                    return Ok((Value::Object(n), Value::Object(o)));
+                }
+            }
         }
-        _ => Ok((serde_json::from_str(new)?, serde_json::from_str(old)?)),
     }
+    Ok((serde_json::from_str(new)?, serde_json::from_str(old)?))
 }
 
 type Object = Map<String, Value>;
 
-/// An object's entries present in either side and different, parsed.
-fn prune_entries<'e>(
-    new: &'e [Entry<'e>],
-    old: &'e [Entry<'e>],
-) -> Result<(Object, Object), serde_json::Error> {
-    let (mut new_out, mut old_out) = (Map::new(), Map::new());
-    // A large map (a ConfigMap's data) is looked up by key; a small one is scanned. With a
-    // repeated key the last one counts, as when the object is parsed.
-    let by_key = |entries: &'e [Entry<'e>]| -> Option<BTreeMap<&'e str, &'e Entry<'e>>> {
-        (entries.len() > 16).then(|| entries.iter().map(|e| (&*e.key, e)).collect())
-    };
-    let (old_index, new_index) = (by_key(old), by_key(new));
-    let find = |entries: &'e [Entry<'e>],
-                index: &Option<BTreeMap<&'e str, &'e Entry<'e>>>,
-                key: &str| match index {
+/// The position of the entry for `key` (the last one, as a parse keeps): looked up in `index`
+/// for a large object (a ConfigMap's data), else scanned.
+fn position_of(
+    entries: &[Entry<'_>],
+    index: Option<&BTreeMap<&str, usize>>,
+    key: &str,
+) -> Option<usize> {
+    match index {
         Some(index) => index.get(key).copied(),
-        None => entries.iter().rev().find(|e| e.key == key),
-    };
-    for n in new {
-        match find(old, &old_index, &n.key) {
-            Some(o) if o.raw == n.raw => {}
-            Some(o) => match (&n.node, &o.node) {
-                (Node::Object(nc), Node::Object(oc)) => {
-                    let (a, b) = prune_entries(nc, oc)?;
-                    new_out.insert(n.key.to_string(), Value::Object(a));
-                    old_out.insert(n.key.to_string(), Value::Object(b));
-                }
-                _ => {
-                    new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
-                    old_out.insert(n.key.to_string(), serde_json::from_str(o.raw)?);
-                }
-            },
-            None => {
-                new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
-            }
-        }
+        None => entries.iter().rposition(|e| e.key == key),
     }
-    for o in old {
-        if find(new, &new_index, &o.key).is_none() {
-            old_out.insert(o.key.to_string(), serde_json::from_str(o.raw)?);
-        }
-    }
-    Ok((new_out, old_out))
 }
 
 /// A value of a JSON text: an object's entries, or anything else as its text.
@@ -103,15 +79,118 @@ struct Scanner<'a> {
 const MAX_DEPTH: usize = 64;
 
 impl<'a> Scanner<'a> {
-    fn read(text: &'a str) -> Option<Node<'a>> {
-        let mut scanner = Scanner {
+    fn new(text: &'a str) -> Self {
+        Scanner {
             text,
             bytes: text.as_bytes(),
             pos: 0,
-        };
+        }
+    }
+
+    fn read(text: &'a str) -> Option<Node<'a>> {
+        let mut scanner = Scanner::new(text);
         let (node, _) = scanner.value(0)?;
         scanner.skip_whitespace();
         (scanner.pos == scanner.bytes.len()).then_some(node)
+    }
+
+    /// Reads the old object at `pos` (its `{`) against the new object's entries. A value whose
+    /// text begins with the new value's text, followed by a delimiter, is that same value (a
+    /// JSON value ends where its text says): it is stepped over unread. `Ok(None)` when the
+    /// text is not what the scanner expects.
+    fn prune_against(
+        &mut self,
+        new: &[Entry<'_>],
+        depth: usize,
+    ) -> Result<Option<(Object, Object)>, serde_json::Error> {
+        let index: Option<BTreeMap<&str, usize>> =
+            (new.len() > 16).then(|| new.iter().enumerate().map(|(i, e)| (&*e.key, i)).collect());
+        let mut seen = vec![false; new.len()];
+        let (mut new_out, mut old_out) = (Map::new(), Map::new());
+        self.pos += 1; // {
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_whitespace();
+                let Some(key) = self.key() else {
+                    return Ok(None);
+                };
+                self.skip_whitespace();
+                if self.bytes.get(self.pos) != Some(&b':') {
+                    return Ok(None);
+                }
+                self.pos += 1;
+                self.skip_whitespace();
+                match position_of(new, index.as_ref(), &key) {
+                    Some(i) => {
+                        seen[i] = true;
+                        let n = &new[i];
+                        let rest = &self.bytes[self.pos..];
+                        let same = rest.starts_with(n.raw.as_bytes())
+                            && rest.get(n.raw.len()).is_none_or(|b| {
+                                matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+                            });
+                        if same {
+                            self.pos += n.raw.len();
+                        } else if let (Node::Object(children), Some(b'{'), true) =
+                            (&n.node, self.bytes.get(self.pos), depth < MAX_DEPTH)
+                        {
+                            let Some((a, b)) = self.prune_against(children, depth + 1)? else {
+                                return Ok(None);
+                            };
+                            new_out.insert(key.to_string(), Value::Object(a));
+                            old_out.insert(key.into_owned(), Value::Object(b));
+                        } else {
+                            let Some((_, raw)) = self.value(depth + 1) else {
+                                return Ok(None);
+                            };
+                            new_out.insert(key.to_string(), serde_json::from_str(n.raw)?);
+                            old_out.insert(key.into_owned(), serde_json::from_str(raw)?);
+                        }
+                    }
+                    None => {
+                        let Some((_, raw)) = self.value(depth + 1) else {
+                            return Ok(None);
+                        };
+                        old_out.insert(key.into_owned(), serde_json::from_str(raw)?);
+                    }
+                }
+                self.skip_whitespace();
+                match self.bytes.get(self.pos) {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Ok(None),
+                }
+            }
+        }
+        for (i, n) in new.iter().enumerate() {
+            // Only the last of a repeated key counts.
+            if !seen[i] && position_of(new, index.as_ref(), &n.key) == Some(i) {
+                new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
+            }
+        }
+        Ok(Some((new_out, old_out)))
+    }
+
+    /// A quoted key at `pos`, unescaped when it needs to be.
+    fn key(&mut self) -> Option<std::borrow::Cow<'a, str>> {
+        let start = self.pos;
+        if self.bytes.get(self.pos) != Some(&b'"') {
+            return None;
+        }
+        self.skip_string()?;
+        let quoted = &self.text[start..self.pos];
+        let inner = &quoted[1..quoted.len() - 1];
+        Some(if inner.contains('\\') {
+            std::borrow::Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
+        } else {
+            std::borrow::Cow::Borrowed(inner)
+        })
     }
 
     fn skip_whitespace(&mut self) {
@@ -160,18 +239,7 @@ impl<'a> Scanner<'a> {
         }
         loop {
             self.skip_whitespace();
-            let key_start = self.pos;
-            if self.bytes.get(self.pos) != Some(&b'"') {
-                return None;
-            }
-            self.skip_string()?;
-            let quoted = &self.text[key_start..self.pos];
-            let inner = &quoted[1..quoted.len() - 1];
-            let key = if inner.contains('\\') {
-                std::borrow::Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
-            } else {
-                std::borrow::Cow::Borrowed(inner)
-            };
+            let key = self.key()?;
             self.skip_whitespace();
             if self.bytes.get(self.pos) != Some(&b':') {
                 return None;
