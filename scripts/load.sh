@@ -8,6 +8,7 @@
 # release owns, ~8% writes to locked objects that are allowed (controllers' status updates,
 # Helm's own writes), ~2% denials. examples/loadgen.rs drives it over HTTP/1.1 keep-alive and
 # HTTP/2, at the highest rate and at fixed rates, and reads each server's CPU and RSS.
+# "locked h1/h2" send only writes to locked objects that change no chart field, at full speed.
 #   scripts/load.sh [SECONDS [ROUNDS]]   (default 10 s per run, 3 rounds; results also in
 #                                        target/load/results.jsonl, the report in report.md)
 set -euo pipefail
@@ -21,7 +22,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt"
+scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt" "$out/locked.txt"
+echo "locked-only mix: $(wc -l <"$out/locked.txt") writes to locked objects that change no chart field"
 
 target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
   --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 >"$work/helm-locker.log" 2>&1 &
@@ -35,25 +37,27 @@ sleep 0.5
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "machine: $machine; $rounds rounds of $secs s per run, load generator on the same cores"
-run() { # name pid port label loadgen-args...
-  local name=$1 pid=$2 port=$3 label=$4
-  shift 4
+run() { # name pid port label mix loadgen-args...
+  local name=$1 pid=$2 port=$3 label=$4 mix=$5
+  shift 5
   target/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
-    --mix "$out/mix.txt" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
+    --mix "$mix" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
 }
 # Rounds, and within a round the servers one after the other for each kind of run, in an order
 # that rotates: a ratio is taken between runs seconds apart, so the machine's drift (other
 # tenants, turbo) hits every server alike. The report gives medians over the rounds.
 servers=("limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443")
 for round in $(seq "$rounds"); do
-  for kind in "max h1" "max h2" "5000/s h1" "1000/s h1"; do
+  for kind in "max h1" "max h2" "locked h1" "locked h2" "5000/s h1" "1000/s h1"; do
     for i in 0 1 2; do
       set -- ${servers[$(((i + round) % 3))]}
       case $kind in
-        "max h1") run "$1" "$2" "$3" "$kind" --connections 32 ;;
-        "max h2") run "$1" "$2" "$3" "$kind" --connections 4 --http2 --streams 16 ;;
-        "5000/s h1") run "$1" "$2" "$3" "$kind" --connections 16 --rate 5000 ;;
-        "1000/s h1") run "$1" "$2" "$3" "$kind" --connections 8 --rate 1000 ;;
+        "max h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 32 ;;
+        "max h2") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 4 --http2 --streams 16 ;;
+        "locked h1") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 32 ;;
+        "locked h2") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 4 --http2 --streams 16 ;;
+        "5000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 16 --rate 5000 ;;
+        "1000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 8 --rate 1000 ;;
       esac
     done
   done

@@ -4,12 +4,15 @@
 # order, compact) into DIR/reviews, and listed in MIX weighted by how helm-locker decides it
 # against STATE (`helm-locker review`): 8 for an object no release owns, 2 for a write to a
 # locked object that is allowed, 2 for a kubectl change that is denied (~90/8/2%).
-#   scripts/review_mix.sh HELM_LOCKER STATE DIR MIX
+# With LOCKED_MIX, also lists there (once each) the writes to a locked object that change no
+# field the chart sets: the controllers' updates of Helm's objects, the locked path's everyday load.
+#   scripts/review_mix.sh HELM_LOCKER STATE DIR MIX [LOCKED_MIX]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-locker=$1 state=$2 dir=$3 mix=$4
+locker=$1 state=$2 dir=$3 mix=$4 locked_mix=${5:-/dev/null}
 python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$dir/reviews"
 : >"$mix"
+: >"$locked_mix"
 declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
 for review in tests/fixtures/cluster-capture/reviews/*.json; do
   explained=$("$locker" review --releases "$state" --explain "$review" 2>&1 >/dev/null)
@@ -18,6 +21,9 @@ for review in tests/fixtures/cluster-capture/reviews/*.json; do
     denied:*) class=denied weight=2 ;;
     *) class=locked-allowed weight=2 ;;
   esac
+  if [[ $explained == *"but no field the chart sets changes"* ]]; then
+    echo "$dir/reviews/$(basename "$review")" >>"$locked_mix"
+  fi
   # Helm's own uninstall DELETEs would be denied only because this state says "deployed"; a
   # user's kubectl edits are the denials worth measuring.
   [[ $class == denied && $review == *helm-* ]] && continue
