@@ -12,8 +12,11 @@ pub use helm_locker_core::{
 };
 
 pub mod app;
+pub mod confirm;
 pub mod controller;
 pub mod crd;
 pub mod index_store;
+pub mod metrics;
+pub mod readiness;
 pub mod server;
 pub mod source;

@@ -17,10 +17,10 @@ use tokio::sync::watch;
 
 use crate::crd::{desired_status, registrations, target_release, transition_event, HelmRelease};
 use crate::index_store::IndexStore;
+use crate::metrics::Metrics;
 use crate::policy::{Config, Mode};
+use crate::readiness::Readiness;
 use crate::release::Status;
-use crate::server::metrics::Metrics;
-use crate::server::readiness::Readiness;
 
 pub struct HelmReleases {
     pub client: Client,

@@ -24,13 +24,13 @@ use kube::{Client, Resource};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::confirm::Confirm;
 use crate::index::{Index, LockedObject, ReleaseState};
+use crate::metrics::{Metrics, ResultLabels};
 use crate::ownership::Change;
 use crate::policy::{Config, Mode};
 use crate::release::Status;
 use crate::revert_plan::{self, Backoff, HelmWriter};
-use crate::server::metrics::{Metrics, ResultLabels};
-use crate::server::state::Confirm;
 
 /// One object, as the index keys it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

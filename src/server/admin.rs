@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::server::readiness::Ready;
+use crate::readiness::Ready;
 use crate::server::state::AppState;
 
 pub fn router(state: Arc<AppState>) -> Router {

@@ -12,8 +12,8 @@ use axum::Router;
 use http_body_util::BodyExt;
 
 use crate::decide::{confirm, decide, Allowed, Decision};
+use crate::metrics::{AdmissionLabels, ResultLabels};
 use crate::review::{parse_head, parse_review, render_response, Review};
-use crate::server::metrics::{AdmissionLabels, ResultLabels};
 use crate::server::state::AppState;
 
 #[derive(Clone, Copy)]

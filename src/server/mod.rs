@@ -3,8 +3,6 @@
 pub mod admin;
 pub mod http_admission;
 pub mod listen;
-pub mod metrics;
-pub mod readiness;
 pub mod self_managed;
 pub mod state;
 pub mod tls;
@@ -16,11 +14,13 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::confirm::Confirm;
 use crate::index_store::IndexStore;
+use crate::metrics::Metrics;
 use crate::policy::Config;
+use crate::readiness;
 use crate::source;
-use metrics::Metrics;
-use state::{AppState, Confirm, HttpSettings};
+use state::{AppState, HttpSettings};
 
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug)]

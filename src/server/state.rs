@@ -1,28 +1,14 @@
 //! What request handlers share.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::index::ReleaseKey;
+use crate::confirm::Confirm;
 use crate::index_store::IndexStore;
+use crate::metrics::Metrics;
 use crate::policy::Config;
-use crate::release::Status;
+use crate::readiness::Readiness;
 use crate::schema::SharedSchema;
-use crate::server::metrics::Metrics;
-use crate::server::readiness::Readiness;
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Reads a release's newest revision and its status straight from the source of truth
-/// (rule 7); `None` when the release has no revision left.
-pub trait Confirm: Send + Sync {
-    fn newest_revision<'a>(
-        &'a self,
-        release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>>;
-}
 
 /// Limits and timeouts of the admission port.
 #[derive(Clone, Debug)]

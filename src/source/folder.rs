@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::index::Index;
 use crate::index_store::IndexStore;
-use crate::server::metrics::Metrics;
-use crate::server::readiness::Readiness;
+use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::source::files;
 
 type Fingerprint = Vec<(PathBuf, Option<SystemTime>, u64)>;

@@ -11,8 +11,8 @@ use axum::http;
 use http_body_util::BodyExt;
 use kube::Client;
 
+use crate::metrics::{Metrics, ResultLabels};
 use crate::schema::{Schema, SharedSchema};
-use crate::server::metrics::{Metrics, ResultLabels};
 
 /// Keeps `schema` equal to the API server's document; runs until aborted.
 pub async fn run(

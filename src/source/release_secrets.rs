@@ -11,12 +11,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 
+use crate::confirm::{BoxFuture, Confirm};
 use crate::index::ReleaseKey;
 use crate::index_store::IndexStore;
+use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef, Status};
-use crate::server::metrics::Metrics;
-use crate::server::readiness::Readiness;
-use crate::server::state::{BoxFuture, Confirm};
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
