@@ -61,11 +61,14 @@ fn review(
     object: serde_json::Value,
     old: serde_json::Value,
 ) -> String {
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u", "kind": {"group": group, "version": "v1", "kind": kind}, "resource": {"group": group, "version": "v1", "resource": "x"},
-        "name": name, "namespace": "ns1", "operation": "UPDATE", "userInfo": {"username": "admin", "groups": ["system:masters"]},
-        "object": object, "oldObject": old}})
-    .to_string()
+    let api_version = helm_locker::manifest::api_version(group, "v1");
+    let review = helm_locker_core::test_util::review("UPDATE", &api_version, kind, "x")
+        .uid("u")
+        .name(Some("ns1"), name)
+        .user("admin")
+        .object(object)
+        .old_object(old);
+    String::from_utf8(review.body()).unwrap()
 }
 
 fn benches(c: &mut Criterion) {

@@ -803,10 +803,25 @@ mod tests {
         object: Value,
         old: Value,
     ) -> String {
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-            "uid": "u", "kind": kind, "resource": resource, "subResource": sub, "name": name, "namespace": ns,
-            "operation": op, "userInfo": {"username": user, "groups": ["system:authenticated"]},
-            "object": object, "oldObject": old}}).to_string()
+        let text = |v: &Value, f: &str| v[f].as_str().unwrap_or_default().to_string();
+        let api_version =
+            |v: &Value| crate::manifest::api_version(&text(v, "group"), &text(v, "version"));
+        let mut review = crate::test_util::review(
+            op,
+            &api_version(&resource),
+            &text(&kind, "kind"),
+            &text(&resource, "resource"),
+        )
+        .kind(&api_version(&kind), &text(&kind, "kind"))
+        .uid("u")
+        .name(ns, name)
+        .user(user)
+        .object(object)
+        .old_object(old);
+        if let Some(sub) = sub {
+            review = review.sub_resource(sub);
+        }
+        String::from_utf8(review.body()).unwrap()
     }
 
     fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
