@@ -194,6 +194,12 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_REVERT", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     revert: bool,
+    /// Record every denial, warning and repair as a Warning Event on the object (who, which
+    /// paths), at most one per object, reason and user every 30 s; dry runs are not recorded.
+    /// Needs create and patch on events.
+    #[arg(long, env = "HELM_LOCKER_EVENTS", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    events: bool,
     /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
     #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
@@ -578,6 +584,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         },
         shutdown_grace: args.shutdown_grace,
         controller: Some(controller),
+        events: args.events,
     })
 }
 

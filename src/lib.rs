@@ -12,6 +12,7 @@ pub use helm_locker_core::{
 };
 
 pub mod app;
+pub mod attempts;
 pub mod confirm;
 pub mod controller;
 pub mod crd;

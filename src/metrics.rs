@@ -15,6 +15,14 @@ pub struct AdmissionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DenialLabels {
+    /// `namespace/name` of the release.
+    pub release: String,
+    /// deny, warn or repair.
+    pub decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -27,6 +35,8 @@ pub struct Metrics {
     pub releases: Gauge,
     pub objects: Gauge,
     pub claim_conflicts: Gauge,
+    pub denials: Family<DenialLabels, Counter>,
+    pub attempt_events: Family<ResultLabels, Counter>,
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
     pub confirmations: Family<ResultLabels, Counter>,
@@ -84,6 +94,18 @@ impl Metrics {
             "claim_conflicts",
             "Objects rendered by more than one release (`helm-locker inspect` lists them); the release the object's meta.helm.sh annotations name owns it",
             claim_conflicts.clone(),
+        );
+        let denials = Family::<DenialLabels, Counter>::default();
+        registry.register(
+            "denials",
+            "Writes to locked objects denied, warned about or repaired, by release and decision (dry runs included)",
+            denials.clone(),
+        );
+        let attempt_events = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "attempt_events",
+            "Denials, warnings and repairs offered as Kubernetes Events, by result (published, held_back: within the window of an earlier one, dropped: the queue was full, failed)",
+            attempt_events.clone(),
         );
         let schema_kinds = Gauge::default();
         registry.register(
@@ -146,6 +168,8 @@ impl Metrics {
             releases,
             objects,
             claim_conflicts,
+            denials,
+            attempt_events,
             watch_restarts,
             release_decode_errors,
             confirmations,

@@ -47,9 +47,21 @@ pub struct Locked {
     pub status: Status,
     /// `Deployment shop/shop-web`, `ClusterRole shop-reader`.
     pub object: String,
+    /// The locked object itself (the parent of a subresource), as the chart names it.
+    pub target: Target,
     pub delete: bool,
     pub changes: Vec<Change>,
     pub message: String,
+}
+
+/// Which object a decision is about.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub api_version: String,
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    pub name: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -249,6 +261,15 @@ pub fn decide(
     // A Secret's values stay out of the message: it reaches users who may write the Secret
     // without being allowed to read it, kubectl's output and the API server's audit log.
     let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
+    let target = Target {
+        api_version: object.api_version(),
+        kind: object.kind.to_string(),
+        namespace: request
+            .namespace()
+            .and(object.namespace.as_deref())
+            .map(str::to_string),
+        name: object.name.clone(),
+    };
     let locked = |delete, changes: Vec<Change>| {
         let message = message(
             &describe,
@@ -264,6 +285,7 @@ pub fn decide(
             revision: newest.revision,
             status: newest.status,
             object: describe.clone(),
+            target: target.clone(),
             delete,
             changes,
             message,

@@ -12,7 +12,7 @@ use axum::Router;
 use http_body_util::BodyExt;
 
 use crate::decide::{confirm, decide, Allowed, Decision};
-use crate::metrics::{AdmissionLabels, ResultLabels};
+use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::review::{parse_head, parse_review, render_response, Review};
 use crate::server::state::AppState;
 
@@ -166,10 +166,57 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
             decision = decision.label(),
             "locked object"
         );
+        record_attempt(state, request, &decision, locked);
     } else {
         tracing::debug!(uid = %request.uid, "{}", decision.explain());
     }
     respond(state, endpoint, &review, &decision, started)
+}
+
+/// Counts the denial by release, and offers it to the Events publisher (never for a dry run:
+/// `kubectl diff` tries nothing).
+fn record_attempt(
+    state: &AppState,
+    request: &crate::review::Request,
+    decision: &Decision,
+    locked: &crate::decide::Locked,
+) {
+    let label = decision.label();
+    state
+        .metrics
+        .denials
+        .get_or_create(&DenialLabels {
+            release: locked.release.to_string(),
+            decision: label,
+        })
+        .inc();
+    let Some(sink) = &state.attempts else {
+        return;
+    };
+    if request.dry_run.unwrap_or(false) {
+        return;
+    }
+    let (reason, action) = match decision {
+        Decision::Deny(l) if l.delete => ("LockedObjectDeleteDenied", "Deny"),
+        Decision::Deny(_) => ("LockedFieldChangeDenied", "Deny"),
+        Decision::Warn(_) => ("LockedFieldChangeWarned", "Warn"),
+        Decision::Repair(..) => ("LockedFieldChangeRepaired", "Repair"),
+        Decision::Allow(_) => return,
+    };
+    let target = &locked.target;
+    sink.record(crate::attempts::Attempt {
+        regarding: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(target.api_version.clone()),
+            kind: Some(target.kind.clone()),
+            namespace: target.namespace.clone(),
+            name: Some(target.name.clone()),
+            ..Default::default()
+        },
+        reason,
+        action,
+        user: request.user_info.username.to_string(),
+        message: locked.message.clone(),
+    });
 }
 
 fn respond(

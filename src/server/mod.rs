@@ -55,6 +55,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Leader election, reverter and HelmReleases (Kubernetes source only).
     pub controller: Option<crate::controller::ControllerSettings>,
+    /// Record denials, warnings and repairs as Events on the objects (Kubernetes source only).
+    pub events: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +133,7 @@ pub struct BoundServer {
     self_managed: Option<(kube::Client, self_managed::SelfManaged)>,
     grace: Duration,
     controller: Option<crate::controller::ControllerSettings>,
+    attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -195,6 +198,14 @@ impl BoundServer {
             Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
         });
         let scopes = source_scopes(&settings.source, &settings.config);
+        let metrics = Arc::new(Metrics::new());
+        let (attempt_sink, attempts) = match (&kube, settings.events) {
+            (Some(_), true) => {
+                let (sink, rx) = crate::attempts::channel(metrics.clone(), 1024);
+                (Some(sink), Some(rx))
+            }
+            _ => (None, None),
+        };
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -203,9 +214,10 @@ impl BoundServer {
             schema: Arc::new(crate::schema::SharedSchema::new(
                 crate::schema::Schema::builtin(),
             )),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             readiness: Arc::new(readiness::Readiness::new(scopes)),
             confirmer,
+            attempts: attempt_sink,
             settings: settings.http,
         });
         Ok(BoundServer {
@@ -229,6 +241,7 @@ impl BoundServer {
             self_managed: managed,
             grace: settings.shutdown_grace,
             controller: settings.controller,
+            attempts,
         })
     }
 
@@ -284,6 +297,22 @@ impl BoundServer {
                         Duration::from_secs(5),
                     ),
                 );
+                if let Some(attempts) = self.attempts {
+                    let identity = self
+                        .controller
+                        .as_ref()
+                        .map(|c| c.identity.clone())
+                        .unwrap_or_else(|| "helm-locker".into());
+                    tasks.spawn(
+                        "the Events publisher",
+                        crate::attempts::publish(
+                            client.clone(),
+                            identity,
+                            attempts,
+                            state.metrics.clone(),
+                        ),
+                    );
+                }
                 start_controllers(&mut tasks, client, &state, self.controller);
             }
         }

@@ -37,5 +37,7 @@ pub struct AppState {
     /// Ready once every source scope has listed; failed for good when a task ends.
     pub readiness: Arc<Readiness>,
     pub confirmer: Option<Arc<dyn Confirm>>,
+    /// Where denials, warnings and repairs go to become Events (Kubernetes source only).
+    pub attempts: Option<crate::attempts::AttemptSink>,
     pub settings: HttpSettings,
 }

@@ -175,11 +175,17 @@ class ChartLintAndRender(unittest.TestCase):
                 self.assertNotIn(function, source, name)
 
     def test_without_the_reverter_rbac_grants_no_write_on_other_objects(self):
+        events = {("ClusterRole", None, group, "events", verb, ())
+                  for group in ("", "events.k8s.io") for verb in ("create", "patch")}
         for mode in ("given", "certManager"):
             with self.subTest(mode=mode):
-                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}}))
+                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False}}))
                 self.assertEqual(write_grants(docs), set())
-        _, docs = render({"revert": {"enabled": False}})
+                self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_EVENTS"], "false")
+                # Recording denials as Events adds exactly that: creating and patching Events.
+                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}}))
+                self.assertEqual(write_grants(docs), events)
+        _, docs = render({"revert": {"enabled": False}, "events": {"enabled": False}})
         # Self-managed certificate: create a Secret in its own namespace (RBAC cannot name what
         # is being created), update only that Secret, patch only its own webhook configurations.
         self.assertEqual(write_grants(docs), {

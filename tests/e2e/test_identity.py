@@ -18,6 +18,8 @@ the legitimate writes through the same door still go through:
      in helm_locker_claim_conflicts;
   7. helm upgrade after all of it, then uninstall: the garbage collector removes the
      Deployment's dependents.
+And who tried (issue 18): each denial is a Warning Event on the object naming the user; a
+retry loop is one Event, a dry run none.
 Run through scripts/e2e.sh, or alone:
   HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest \
       discover -s tests/e2e -p test_identity.py -v
@@ -25,6 +27,7 @@ Run through scripts/e2e.sh, or alone:
 
 import json
 import os
+import time
 import unittest
 
 from harness import DENIED, HERE, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
@@ -247,6 +250,34 @@ class Identity(unittest.TestCase):
         self.assertTrue(locked, "the adopter's ConfigMap was never locked")
         self.k("delete", "secret", "sh.helm.release.v1.adopter.v1", "-n", NS)
         self.k("delete", "configmap", "orphan", "-n", NS)
+
+    def test_6b_a_denial_is_an_event_on_the_object_and_a_retry_loop_is_one(self):
+        target = f"{NAME}-cache"
+
+        def events():
+            out = self.k("get", "events", "-n", NS, "--field-selector",
+                         f"reason=LockedFieldChangeDenied,involvedObject.name={target}", "-o", "json")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return [e for e in json.loads(out.stdout)["items"] if e["message"].startswith("mallory: ")]
+
+        mallory = ("--as", "mallory", "--as-group", "system:masters")
+        out = self.k("patch", "caches.identity.example.com", target, "-n", NS, "--type=merge",
+                     "-p", '{"spec":{"engine":"memcached"}}', "--dry-run=server", *mallory)
+        self.assert_denied(out)
+        time.sleep(2)
+        self.assertEqual(events(), [], "a dry run was recorded")
+        for _ in range(5):
+            out = self.k("patch", "caches.identity.example.com", target, "-n", NS, "--type=merge",
+                         "-p", '{"spec":{"engine":"memcached"}}', *mallory)
+            self.assert_denied(out)
+        recorded = eventually(events, 15, 0.5)
+        self.assertEqual(len(recorded), 1, recorded)
+        event = recorded[0]
+        self.assertEqual(event["type"], "Warning")
+        self.assertEqual(event["involvedObject"]["kind"], "Cache")
+        self.assertIn("mallory: Cache identity/id-cache is locked by Helm release identity/id", event["message"])
+        self.assertIn("/spec/engine", event["message"])
+        self.assertGreater(self.locker.metric("helm_locker_denials_total") or 0, 0)
 
     # -- 7
 
