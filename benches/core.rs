@@ -71,6 +71,12 @@ fn review(
     String::from_utf8(review.body()).unwrap()
 }
 
+/// The recorded reviews `scripts/load.sh` sends in its locked runs (by number).
+const RECORDED_LOCKED: &[&str] = &[
+    "045", "049", "050", "052", "062", "063", "064", "065", "066", "068", "093", "094", "096",
+    "108", "109", "113", "114",
+];
+
 fn benches(c: &mut Criterion) {
     let index = cluster(1_000, 30);
     let config = Config::default();
@@ -147,6 +153,51 @@ fn benches(c: &mut Criterion) {
             .unwrap()
         })
     });
+    // The recorded writes to locked objects that change no chart field (what
+    // scripts/load.sh's locked runs send), decided against the release they were recorded with.
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cluster-capture");
+    let recorded_index = Index::from_secrets(
+        helm_locker::release::parse_release_file(
+            &std::fs::read_to_string(root.join("releases/02-after-upgrade.json")).unwrap(),
+        )
+        .unwrap()
+        .into_iter()
+        .filter_map(Result::ok),
+    );
+    let recorded: Vec<String> = RECORDED_LOCKED
+        .iter()
+        .map(|n| {
+            let dir = root.join("reviews");
+            let file = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(n))
+                .unwrap();
+            std::fs::read_to_string(file).unwrap()
+        })
+        .collect();
+    let recorded: Vec<_> = recorded
+        .iter()
+        .map(|body| parse_review(body.as_bytes()).unwrap())
+        .collect();
+    for review in &recorded {
+        assert!(decide(&recorded_index, &schema, &config, &review.request)
+            .unwrap()
+            .is_allowed());
+    }
+    group.throughput(Throughput::Elements(recorded.len() as u64));
+    group.bench_function(
+        "17 recorded locked writes that change no chart field",
+        |b| {
+            b.iter(|| {
+                for review in &recorded {
+                    black_box(decide(&recorded_index, &schema, &config, &review.request).unwrap());
+                }
+            })
+        },
+    );
+    group.throughput(Throughput::Elements(1));
     group.bench_function("parse review + unowned", |b| {
         b.iter(|| {
             let r = parse_review(black_box(unowned.as_bytes())).unwrap();

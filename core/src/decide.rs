@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
-    co_owned_fields, cross_version_changes, describe_field_path, duplicate_keys,
-    helm_metadata_changes, locked_changes, locked_changes_at, repair_patch, stored_form, Change,
+    cross_version_changes, describe_field_path, duplicate_keys, helm_metadata_changes,
+    locked_changes, locked_changes_at, repair_patch, stored_form, Change,
 };
 use crate::policy::{Config, Mode};
 use crate::release::{describe_json_error, Status};
@@ -436,25 +436,16 @@ pub fn decide(
             .options
             .as_ref()
             .and_then(|o| o.field_manager.as_deref());
-        if let Some(manager) = manager {
-            // Only managedFields matter here, and on 1.20 a server-side apply's oldObject
-            // shares them with the object, so they are read from the request whole.
-            let fields_new = request
+        // No entry of that manager can exist unless its name is somewhere in the object's text
+        // (API servers write it as a JSON string): most writes are not server-side applies.
+        let applied = |manager: &str| {
+            let quoted = serde_json::to_string(manager).unwrap_or_default();
+            request
                 .object()
-                .and_then(crate::prune::managed_fields_only)
-                .unwrap_or(Value::Null);
-            let fields_old = request
-                .old_object()
-                .and_then(crate::prune::managed_fields_only);
-            let mut shared = co_owned_fields(
-                schema,
-                root,
-                &chart,
-                helm,
-                manager,
-                &fields_new,
-                fields_old.as_ref(),
-            );
+                .is_some_and(|o| o.get().contains(&quoted) && o.get().contains("\"Apply\""))
+        };
+        if let Some(manager) = manager.filter(|m| applied(m)) {
+            let mut shared = co_owner_claims(schema, root, &chart, helm, manager, request);
             shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &ignore));
             if !shared.is_empty() {
                 let mut l = locked(false, Vec::new());
@@ -512,6 +503,48 @@ fn parse_object(
             field,
             reason: describe_json_error(&e),
         })
+}
+
+/// Fields Helm owns that a server-side apply by `manager` would make it co-own. Read from the
+/// request's managedFields without building their values, and only as far as needed: most
+/// applies are Helm's own (its entry owns the release annotation).
+fn co_owner_claims(
+    schema: &Schema,
+    root: crate::schema::TypeId,
+    chart: &crate::tree::Tree,
+    helm: (&str, &str),
+    manager: &str,
+    request: &Request,
+) -> Vec<String> {
+    let Some(new) = request.object().and_then(crate::prune::managed_fields) else {
+        return Vec::new();
+    };
+    let Some(claimed) = new.applies.iter().find(|e| e.manager == manager) else {
+        return Vec::new();
+    };
+    if new
+        .applies
+        .iter()
+        .find(|e| e.owns_release_annotation())
+        .is_some_and(|helm| helm.manager == manager)
+    {
+        return Vec::new();
+    }
+    // kube-apiserver 1.20 hands admission an oldObject that shares the new object's
+    // managedFields on a server-side apply (measured: a first apply by kubectl shows its own
+    // entry in both), so the old entry counts only when it differs from the new one.
+    let before = request
+        .old_object()
+        .and_then(crate::prune::managed_fields)
+        .filter(|old| old.raw.map(|r| r.get()) != new.raw.map(|r| r.get()))
+        .and_then(|old| {
+            old.applies
+                .iter()
+                .find(|e| e.manager == manager)
+                .map(|e| e.field_set())
+        })
+        .unwrap_or_default();
+    crate::ownership::co_owned_paths(schema, root, chart, helm, &claimed.field_set(), &before)
 }
 
 /// The request's object in the index: a `scale` request names the parent by resource, and a
@@ -749,12 +782,15 @@ fn message(
                 c.path,
                 show(&c.chart)
             ),
-            Some(v) => format!(
-                "{} is {} in the chart, this request sets {}",
-                c.path,
-                show(&c.chart),
-                show(v)
-            ),
+            Some(v) => match first_difference(&c.path, &c.chart, v) {
+                Some(difference) => difference,
+                None => format!(
+                    "{} is {} in the chart, this request sets {}",
+                    c.path,
+                    show(&c.chart),
+                    show(v)
+                ),
+            },
             None => format!(
                 "{} is {} in the chart, this request removes it",
                 c.path,
@@ -777,6 +813,98 @@ fn message(
         "{head}: {}{hidden}. Change it with helm upgrade, or ask an admin.",
         parts.join("; ")
     )
+}
+
+/// For a value too long to show whole (a ClusterRole's `rules`, a config file in a ConfigMap):
+/// where the request first differs from the chart, the same prefix of both being no help.
+/// `None` when both are short, or of different shapes.
+fn first_difference(path: &str, chart: &Value, requested: &Value) -> Option<String> {
+    const SHORT: usize = 80;
+    if chart.to_string().len() <= SHORT && requested.to_string().len() <= SHORT {
+        return None;
+    }
+    match (chart, requested) {
+        (Value::String(a), Value::String(b)) if a.contains('\n') || b.contains('\n') => {
+            let (mut left, mut right) = (a.lines(), b.lines());
+            for line in 1.. {
+                match (left.next(), right.next()) {
+                    (Some(x), Some(y)) if x == y => continue,
+                    (Some(x), Some(y)) => {
+                        return Some(format!(
+                            "{path} differs from the chart at line {line}: {} in the chart, {} in this request",
+                            show(&Value::from(x)),
+                            show(&Value::from(y))
+                        ))
+                    }
+                    (Some(x), None) => {
+                        return Some(format!(
+                            "{path} differs from the chart at line {line}: {} in the chart, the request ends before it",
+                            show(&Value::from(x))
+                        ))
+                    }
+                    (None, Some(y)) => {
+                        return Some(format!(
+                            "{path} differs from the chart at line {line}: the chart ends before it, this request adds {}",
+                            show(&Value::from(y))
+                        ))
+                    }
+                    (None, None) => return None,
+                }
+            }
+            None
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            let i = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            Some(match (a.get(i), b.get(i)) {
+                (Some(x), Some(y)) => {
+                    let item = format!("{path}/{i}");
+                    first_difference(&item, x, y).unwrap_or_else(|| {
+                        format!(
+                            "{item} is {} in the chart, this request sets {}",
+                            show(x),
+                            show(y)
+                        )
+                    })
+                }
+                (Some(x), None) => format!(
+                    "{path}/{i} is {} in the chart, this request removes it ({} items instead of {})",
+                    show(x),
+                    b.len(),
+                    a.len()
+                ),
+                (None, Some(y)) => format!(
+                    "{path} has {} items in the chart, this request adds {} at {path}/{i}",
+                    a.len(),
+                    show(y)
+                ),
+                (None, None) => return None,
+            })
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            let key = a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k))?;
+            let item = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+            Some(match (a.get(key), b.get(key)) {
+                (Some(x), Some(y)) => first_difference(&item, x, y).unwrap_or_else(|| {
+                    format!(
+                        "{item} is {} in the chart, this request sets {}",
+                        show(x),
+                        show(y)
+                    )
+                }),
+                (Some(x), None) => {
+                    format!(
+                        "{item} is {} in the chart, this request removes it",
+                        show(x)
+                    )
+                }
+                (None, Some(y)) => {
+                    format!("{item} is not in the chart, this request adds {}", show(y))
+                }
+                (None, None) => return None,
+            })
+        }
+        _ => None,
+    }
 }
 
 fn show(value: &Value) -> String {
@@ -1388,6 +1516,45 @@ mod tests {
         let mut object = scale(json!({}));
         json_patch::patch(&mut object, &patch).unwrap();
         assert_eq!(object["spec"]["replicas"], 3);
+    }
+
+    #[test]
+    fn a_long_value_is_shown_where_it_first_differs() {
+        let config: String = (1..=40).map(|i| format!("key{i} = value{i}\n")).collect();
+        let edited = config.replace("key23 = value23", "key23 = hacked");
+        assert_eq!(
+            first_difference("/data/app.conf", &json!(config), &json!(edited)).unwrap(),
+            "/data/app.conf differs from the chart at line 23: \"key23 = value23\" in the chart, \"key23 = hacked\" in this request"
+        );
+        let shorter: String = config.lines().take(30).map(|l| format!("{l}\n")).collect();
+        assert!(
+            first_difference("/data/app.conf", &json!(config), &json!(shorter))
+                .unwrap()
+                .ends_with(
+                    "at line 31: \"key31 = value31\" in the chart, the request ends before it"
+                )
+        );
+        let rule = |verbs: &[&str]| json!({"apiGroups": [""], "resources": ["pods", "services", "configmaps"], "verbs": verbs});
+        let rules = json!([rule(&["get"]), rule(&["list"]), rule(&["watch"])]);
+        let escalated = json!([rule(&["get"]), rule(&["list", "delete"]), rule(&["watch"])]);
+        assert_eq!(
+            first_difference("/rules", &rules, &escalated).unwrap(),
+            "/rules/1/verbs is [\"list\"] in the chart, this request sets [\"list\",\"delete\"]"
+        );
+        let added = json!([
+            rule(&["get"]),
+            rule(&["list"]),
+            rule(&["watch"]),
+            rule(&["*"])
+        ]);
+        assert!(first_difference("/rules", &rules, &added)
+            .unwrap()
+            .starts_with("/rules has 3 items in the chart, this request adds {"));
+        // Short values are shown whole, as before.
+        assert_eq!(
+            first_difference("/spec/replicas", &json!(3), &json!(7)),
+            None
+        );
     }
 
     #[test]

@@ -1342,6 +1342,18 @@ pub fn co_owned_fields(
         .filter(|o| managed(o) != managed(new))
         .and_then(apply_entry)
         .unwrap_or_default();
+    co_owned_paths(schema, root, chart, release, &claimed, &before)
+}
+
+/// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
+pub fn co_owned_paths(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    release: (&str, &str),
+    claimed: &FieldSet,
+    before: &FieldSet,
+) -> Vec<String> {
     let owned = owned_fields(schema, root, &applied_object(chart, release));
     claimed
         .intersection(&owned)

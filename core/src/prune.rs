@@ -27,7 +27,7 @@ pub fn changed_parts(new: &RawValue, old: &RawValue) -> Result<(Value, Value), s
         let mut scanner = Scanner::new(old);
         scanner.skip_whitespace();
         if scanner.bytes.get(scanner.pos) == Some(&b'{') {
-            if let Some((n, o)) = scanner.prune_against(&entries, 0)? {
+            if let Some((n, o)) = scanner.prune_against(&entries, 0, false)? {
                 scanner.skip_whitespace();
                 if scanner.pos == scanner.bytes.len() {
                     return Ok((Value::Object(n), Value::Object(o)));
@@ -98,10 +98,15 @@ impl<'a> Scanner<'a> {
     /// text begins with the new value's text, followed by a delimiter, is that same value (a
     /// JSON value ends where its text says): it is stepped over unread. `Ok(None)` when the
     /// text is not what the scanner expects.
+    ///
+    /// In `metadata` (`in_metadata`), `managedFields` is left out of both sides: no rule reads
+    /// it there (the co-owner check reads it from the request itself), and it changes on every
+    /// write.
     fn prune_against(
         &mut self,
         new: &[Entry<'_>],
         depth: usize,
+        in_metadata: bool,
     ) -> Result<Option<(Object, Object)>, serde_json::Error> {
         let index: Option<BTreeMap<&str, usize>> =
             (new.len() > 16).then(|| new.iter().enumerate().map(|(i, e)| (&*e.key, i)).collect());
@@ -123,38 +128,51 @@ impl<'a> Scanner<'a> {
                 }
                 self.pos += 1;
                 self.skip_whitespace();
-                match position_of(new, index.as_ref(), &key) {
-                    Some(i) => {
+                let found = position_of(new, index.as_ref(), &key);
+                if in_metadata && key == "managedFields" {
+                    if let Some(i) = found {
                         seen[i] = true;
-                        let n = &new[i];
-                        let rest = &self.bytes[self.pos..];
-                        let same = rest.starts_with(n.raw.as_bytes())
-                            && rest.get(n.raw.len()).is_none_or(|b| {
-                                matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
-                            });
-                        if same {
-                            self.pos += n.raw.len();
-                        } else if let (Node::Object(children), Some(b'{'), true) =
-                            (&n.node, self.bytes.get(self.pos), depth < MAX_DEPTH)
-                        {
-                            let Some((a, b)) = self.prune_against(children, depth + 1)? else {
-                                return Ok(None);
-                            };
-                            new_out.insert(key.to_string(), Value::Object(a));
-                            old_out.insert(key.into_owned(), Value::Object(b));
-                        } else {
+                    }
+                    if self.value(depth + 1).is_none() {
+                        return Ok(None);
+                    }
+                } else {
+                    match found {
+                        Some(i) => {
+                            seen[i] = true;
+                            let n = &new[i];
+                            let rest = &self.bytes[self.pos..];
+                            let same = rest.starts_with(n.raw.as_bytes())
+                                && rest.get(n.raw.len()).is_none_or(|b| {
+                                    matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+                                });
+                            if same {
+                                self.pos += n.raw.len();
+                            } else if let (Node::Object(children), Some(b'{'), true) =
+                                (&n.node, self.bytes.get(self.pos), depth < MAX_DEPTH)
+                            {
+                                let metadata = depth == 0 && key == "metadata";
+                                let Some((a, b)) =
+                                    self.prune_against(children, depth + 1, metadata)?
+                                else {
+                                    return Ok(None);
+                                };
+                                new_out.insert(key.to_string(), Value::Object(a));
+                                old_out.insert(key.into_owned(), Value::Object(b));
+                            } else {
+                                let Some((_, raw)) = self.value(depth + 1) else {
+                                    return Ok(None);
+                                };
+                                new_out.insert(key.to_string(), serde_json::from_str(n.raw)?);
+                                old_out.insert(key.into_owned(), serde_json::from_str(raw)?);
+                            }
+                        }
+                        None => {
                             let Some((_, raw)) = self.value(depth + 1) else {
                                 return Ok(None);
                             };
-                            new_out.insert(key.to_string(), serde_json::from_str(n.raw)?);
                             old_out.insert(key.into_owned(), serde_json::from_str(raw)?);
                         }
-                    }
-                    None => {
-                        let Some((_, raw)) = self.value(depth + 1) else {
-                            return Ok(None);
-                        };
-                        old_out.insert(key.into_owned(), serde_json::from_str(raw)?);
                     }
                 }
                 self.skip_whitespace();
@@ -170,7 +188,10 @@ impl<'a> Scanner<'a> {
         }
         for (i, n) in new.iter().enumerate() {
             // Only the last of a repeated key counts.
-            if !seen[i] && position_of(new, index.as_ref(), &n.key) == Some(i) {
+            if !seen[i]
+                && position_of(new, index.as_ref(), &n.key) == Some(i)
+                && !(in_metadata && n.key == "managedFields")
+            {
                 new_out.insert(n.key.to_string(), serde_json::from_str(n.raw)?);
             }
         }
@@ -297,9 +318,47 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Just `metadata.managedFields` of an object (the co-owner check reads nothing else), or
+/// An object's `metadata.managedFields`, read without building values: its text (to compare
+/// two objects' at a glance) and its `Apply` entries with their `fieldsV1` unread.
+pub struct ManagedFields<'a> {
+    pub raw: Option<&'a RawValue>,
+    pub applies: Vec<ApplyEntry<'a>>,
+}
+
+pub struct ApplyEntry<'a> {
+    pub manager: std::borrow::Cow<'a, str>,
+    pub fields: &'a RawValue,
+}
+
+impl ApplyEntry<'_> {
+    /// Whether this entry owns Helm's release-name annotation (Helm's own entry).
+    pub fn owns_release_annotation(&self) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Fields<'a> {
+            #[serde(rename = "f:metadata", borrow)]
+            metadata: Option<Metadata<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Metadata<'a> {
+            #[serde(rename = "f:annotations", borrow)]
+            annotations: Option<BTreeMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>>,
+        }
+        let key = format!("f:{}", crate::ownership::RELEASE_NAME_ANNOTATION);
+        serde_json::from_str::<Fields>(self.fields.get())
+            .ok()
+            .and_then(|f| f.metadata?.annotations)
+            .is_some_and(|a| a.contains_key(key.as_str()))
+    }
+
+    pub fn field_set(&self) -> crate::ownership::FieldSet {
+        serde_json::from_str::<Value>(self.fields.get())
+            .map(|v| crate::ownership::parse_fields_v1(&v))
+            .unwrap_or_default()
+    }
+}
+
 /// `None` when the text is not an object.
-pub fn managed_fields_only(object: &RawValue) -> Option<Value> {
+pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
     #[derive(serde::Deserialize)]
     struct Object<'a> {
         #[serde(borrow)]
@@ -310,16 +369,31 @@ pub fn managed_fields_only(object: &RawValue) -> Option<Value> {
         #[serde(borrow, rename = "managedFields")]
         managed_fields: Option<&'a RawValue>,
     }
-    let parsed: Object = serde_json::from_str(object.get()).ok()?;
-    let fields = match parsed.metadata.and_then(|m| m.managed_fields) {
-        Some(raw) => serde_json::from_str(raw.get()).ok()?,
-        None => Value::Null,
-    };
-    let mut metadata = Map::new();
-    if !fields.is_null() {
-        metadata.insert("managedFields".into(), fields);
+    #[derive(serde::Deserialize)]
+    struct Entry<'a> {
+        #[serde(borrow, default)]
+        manager: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        operation: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default, rename = "fieldsV1")]
+        fields: Option<&'a RawValue>,
     }
-    Some(serde_json::json!({ "metadata": metadata }))
+    let object: Object = serde_json::from_str(object.get()).ok()?;
+    let raw = object.metadata.and_then(|m| m.managed_fields);
+    let entries: Vec<Entry> = raw
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or_default();
+    let applies = entries
+        .into_iter()
+        .filter(|e| e.operation.as_deref() == Some("Apply"))
+        .filter_map(|e| {
+            Some(ApplyEntry {
+                manager: e.manager?,
+                fields: e.fields?,
+            })
+        })
+        .collect();
+    Some(ManagedFields { raw, applies })
 }
 
 #[cfg(test)]
@@ -350,6 +424,15 @@ mod tests {
                    "spec": {"template": {"spec": {"containers": [{"name": "web"}]}}},
                    "status": {"ready": 1}})
         );
+        // managedFields, which change on every write, are never read from the parts.
+        let mut with_fields = old.clone();
+        with_fields["metadata"]["managedFields"] = json!([{"manager": "a", "time": "1"}]);
+        let mut touched = with_fields.clone();
+        touched["metadata"]["managedFields"] = json!([{"manager": "a", "time": "2"}]);
+        touched["metadata"]["labels"]["a"] = json!("3");
+        let (n, o) = changed_parts(&raw(&touched), &raw(&with_fields)).unwrap();
+        assert_eq!(n, json!({"metadata": {"labels": {"a": "3"}}}));
+        assert_eq!(o, json!({"metadata": {"labels": {"a": "1"}}}));
         let same = changed_parts(&raw(&old), &raw(&old)).unwrap();
         assert_eq!(same, (json!({}), json!({})));
         // Not objects: parsed whole.
@@ -452,16 +535,28 @@ mod tests {
     }
 
     #[test]
-    fn managed_fields_are_read_alone() {
-        let object = json!({"metadata": {"name": "x", "managedFields": [{"manager": "kubectl"}]}, "spec": {"big": [1, 2, 3]}});
+    fn managed_fields_are_read_without_their_values() {
+        let object = json!({"metadata": {"name": "x", "managedFields": [
+            {"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:status": {}}},
+            {"manager": "helm", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:annotations": {
+                "f:meta.helm.sh/release-name": {}}}, "f:data": {"f:a": {}}}},
+            {"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:data": {"f:a": {}}}}
+        ]}, "spec": {"big": [1, 2, 3]}});
+        let raw = raw(&object);
+        let fields = managed_fields(&raw).unwrap();
+        let managers: Vec<&str> = fields.applies.iter().map(|e| &*e.manager).collect();
+        assert_eq!(managers, ["helm", "kubectl"]);
+        assert!(fields.applies[0].owns_release_annotation());
+        assert!(!fields.applies[1].owns_release_annotation());
         assert_eq!(
-            managed_fields_only(&raw(&object)),
-            Some(json!({"metadata": {"managedFields": [{"manager": "kubectl"}]}}))
+            fields.applies[1].field_set(),
+            ["f:data.f:a".to_string()].into()
         );
-        assert_eq!(
-            managed_fields_only(&raw(&json!({}))),
-            Some(json!({"metadata": {}}))
-        );
-        assert_eq!(managed_fields_only(&raw(&json!("text"))), None);
+        assert!(fields.raw.is_some());
+        assert!(managed_fields(&super::tests::raw(&json!({})))
+            .unwrap()
+            .applies
+            .is_empty());
+        assert!(managed_fields(&super::tests::raw(&json!("text"))).is_none());
     }
 }
