@@ -180,6 +180,73 @@ pub enum DecideError {
     BadObject { field: &'static str, reason: String },
 }
 
+/// Which part of a locked object a request writes.
+#[derive(Clone, Copy)]
+struct Door {
+    /// `scale`: the parent's replicas.
+    scale: bool,
+    /// `status`: compared on metadata.
+    status: bool,
+    /// `pods/eviction`: a delete.
+    evict: bool,
+}
+
+enum Located<'i> {
+    /// Decided before reading the object.
+    Answered(Allowed),
+    Locked(&'i std::sync::Arc<LockedObject>, Door),
+}
+
+/// The locked object a request writes, and through which door; or the answer when there is
+/// none to find.
+fn locate<'i>(index: &'i Index, request: &Request) -> Result<Located<'i>, DecideError> {
+    if request.operation == Operation::Connect {
+        return Ok(Located::Answered(Allowed::NotOwned));
+    }
+    // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
+    // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
+    // annotations, a Deployment's annotations), so metadata is compared there (the review's
+    // object already holds what will be stored); an eviction deletes the Pod.
+    let door = |scale, status, evict| Door {
+        scale,
+        status,
+        evict,
+    };
+    let door = match request.sub_resource() {
+        // `namespaces/finalize` keeps all metadata and `spec.finalizers` it is sent (measured on
+        // 1.20, docs/subresources.md): compared like a write of the object itself.
+        None | Some("finalize") => door(false, false, false),
+        Some("scale") => door(true, false, false),
+        Some("status") => door(false, true, false),
+        Some("eviction")
+            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
+        {
+            door(false, false, true)
+        }
+        Some(_) => return Ok(Located::Answered(Allowed::Subresource)),
+    };
+    let found = if door.evict {
+        let name = request.name().unwrap_or_default();
+        index.lookup("", "Pod", request.namespace(), name)
+    } else {
+        find_object(index, request, door.scale)?
+    };
+    Ok(match found {
+        Some(object) => Located::Locked(object, door),
+        None => Located::Answered(Allowed::NotOwned),
+    })
+}
+
+/// What a review's head (everything but `object` and `oldObject`) decides on its own: an
+/// object no release owns, or a subresource never locked (the fast path). `None` when the
+/// object is locked and the whole review is needed.
+pub fn decide_head(index: &Index, request: &Request) -> Result<Option<Decision>, DecideError> {
+    Ok(match locate(index, request)? {
+        Located::Answered(allowed) => Some(Decision::Allow(allowed)),
+        Located::Locked(..) => None,
+    })
+}
+
 /// Decides one admission request.
 pub fn decide(
     index: &Index,
@@ -187,34 +254,16 @@ pub fn decide(
     config: &Config,
     request: &Request,
 ) -> Result<Decision, DecideError> {
-    if request.operation == Operation::Connect {
-        return Ok(Decision::Allow(Allowed::NotOwned));
-    }
-    // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
-    // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
-    // annotations, a Deployment's annotations), so metadata is compared there (the review's
-    // object already holds what will be stored); an eviction deletes the Pod.
-    let (scale, status, evict) = match request.sub_resource() {
-        // `namespaces/finalize` keeps all metadata and `spec.finalizers` it is sent (measured on
-        // 1.20, docs/subresources.md): compared like a write of the object itself.
-        None | Some("finalize") => (false, false, false),
-        Some("scale") => (true, false, false),
-        Some("status") => (false, true, false),
-        Some("eviction")
-            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
-        {
-            (false, false, true)
-        }
-        Some(_) => return Ok(Decision::Allow(Allowed::Subresource)),
-    };
-    let found = if evict {
-        let name = request.name().unwrap_or_default();
-        index.lookup("", "Pod", request.namespace(), name)
-    } else {
-        find_object(index, request, scale)?
-    };
-    let Some(object) = found else {
-        return Ok(Decision::Allow(Allowed::NotOwned));
+    let (
+        object,
+        Door {
+            scale,
+            status,
+            evict,
+        },
+    ) = match locate(index, request)? {
+        Located::Answered(allowed) => return Ok(Decision::Allow(allowed)),
+        Located::Locked(object, door) => (object, door),
     };
     let release = ReleaseKey::clone(&object.release);
     let Some(state) = index.release(&release) else {

@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker::decide::{confirm, decide, Allowed, Decision};
+use helm_locker::decide::{confirm, decide, Decision};
 use helm_locker::index::Index;
 use helm_locker::manifest::{parse_manifest, split_documents};
 use helm_locker::policy::{Config, Mode};
@@ -53,7 +53,7 @@ fn configs() -> &'static [Config; 2] {
 
 /// (a) An AdmissionReview body, decided as `POST /validate` and `POST /mutate` decide it
 /// against the recorded `shop` release, in deny mode and in repair mode: the fast path
-/// (`parse_head`, `decide`: an object no release owns is answered from the review's head), then
+/// (`parse_head`, `decide_head`: an object no release owns is answered from the review's head), then
 /// `parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`.
 /// What the fast path allows, the full path must not deny, warn about or repair.
 pub fn review(data: &[u8]) {
@@ -61,12 +61,8 @@ pub fn review(data: &[u8]) {
     let mut fast = [false; 2];
     if let Some(head) = &head {
         for (config, fast) in configs().iter().zip(&mut fast) {
-            if let Ok(decision @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) = decide(
-                index(),
-                &helm_locker::schema::Schema::builtin(),
-                config,
-                &head.request,
-            ) {
+            if let Ok(Some(decision)) = helm_locker::decide::decide_head(index(), &head.request) {
+                let _ = config;
                 *fast = true;
                 let body =
                     render_response(&head.api_version, &head.request.uid, decision.verdict());

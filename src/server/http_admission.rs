@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::Router;
 use http_body_util::BodyExt;
 
-use crate::decide::{confirm, decide, Allowed, Decision};
+use crate::decide::{confirm, decide, decide_head, Decision};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::review::{parse_head, parse_review, render_response, Review};
 use crate::server::state::AppState;
@@ -122,9 +122,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     // The fast path: an object no release owns, known from the review's head.
     if let Some(head) = parse_head(&body) {
         let index = state.index.snapshot();
-        if let Ok(decision @ Decision::Allow(Allowed::NotOwned | Allowed::Subresource)) =
-            decide(&index, &state.schema.load(), &state.config, &head.request)
-        {
+        if let Ok(Some(decision)) = decide_head(&index, &head.request) {
             return respond(state, endpoint, &head, &decision, started);
         }
     }
