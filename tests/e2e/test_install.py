@@ -230,6 +230,8 @@ class ChartOnARealControlPlane(unittest.TestCase):
             ("list", "helmreleases.helm.cattle.io", "-A"),
             ("create", "secrets", "-n", NS), ("update", f"secrets/{SECRET}", "-n", NS),
             ("patch", f"validatingwebhookconfigurations/{RELEASE}"),
+            # events.enabled (the default): denials are recorded as Events on the objects.
+            ("create", "events", "-n", "shop"), ("patch", "events", "-n", "shop"),
         ]
         refused = [
             ("update", "secrets", "-n", "shop"), ("patch", "secrets", "-n", "shop"),
@@ -237,7 +239,7 @@ class ChartOnARealControlPlane(unittest.TestCase):
             ("update", "secrets/other", "-n", NS), ("delete", f"secrets/{SECRET}", "-n", NS),
             ("patch", "deployments", "-n", "shop"), ("create", "configmaps", "-n", "shop"),
             ("delete", "deployments", "-n", "shop"), ("create", "leases.coordination.k8s.io", "-n", NS),
-            ("create", "events", "-n", "shop"), ("patch", "validatingwebhookconfigurations/other"),
+            ("delete", "events", "-n", "shop"), ("patch", "validatingwebhookconfigurations/other"),
             ("delete", f"validatingwebhookconfigurations/{RELEASE}"), ("create", "clusterrolebindings"),
         ]
         for args in allowed:
