@@ -585,7 +585,7 @@ fn co_owner_claims(
     let before = request
         .old_object()
         .and_then(crate::prune::managed_fields)
-        .filter(|old| old.raw.map(|r| r.get()) != new.raw.map(|r| r.get()))
+        .filter(|old| old.raw != new.raw)
         .and_then(|old| {
             old.applies
                 .iter()

@@ -226,24 +226,8 @@ impl<'a> Scanner<'a> {
         let start = self.pos;
         let node = match *self.bytes.get(self.pos)? {
             b'{' if depth < MAX_DEPTH => Node::Object(self.object(depth)?),
-            b'{' | b'[' => {
-                self.skip_nested()?;
-                Node::Text
-            }
-            b'"' => {
-                self.skip_string()?;
-                Node::Text
-            }
             _ => {
-                while let Some(b) = self.bytes.get(self.pos) {
-                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
-                        break;
-                    }
-                    self.pos += 1;
-                }
-                if self.pos == start {
-                    return None;
-                }
+                self.skip_value()?;
                 Node::Text
             }
         };
@@ -295,6 +279,24 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Any value at `pos` (no whitespace before it), unread: to after it.
+    fn skip_value(&mut self) -> Option<()> {
+        match *self.bytes.get(self.pos)? {
+            b'{' | b'[' => self.skip_nested(),
+            b'"' => self.skip_string(),
+            _ => {
+                let start = self.pos;
+                while let Some(b) = self.bytes.get(self.pos) {
+                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
+                        break;
+                    }
+                    self.pos += 1;
+                }
+                (self.pos > start).then_some(())
+            }
+        }
+    }
+
     /// A list or an object, unread: to after its closing bracket.
     fn skip_nested(&mut self) -> Option<()> {
         let mut depth = 0usize;
@@ -321,7 +323,7 @@ impl<'a> Scanner<'a> {
 /// An object's `metadata.managedFields`, read without building values: its text (to compare
 /// two objects' at a glance) and its `Apply` entries with their `fieldsV1` unread.
 pub struct ManagedFields<'a> {
-    pub raw: Option<&'a RawValue>,
+    pub raw: Option<&'a str>,
     pub applies: Vec<ApplyEntry<'a>>,
 }
 
@@ -357,18 +359,10 @@ impl ApplyEntry<'_> {
     }
 }
 
-/// `None` when the text is not an object.
+/// `None` when the text is not an object. Only the object's head is read: the API server
+/// writes `metadata` before `spec` and `status`, and `managedFields` is the last field of
+/// `metadata`, so the scan stops there without reading the rest.
 pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
-    #[derive(serde::Deserialize)]
-    struct Object<'a> {
-        #[serde(borrow)]
-        metadata: Option<Metadata<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Metadata<'a> {
-        #[serde(borrow, rename = "managedFields")]
-        managed_fields: Option<&'a RawValue>,
-    }
     #[derive(serde::Deserialize)]
     struct Entry<'a> {
         #[serde(borrow, default)]
@@ -378,10 +372,12 @@ pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
         #[serde(borrow, default, rename = "fieldsV1")]
         fields: Option<&'a RawValue>,
     }
-    let object: Object = serde_json::from_str(object.get()).ok()?;
-    let raw = object.metadata.and_then(|m| m.managed_fields);
+    let raw = match member(object.get(), "metadata")? {
+        Some(metadata) => member(metadata, "managedFields").flatten(),
+        None => None,
+    };
     let entries: Vec<Entry> = raw
-        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .and_then(|r| serde_json::from_str(r).ok())
         .unwrap_or_default();
     let applies = entries
         .into_iter()
@@ -394,6 +390,43 @@ pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
         })
         .collect();
     Some(ManagedFields { raw, applies })
+}
+
+/// The text of the first entry for `key` in the JSON object `text` (which serde has validated),
+/// scanning no further than that entry: `Some(None)` when the object has no such key, `None`
+/// when `text` is not an object.
+fn member<'a>(text: &'a str, key: &str) -> Option<Option<&'a str>> {
+    let mut scanner = Scanner::new(text);
+    scanner.skip_whitespace();
+    if scanner.bytes.get(scanner.pos) != Some(&b'{') {
+        return None;
+    }
+    scanner.pos += 1;
+    scanner.skip_whitespace();
+    if scanner.bytes.get(scanner.pos) == Some(&b'}') {
+        return Some(None);
+    }
+    loop {
+        scanner.skip_whitespace();
+        let found = scanner.key()? == key;
+        scanner.skip_whitespace();
+        if scanner.bytes.get(scanner.pos) != Some(&b':') {
+            return None;
+        }
+        scanner.pos += 1;
+        scanner.skip_whitespace();
+        let start = scanner.pos;
+        scanner.skip_value()?;
+        if found {
+            return Some(Some(&text[start..scanner.pos]));
+        }
+        scanner.skip_whitespace();
+        match scanner.bytes.get(scanner.pos)? {
+            b',' => scanner.pos += 1,
+            b'}' => return Some(None),
+            _ => return None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -497,6 +530,20 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_member_is_the_value_a_parse_gives(object in arbitrary_json()) {
+            if let Value::Object(map) = &object {
+                let text = object.to_string();
+                for (key, value) in map {
+                    let found = member(&text, key).flatten().map(|t| serde_json::from_str::<Value>(t).unwrap());
+                    proptest::prop_assert_eq!(found.as_ref(), Some(value));
+                }
+                proptest::prop_assert_eq!(member(&text, "not a key of arbitrary_json"), Some(None));
+            }
+        }
+    }
+
     fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
         use proptest::prelude::*;
         let leaf = prop_oneof![
@@ -558,5 +605,16 @@ mod tests {
             .applies
             .is_empty());
         assert!(managed_fields(&super::tests::raw(&json!("text"))).is_none());
+    }
+
+    #[test]
+    fn a_member_is_found_without_reading_past_it() {
+        let text = r#" { "a" : "x}\"{" , "b\u0041":[1,{"c":"]"}], "n": -1.5e3 ,"metadata":{"name":"w"}, "spec": oops"#;
+        assert_eq!(member(text, "metadata"), Some(Some(r#"{"name":"w"}"#)));
+        assert_eq!(member(text, "n"), Some(Some("-1.5e3")));
+        assert_eq!(member(text, "bA"), Some(Some(r#"[1,{"c":"]"}]"#)));
+        assert_eq!(member(r#"{"a":1}"#, "b"), Some(None));
+        assert_eq!(member("{}", "b"), Some(None));
+        assert_eq!(member("[1]", "b"), None);
     }
 }
