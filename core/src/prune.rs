@@ -268,13 +268,121 @@ impl<'a> Scanner<'a> {
     fn skip_string(&mut self) -> Option<()> {
         self.pos += 1;
         loop {
-            let at = memchr::memchr2(b'"', b'\\', &self.bytes[self.pos..])?;
+            // Most strings of an object are short (keys, names): a plain loop finds their end
+            // before memchr's setup pays off.
+            let rest = self.bytes.get(self.pos..)?;
+            let at = match rest.iter().take(16).position(|&b| b == b'"' || b == b'\\') {
+                Some(at) => at,
+                None => 16 + memchr::memchr2(b'"', b'\\', rest.get(16..)?)?,
+            };
             self.pos += at;
             if self.bytes[self.pos] == b'\\' {
                 self.pos += 2;
             } else {
                 self.pos += 1;
                 return Some(());
+            }
+        }
+    }
+
+    /// In the object at `pos`, moves to the value of the first entry for `key`: `Some(false)`
+    /// when there is none, `None` when the text is not an object.
+    fn enter_member(&mut self, key: &str) -> Option<bool> {
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) != Some(&b'{') {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            return Some(false);
+        }
+        loop {
+            self.skip_whitespace();
+            let found = self.key()? == key;
+            self.skip_whitespace();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return None;
+            }
+            self.pos += 1;
+            self.skip_whitespace();
+            if found {
+                return Some(true);
+            }
+            self.skip_value()?;
+            self.skip_whitespace();
+            match self.bytes.get(self.pos)? {
+                b',' => self.pos += 1,
+                b'}' => return Some(false),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Steps through the list at `pos`, calling `item` at the start of each item, which must
+    /// leave the scanner after it. `None` when the text is not a list.
+    fn each_item(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) != Some(&b'[') {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            return Some(());
+        }
+        loop {
+            self.skip_whitespace();
+            item(self)?;
+            self.skip_whitespace();
+            match self.bytes.get(self.pos)? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Steps over the object at `pos`, keeping the text of the first entry for each of `keys`.
+    /// `None` when the text is not an object.
+    fn members<const N: usize>(&mut self, keys: [&str; N]) -> Option<[Option<&'a str>; N]> {
+        let mut found = [None; N];
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) != Some(&b'{') {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            return Some(found);
+        }
+        loop {
+            self.skip_whitespace();
+            let key = self.key()?;
+            self.skip_whitespace();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return None;
+            }
+            self.pos += 1;
+            self.skip_whitespace();
+            let start = self.pos;
+            self.skip_value()?;
+            if let Some(i) = keys.iter().position(|k| *k == key) {
+                found[i].get_or_insert(&self.text[start..self.pos]);
+            }
+            self.skip_whitespace();
+            match self.bytes.get(self.pos)? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(found);
+                }
+                _ => return None,
             }
         }
     }
@@ -329,104 +437,94 @@ pub struct ManagedFields<'a> {
 
 pub struct ApplyEntry<'a> {
     pub manager: std::borrow::Cow<'a, str>,
-    pub fields: &'a RawValue,
+    /// The entry's `fieldsV1`, as text.
+    pub fields: &'a str,
 }
 
 impl ApplyEntry<'_> {
     /// Whether this entry owns Helm's release-name annotation (Helm's own entry).
     pub fn owns_release_annotation(&self) -> bool {
-        #[derive(serde::Deserialize)]
-        struct Fields<'a> {
-            #[serde(rename = "f:metadata", borrow)]
-            metadata: Option<Metadata<'a>>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Metadata<'a> {
-            #[serde(rename = "f:annotations", borrow)]
-            annotations: Option<BTreeMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>>,
-        }
         let key = format!("f:{}", crate::ownership::RELEASE_NAME_ANNOTATION);
-        serde_json::from_str::<Fields>(self.fields.get())
-            .ok()
-            .and_then(|f| f.metadata?.annotations)
-            .is_some_and(|a| a.contains_key(key.as_str()))
+        matches!(
+            member_at(self.fields, &["f:metadata", "f:annotations", &key]),
+            Some(Some(_))
+        )
     }
 
     pub fn field_set(&self) -> crate::ownership::FieldSet {
-        serde_json::from_str::<Value>(self.fields.get())
+        serde_json::from_str::<Value>(self.fields)
             .map(|v| crate::ownership::parse_fields_v1(&v))
             .unwrap_or_default()
     }
 }
 
-/// `None` when the text is not an object. Only the object's head is read: the API server
-/// writes `metadata` before `spec` and `status`, and `managedFields` is the last field of
-/// `metadata`, so the scan stops there without reading the rest.
+/// `None` when the text is not an object. Read with the scanner, not parsed, and only as far
+/// as needed: the API server writes `metadata` before `spec` and `status`, and `managedFields`
+/// is the last field of `metadata`, so nothing after it is read; an entry's `fieldsV1` is only
+/// stepped over.
 pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
-    #[derive(serde::Deserialize)]
-    struct Entry<'a> {
-        #[serde(borrow, default)]
-        manager: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow, default)]
-        operation: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow, default, rename = "fieldsV1")]
-        fields: Option<&'a RawValue>,
+    let text = object.get();
+    let mut scanner = Scanner::new(text);
+    let mut applies = Vec::new();
+    if !(scanner.enter_member("metadata")? && scanner.enter_member("managedFields")?) {
+        return Some(ManagedFields { raw: None, applies });
     }
-    let raw = match member(object.get(), "metadata")? {
-        Some(metadata) => member(metadata, "managedFields").flatten(),
-        None => None,
-    };
-    let entries: Vec<Entry> = raw
-        .and_then(|r| serde_json::from_str(r).ok())
-        .unwrap_or_default();
-    let applies = entries
-        .into_iter()
-        .filter(|e| e.operation.as_deref() == Some("Apply"))
-        .filter_map(|e| {
-            Some(ApplyEntry {
-                manager: e.manager?,
-                fields: e.fields?,
-            })
-        })
-        .collect();
-    Some(ManagedFields { raw, applies })
+    // One pass over the list: each entry's fields are found as it is stepped over.
+    let start = scanner.pos;
+    scanner.each_item(|scanner| {
+        let [manager, operation, fields] = scanner.members(["manager", "operation", "fieldsV1"])?;
+        if let (Some(manager), Some("\"Apply\""), Some(fields)) = (manager, operation, fields) {
+            applies.push(ApplyEntry {
+                manager: string(manager)?,
+                fields,
+            });
+        }
+        Some(())
+    })?;
+    Some(ManagedFields {
+        raw: Some(&text[start..scanner.pos]),
+        applies,
+    })
 }
 
-/// The text of the first entry for `key` in the JSON object `text` (which serde has validated),
-/// scanning no further than that entry: `Some(None)` when the object has no such key, `None`
-/// when `text` is not an object.
-fn member<'a>(text: &'a str, key: &str) -> Option<Option<&'a str>> {
+/// The text of the value at `path` (keys of nested objects, the first entry of each) in the
+/// JSON text `text`, which serde has validated, scanning no further than that value:
+/// `Some(None)` when a key is missing, `None` when the text on the way is not an object.
+fn member_at<'a>(text: &'a str, path: &[&str]) -> Option<Option<&'a str>> {
     let mut scanner = Scanner::new(text);
-    scanner.skip_whitespace();
-    if scanner.bytes.get(scanner.pos) != Some(&b'{') {
-        return None;
-    }
-    scanner.pos += 1;
-    scanner.skip_whitespace();
-    if scanner.bytes.get(scanner.pos) == Some(&b'}') {
-        return Some(None);
-    }
-    loop {
-        scanner.skip_whitespace();
-        let found = scanner.key()? == key;
-        scanner.skip_whitespace();
-        if scanner.bytes.get(scanner.pos) != Some(&b':') {
-            return None;
+    for key in path {
+        if !scanner.enter_member(key)? {
+            return Some(None);
         }
-        scanner.pos += 1;
-        scanner.skip_whitespace();
+    }
+    scanner.skip_whitespace();
+    let start = scanner.pos;
+    scanner.skip_value()?;
+    Some(Some(&text[start..scanner.pos]))
+}
+
+/// The texts of the items of the JSON list `text`; `None` when it is not a list.
+#[cfg(test)]
+fn elements(text: &str) -> Option<Vec<&str>> {
+    let mut scanner = Scanner::new(text);
+    let mut items = Vec::new();
+    scanner.each_item(|scanner| {
         let start = scanner.pos;
         scanner.skip_value()?;
-        if found {
-            return Some(Some(&text[start..scanner.pos]));
-        }
-        scanner.skip_whitespace();
-        match scanner.bytes.get(scanner.pos)? {
-            b',' => scanner.pos += 1,
-            b'}' => return Some(None),
-            _ => return None,
-        }
-    }
+        items.push(&text[start..scanner.pos]);
+        Some(())
+    })?;
+    Some(items)
+}
+
+/// A JSON string's value; `None` for anything else.
+fn string(text: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    Some(if inner.contains('\\') {
+        std::borrow::Cow::Owned(serde_json::from_str::<String>(text).ok()?)
+    } else {
+        std::borrow::Cow::Borrowed(inner)
+    })
 }
 
 #[cfg(test)]
@@ -536,10 +634,10 @@ mod tests {
             if let Value::Object(map) = &object {
                 let text = object.to_string();
                 for (key, value) in map {
-                    let found = member(&text, key).flatten().map(|t| serde_json::from_str::<Value>(t).unwrap());
+                    let found = member_at(&text, &[key]).flatten().map(|t| serde_json::from_str::<Value>(t).unwrap());
                     proptest::prop_assert_eq!(found.as_ref(), Some(value));
                 }
-                proptest::prop_assert_eq!(member(&text, "not a key of arbitrary_json"), Some(None));
+                proptest::prop_assert_eq!(member_at(&text, &["not a key of arbitrary_json"]), Some(None));
             }
         }
     }
@@ -610,11 +708,31 @@ mod tests {
     #[test]
     fn a_member_is_found_without_reading_past_it() {
         let text = r#" { "a" : "x}\"{" , "b\u0041":[1,{"c":"]"}], "n": -1.5e3 ,"metadata":{"name":"w"}, "spec": oops"#;
-        assert_eq!(member(text, "metadata"), Some(Some(r#"{"name":"w"}"#)));
-        assert_eq!(member(text, "n"), Some(Some("-1.5e3")));
-        assert_eq!(member(text, "bA"), Some(Some(r#"[1,{"c":"]"}]"#)));
-        assert_eq!(member(r#"{"a":1}"#, "b"), Some(None));
-        assert_eq!(member("{}", "b"), Some(None));
-        assert_eq!(member("[1]", "b"), None);
+        assert_eq!(
+            member_at(text, &["metadata"]),
+            Some(Some(r#"{"name":"w"}"#))
+        );
+        assert_eq!(member_at(text, &["n"]), Some(Some("-1.5e3")));
+        assert_eq!(member_at(text, &["bA"]), Some(Some(r#"[1,{"c":"]"}]"#)));
+        assert_eq!(member_at(r#"{"a":1}"#, &["b"]), Some(None));
+        assert_eq!(member_at("{}", &["b"]), Some(None));
+        assert_eq!(member_at("[1]", &["b"]), None);
+        assert_eq!(member_at(text, &["metadata", "name"]), Some(Some(r#""w""#)));
+        assert_eq!(member_at(text, &["metadata", "uid"]), Some(None));
+        assert_eq!(member_at(text, &["a", "b"]), None);
+        assert_eq!(
+            elements(r#" [ 1, "],", {"a":[]} ,[] ] "#),
+            Some(vec!["1", r#""],""#, r#"{"a":[]}"#, "[]"])
+        );
+        assert_eq!(elements("[]"), Some(vec![]));
+        assert_eq!(elements("{}"), None);
+        let mut scanner = Scanner::new(r#"{"b": {"x": 1}, "a": "1", "b": 2, "c": [3]}"#);
+        assert_eq!(
+            scanner.members(["a", "b", "z"]),
+            Some([Some(r#""1""#), Some(r#"{"x": 1}"#), None])
+        );
+        assert_eq!(scanner.pos, scanner.bytes.len());
+        assert_eq!(string(r#""a\"b\u0041""#).as_deref(), Some("a\"bA"));
+        assert_eq!(string("12"), None);
     }
 }
