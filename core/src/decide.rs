@@ -1023,6 +1023,83 @@ mod tests {
         String::from_utf8(review.body()).unwrap()
     }
 
+    /// The co-owner rule on a request's raw managedFields (what `decide` runs).
+    #[test]
+    fn a_server_side_apply_of_helms_fields_makes_a_co_owner() {
+        let schema = Schema::builtin();
+        let root = schema.root_or_deduced("v1", "ConfigMap");
+        let chart = crate::tree::Tree::from(
+            &json!({"metadata": {"name": "cfg"}, "data": {"greeting": "hi", "mode": "prod"}}),
+        );
+        let entry = |manager: &str, op: &str, fields: Value| json!({"manager": manager, "operation": op, "fieldsV1": fields});
+        let helm = entry(
+            "helm",
+            "Apply",
+            json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:greeting": {}, "f:mode": {}}}),
+        );
+        let object = |entries: Vec<Value>| json!({"metadata": {"name": "cfg", "managedFields": entries}, "data": {"greeting": "hi", "mode": "prod", "extra": "x"}});
+        let claims = |manager: &str, new: &Value, old: Option<&Value>| {
+            let body = crate::test_util::review("UPDATE", "v1", "ConfigMap", "configmaps")
+                .uid("u")
+                .name(Some("shop"), "cfg")
+                .object(new.clone())
+                .old_object(old.cloned().unwrap_or(Value::Null))
+                .body();
+            let review = parse_review(&body).unwrap();
+            co_owner_claims(
+                &schema,
+                root,
+                &chart,
+                ("shop", "shop"),
+                manager,
+                &review.request,
+            )
+        };
+        // kubectl applies the chart's own greeting and a key of its own: it co-owns greeting.
+        let new = object(vec![
+            helm.clone(),
+            entry(
+                "kubectl",
+                "Apply",
+                json!({"f:data": {"f:greeting": {}, "f:extra": {}}}),
+            ),
+        ]);
+        let shared = claims("kubectl", &new, None);
+        assert_eq!(shared, ["f:data.f:greeting"]);
+        assert_eq!(describe_field_path(&shared[0]), "/data/greeting");
+        // Only its own key: free. Helm applying: never a co-owner. An Update (kubectl patch): no.
+        let own = object(vec![
+            helm.clone(),
+            entry("kubectl", "Apply", json!({"f:data": {"f:extra": {}}})),
+        ]);
+        assert!(claims("kubectl", &own, None).is_empty());
+        assert!(claims("helm", &new, None).is_empty());
+        let patch = object(vec![
+            helm.clone(),
+            entry("kubectl", "Update", json!({"f:data": {"f:greeting": {}}})),
+        ]);
+        assert!(claims("kubectl", &patch, None).is_empty());
+        // Already co-owned before this write (an API server that keeps oldObject's managedFields).
+        let before = object(vec![
+            helm.clone(),
+            entry("kubectl", "Apply", json!({"f:data": {"f:greeting": {}}})),
+        ]);
+        assert!(claims("kubectl", &new, Some(&before)).is_empty());
+        // kube-apiserver 1.20 shows the new entries in oldObject too: not "already co-owned".
+        assert_eq!(claims("kubectl", &new, Some(&new)), ["f:data.f:greeting"]);
+        // Helm's entry is the one owning the release annotation, whatever its manager's name.
+        let renamed = object(vec![
+            entry(
+                "helm-controller",
+                "Apply",
+                json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:greeting": {}}}),
+            ),
+            entry("kubectl", "Apply", json!({"f:data": {"f:greeting": {}}})),
+        ]);
+        assert!(claims("helm-controller", &renamed, None).is_empty());
+        assert_eq!(claims("kubectl", &renamed, None), ["f:data.f:greeting"]);
+    }
+
     fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
         decide(
             index,

@@ -200,6 +200,48 @@ pub fn drifted_fields(
     walk.changes
 }
 
+/// One value Helm owns in a live object, with the chart's value and the live one (`kubectl
+/// locker why`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnedValue {
+    /// JSON pointer into the live object (`-` for a chart item the live object lacks).
+    pub path: String,
+    pub chart: Value,
+    /// `None` when the live object lacks the field.
+    pub live: Option<Value>,
+    /// Whether the live value differs from the chart's: exactly the paths of
+    /// [`drifted_fields`].
+    pub differs: bool,
+}
+
+/// Every owned value of `live`, equal to the chart's or not, in the order [`drifted_fields`]
+/// walks them (the same comparison: lists by their keys, quantities canonically).
+pub fn owned_values(
+    schema: &Schema,
+    root: TypeId,
+    chart: &Tree,
+    live: &Value,
+    ignore: &[&str],
+) -> Vec<OwnedValue> {
+    let mut walk = Walk::new(schema, ignore, false);
+    walk.keep_equal = true;
+    walk.object(root, chart, live, None);
+    walk.owned_values()
+}
+
+/// [`helm_metadata_drift`] with the equal values too.
+pub fn helm_metadata_values(
+    chart: &Tree,
+    release: (&str, &str),
+    live: &Value,
+    ignore: &[&str],
+) -> Vec<OwnedValue> {
+    let mut walk = Walk::new_unchecked(ignore, false);
+    walk.keep_equal = true;
+    walk.helm_metadata(chart, release, live, None);
+    walk.owned_values()
+}
+
 /// Items of a map-list that repeat a key or lack a key field, or of a set that repeat a value,
 /// anywhere in `new` (where `old`, at the same place, had fewer). Server-side apply cannot read
 /// such an object: the next `helm upgrade` fails ("duplicate entries for key", "element omits
@@ -442,6 +484,10 @@ struct Walk<'a> {
     /// A difference from the chart counts only when the value also changes from the old one
     /// (admission); off for drift, where there is no old value.
     against_old: bool,
+    /// Record owned values equal to the chart's too ([`owned_values`]); `differs[i]` says
+    /// which of `changes` differ.
+    keep_equal: bool,
+    differs: Vec<bool>,
 }
 
 impl<'a> Walk<'a> {
@@ -496,7 +542,22 @@ impl<'a> Walk<'a> {
             changes: Vec::new(),
             path: String::new(),
             against_old,
+            keep_equal: false,
+            differs: Vec::new(),
         }
+    }
+
+    fn owned_values(self) -> Vec<OwnedValue> {
+        self.changes
+            .into_iter()
+            .zip(self.differs)
+            .map(|(change, differs)| OwnedValue {
+                path: change.path,
+                chart: change.chart,
+                live: change.requested,
+                differs,
+            })
+            .collect()
     }
 
     fn object(&mut self, root: TypeId, chart: &Tree, new: &Value, old: Option<&Value>) {
@@ -558,6 +619,8 @@ impl<'a> Walk<'a> {
                 let gone = |v: Option<&Value>| v.is_none_or(Value::is_null);
                 if gone(new) && (!self.against_old || !gone(old)) {
                     self.push(chart, new);
+                } else if self.keep_equal && !gone(new) {
+                    self.push_equal(chart, new);
                 }
             }
             (
@@ -606,6 +669,18 @@ impl<'a> Walk<'a> {
                         self.path.push_str("/-");
                         self.push(item, None);
                         self.path.truncate(len);
+                    } else if self.keep_equal {
+                        let found = new.and_then(Value::as_array).and_then(|l| {
+                            l.iter().enumerate().find(|(_, v)| {
+                                equal(schema, items, Node::Tree(item), Some(Node::Json(v)))
+                            })
+                        });
+                        if let Some((i, value)) = found {
+                            let len = self.path.len();
+                            push_segment(&mut self.path, &i.to_string());
+                            self.push_equal(item, Some(value));
+                            self.path.truncate(len);
+                        }
                     }
                 }
             }
@@ -694,6 +769,9 @@ impl<'a> Walk<'a> {
         let schema = self.schema;
         let new_node = new.map(Node::Json);
         if equal(schema, ty, Node::Tree(chart), new_node) {
+            if self.keep_equal {
+                self.push_equal(chart, new);
+            }
             return;
         }
         if self.against_old && same_json(schema, ty, new, old) {
@@ -708,6 +786,19 @@ impl<'a> Walk<'a> {
             chart: chart.to_json(),
             requested: new.filter(|v| !v.is_null()).cloned(),
         });
+        if self.keep_equal {
+            self.differs.push(true);
+        }
+    }
+
+    /// An owned value equal to the chart's ([`owned_values`] only).
+    fn push_equal(&mut self, chart: &Tree, new: Option<&Value>) {
+        self.changes.push(Change {
+            path: self.path.clone(),
+            chart: chart.to_json(),
+            requested: new.filter(|v| !v.is_null()).cloned(),
+        });
+        self.differs.push(false);
     }
 }
 
@@ -1307,44 +1398,6 @@ pub fn attribution_of(
     }
 }
 
-/// Fields Helm owns that a server-side apply by `manager` (the request's field manager) claims
-/// in `new` and did not claim in `old`: a co-owner makes the next `helm upgrade` that changes
-/// them fail with a conflict, even when this apply left their values alone. Empty when
-/// `manager` made no `Apply` entry or is Helm's own.
-pub fn co_owned_fields(
-    schema: &Schema,
-    root: TypeId,
-    chart: &Tree,
-    release: (&str, &str),
-    manager: &str,
-    new: &Value,
-    old: Option<&Value>,
-) -> Vec<String> {
-    let apply_entry = |object: &Value| -> Option<FieldSet> {
-        let entries = object.pointer("/metadata/managedFields")?.as_array()?;
-        let entry = entries.iter().find(|e| {
-            e.get("operation").and_then(Value::as_str) == Some("Apply")
-                && e.get("manager").and_then(Value::as_str) == Some(manager)
-        })?;
-        Some(parse_fields_v1(entry.get("fieldsV1")?))
-    };
-    let Some(claimed) = apply_entry(new) else {
-        return Vec::new();
-    };
-    if helm_fields(new, None).is_some_and(|(helm, _)| helm == manager) {
-        return Vec::new();
-    }
-    // kube-apiserver 1.20 hands admission an oldObject that shares the new object's
-    // managedFields on a server-side apply (measured: a first apply by kubectl shows its own
-    // entry in both), so the old entry counts only when it differs from the new one.
-    let managed = |o: &Value| o.pointer("/metadata/managedFields").cloned();
-    let before = old
-        .filter(|o| managed(o) != managed(new))
-        .and_then(apply_entry)
-        .unwrap_or_default();
-    co_owned_paths(schema, root, chart, release, &claimed, &before)
-}
-
 /// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
 pub fn co_owned_paths(
     schema: &Schema,
@@ -1578,89 +1631,12 @@ mod tests {
     }
 
     #[test]
-    fn a_server_side_apply_of_helms_fields_makes_a_co_owner() {
-        let schema = schema();
-        let root = schema.root_or_deduced("v1", "ConfigMap");
-        let chart = Tree::from(
-            &json!({"metadata": {"name": "cfg"}, "data": {"greeting": "hi", "mode": "prod"}}),
-        );
-        let entry = |manager: &str, op: &str, fields: Value| json!({"manager": manager, "operation": op, "fieldsV1": fields});
-        let helm = entry(
-            "helm",
-            "Apply",
-            json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:greeting": {}, "f:mode": {}}}),
-        );
-        let object = |entries: Vec<Value>| json!({"metadata": {"name": "cfg", "managedFields": entries}, "data": {"greeting": "hi", "mode": "prod", "extra": "x"}});
-        // kubectl applies the chart's own greeting and a key of its own: it co-owns greeting.
-        let new = object(vec![
-            helm.clone(),
-            entry(
-                "kubectl",
-                "Apply",
-                json!({"f:data": {"f:greeting": {}, "f:extra": {}}}),
-            ),
-        ]);
-        let shared = co_owned_fields(
-            &schema,
-            root,
-            &chart,
-            ("shop", "shop"),
-            "kubectl",
-            &new,
-            None,
-        );
-        assert_eq!(shared, ["f:data.f:greeting"]);
-        assert_eq!(describe_field_path(&shared[0]), "/data/greeting");
-        // Only its own key: free. Helm applying: never a co-owner. An Update (kubectl patch): no.
-        let own = object(vec![
-            helm.clone(),
-            entry("kubectl", "Apply", json!({"f:data": {"f:extra": {}}})),
-        ]);
-        assert!(co_owned_fields(
-            &schema,
-            root,
-            &chart,
-            ("shop", "shop"),
-            "kubectl",
-            &own,
-            None
-        )
-        .is_empty());
-        assert!(
-            co_owned_fields(&schema, root, &chart, ("shop", "shop"), "helm", &new, None).is_empty()
-        );
-        let patch = object(vec![
-            helm.clone(),
-            entry("kubectl", "Update", json!({"f:data": {"f:greeting": {}}})),
-        ]);
-        assert!(co_owned_fields(
-            &schema,
-            root,
-            &chart,
-            ("shop", "shop"),
-            "kubectl",
-            &patch,
-            None
-        )
-        .is_empty());
-        // Already co-owned before this write (an API server that keeps oldObject's managedFields).
-        let before = object(vec![
-            helm.clone(),
-            entry("kubectl", "Apply", json!({"f:data": {"f:greeting": {}}})),
-        ]);
-        let shop = ("shop", "shop");
-        assert!(
-            co_owned_fields(&schema, root, &chart, shop, "kubectl", &new, Some(&before)).is_empty()
-        );
-        // kube-apiserver 1.20 shows the new entries in oldObject too: not "already co-owned".
-        assert_eq!(
-            co_owned_fields(&schema, root, &chart, shop, "kubectl", &new, Some(&new)),
-            ["f:data.f:greeting"]
-        );
+    fn field_paths_are_described_as_json_pointers_with_keyed_items() {
         assert_eq!(
             describe_field_path("f:spec.f:containers.k:{\"name\":\"web.1\"}.f:ports.k:{\"containerPort\":80,\"protocol\":\"TCP\"}.f:protocol"),
             "/spec/containers/[name=web.1]/ports/[containerPort=80,protocol=TCP]/protocol"
         );
+        assert_eq!(describe_field_path("f:data.f:greeting"), "/data/greeting");
     }
 
     #[test]
