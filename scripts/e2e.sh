@@ -14,5 +14,13 @@ if [[ -z ${E2E_KUBECONFIG:-} ]]; then
   tests/e2e/kube-testenv.sh build
 fi
 command -v kubectl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
+# promtool checks the chart's alerting rules (tests/e2e/test_monitoring.py): taken from Debian's
+# prometheus package, unpacked into target/tools rather than installed (only promtool is needed).
+if ! command -v promtool >/dev/null && [[ ! -x target/tools/promtool ]]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; } &&
+    dpkg-deb -x prometheus_*.deb unpacked)
+  mkdir -p target/tools && cp "$tmp/unpacked/usr/bin/promtool" target/tools/ && rm -rf "$tmp"
+fi
 cargo build --locked --bin helm-locker
 HELM_LOCKER_BIN=$PWD/target/debug/helm-locker "$venv/bin/python" -m unittest discover -s tests/e2e -p 'test_*.py' -v

@@ -23,6 +23,12 @@ pub struct DenialLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// Helm's status of the release's newest revision: deployed, failed, pending-upgrade...
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -33,6 +39,8 @@ pub struct Metrics {
     pub admission_seconds: Histogram,
     pub bad_requests: Counter,
     pub releases: Gauge,
+    pub releases_by_status: Family<StatusLabels, Gauge>,
+    pub certificate_expiry: Gauge,
     pub objects: Gauge,
     pub claim_conflicts: Gauge,
     pub denials: Family<DenialLabels, Counter>,
@@ -82,6 +90,18 @@ impl Metrics {
             "releases_indexed",
             "Helm releases in the index",
             releases.clone(),
+        );
+        let releases_by_status = Family::<StatusLabels, Gauge>::default();
+        registry.register(
+            "releases_by_status",
+            "Indexed Helm releases by the status of their newest revision; only deployed ones are locked (failed: the last install, upgrade or rollback failed, and the release stays open until one succeeds)",
+            releases_by_status.clone(),
+        );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the serving certificate being served expires (Unix time); set when it is loaded or reloaded",
+            certificate_expiry.clone(),
         );
         let objects = Gauge::default();
         registry.register(
@@ -155,6 +175,25 @@ impl Metrics {
             "1 while this replica holds the Lease (and reverts), else 0",
             is_leader.clone(),
         );
+        // Known results start at 0: a counter first seen at 1 gives increase() nothing, so the
+        // first failed revert would not fire HelmLockerRevertsFailing; and the series exist for
+        // dashboards before anything happened.
+        for (family, results) in [
+            (&reverts, &["reverted", "recreated", "failed"][..]),
+            (
+                &confirmations,
+                &["pending", "unchanged", "error", "timeout"],
+            ),
+            (
+                &attempt_events,
+                &["published", "held_back", "dropped", "failed"],
+            ),
+            (&schema_refreshes, &["changed", "unchanged", "error"]),
+        ] {
+            for result in results {
+                drop(family.get_or_create(&ResultLabels { result }));
+            }
+        }
         Metrics {
             registry,
             reverts,
@@ -166,6 +205,8 @@ impl Metrics {
             admission_seconds,
             bad_requests,
             releases,
+            releases_by_status,
+            certificate_expiry,
             objects,
             claim_conflicts,
             denials,

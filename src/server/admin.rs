@@ -8,7 +8,9 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::metrics::StatusLabels;
 use crate::readiness::Ready;
+use crate::release::Status;
 use crate::server::state::AppState;
 
 pub fn router(state: Arc<AppState>) -> Router {
@@ -37,6 +39,24 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let index = state.index.snapshot();
     state.metrics.releases.set(index.release_count() as i64);
     state.metrics.objects.set(index.object_count() as i64);
+    // Every status is exported, 0 included, so an alert on `failed` never sees an absent series.
+    let mut by_status = [0i64; Status::ALL.len()];
+    for release in index.releases() {
+        if let Some(newest) = release.newest() {
+            if let Some(i) = Status::ALL.iter().position(|s| *s == newest.status) {
+                by_status[i] += 1;
+            }
+        }
+    }
+    for (status, count) in Status::ALL.iter().zip(by_status) {
+        state
+            .metrics
+            .releases_by_status
+            .get_or_create(&StatusLabels {
+                status: status.as_str(),
+            })
+            .set(count);
+    }
     state
         .metrics
         .claim_conflicts

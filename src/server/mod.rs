@@ -184,7 +184,12 @@ impl BoundServer {
                 ((dir.join("tls.crt"), dir.join("tls.key")), Some(pki.ca_pem))
             }
         };
-        let resolver = Arc::new(tls::ReloadingCert::new(cert_files.0, cert_files.1)?);
+        let metrics = Arc::new(Metrics::new());
+        let resolver = Arc::new(tls::ReloadingCert::new(
+            cert_files.0,
+            cert_files.1,
+            metrics.certificate_expiry.clone(),
+        )?);
         let tls = Arc::new(tls::server_config(resolver, settings.client_ca.as_deref())?);
         let kube = match settings.source {
             ReleaseSource::Kubernetes => Some(
@@ -198,7 +203,6 @@ impl BoundServer {
             Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
         });
         let scopes = source_scopes(&settings.source, &settings.config);
-        let metrics = Arc::new(Metrics::new());
         let (attempt_sink, attempts) = match (&kube, settings.events) {
             (Some(_), true) => {
                 let (sink, rx) = crate::attempts::channel(metrics.clone(), 1024);

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use prometheus_client::metrics::gauge::Gauge;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
@@ -85,12 +86,20 @@ struct Loaded {
     checked: Instant,
 }
 
-/// Serves the certificate in `cert`/`key`, reloading it when either file changes.
+/// Serves the certificate in `cert`/`key`, reloading it when either file changes, and keeps
+/// `expiry` (`helm_locker_certificate_expiry_timestamp_seconds`) at the served one's notAfter.
 #[derive(Debug)]
 pub struct ReloadingCert {
     cert: PathBuf,
     key: PathBuf,
     current: Mutex<Loaded>,
+    expiry: Gauge,
+}
+
+/// The notAfter (Unix time) of the first certificate in a PEM file.
+fn not_after(cert: &Path) -> Option<i64> {
+    let pem = std::fs::read(cert).ok()?;
+    certs_gen::expiry(&pem).ok().map(|(_, not_after)| not_after)
 }
 
 const CHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -102,8 +111,11 @@ fn stamp(cert: &Path, key: &Path) -> (Option<SystemTime>, Option<SystemTime>) {
 }
 
 impl ReloadingCert {
-    pub fn new(cert: PathBuf, key: PathBuf) -> Result<Self, TlsError> {
+    pub fn new(cert: PathBuf, key: PathBuf, expiry: Gauge) -> Result<Self, TlsError> {
         let loaded = load_certified_key(&cert, &key)?;
+        if let Some(at) = not_after(&cert) {
+            expiry.set(at);
+        }
         let current = Loaded {
             key: Arc::new(loaded),
             stamp: stamp(&cert, &key),
@@ -113,6 +125,7 @@ impl ReloadingCert {
             cert,
             key,
             current: Mutex::new(current),
+            expiry,
         })
     }
 
@@ -127,6 +140,9 @@ impl ReloadingCert {
                         tracing::info!(cert = %self.cert.display(), "serving certificate reloaded");
                         current.key = Arc::new(key);
                         current.stamp = now;
+                        if let Some(at) = not_after(&self.cert) {
+                            self.expiry.set(at);
+                        }
                     }
                     // Mid-rotation (cert written, key not yet): keep serving the old pair.
                     Err(e) => {
@@ -225,5 +241,31 @@ mod tests {
         std::fs::write(&other, &stranger.key_pem).unwrap();
         let err = load_certified_key(&cert, &other).unwrap_err();
         assert!(matches!(err, TlsError::Mismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_expiry_metric_follows_the_certificate_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let issue = |days| {
+            let validity = certs_gen::Validity {
+                ca_days: 3650,
+                leaf_days: days,
+            };
+            let pki = certs_gen::generate("t", &["localhost".into()], &validity).unwrap();
+            std::fs::write(&cert, &pki.cert_pem).unwrap();
+            std::fs::write(&key, &pki.key_pem).unwrap();
+            certs_gen::expiry(pki.cert_pem.as_bytes()).unwrap().1
+        };
+        let first = issue(90);
+        let gauge = Gauge::default();
+        let resolver = ReloadingCert::new(cert.clone(), key.clone(), gauge.clone()).unwrap();
+        assert_eq!(gauge.get(), first);
+        // A renewal: the next handshake after the check interval serves (and reports) it.
+        std::thread::sleep(CHECK_INTERVAL);
+        let second = issue(10);
+        assert!(second < first);
+        resolver.current();
+        assert_eq!(gauge.get(), second);
     }
 }
