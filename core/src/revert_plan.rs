@@ -93,6 +93,26 @@ pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&st
     drift
 }
 
+/// Every locked value of `live` with the chart's value, equal or not (`kubectl locker why`);
+/// those that differ are exactly [`drift`].
+pub fn locked_values(
+    schema: &Schema,
+    object: &LockedObject,
+    live: &Value,
+    ignore: &[&str],
+) -> Vec<crate::ownership::OwnedValue> {
+    let release = &object.release;
+    let content = object.content();
+    let chart = stored_form(&content, &object.group, &object.kind);
+    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+    let mut values = crate::ownership::owned_values(schema, root, &chart, live, ignore);
+    let helm = (release.name.as_str(), release.namespace.as_str());
+    values.extend(crate::ownership::helm_metadata_values(
+        &chart, helm, live, ignore,
+    ));
+    values
+}
+
 /// Whether what helm-locker locks in `live` is what the API server attributed to Helm.
 pub fn attribution(
     schema: &Schema,
@@ -325,6 +345,50 @@ mod tests {
             "spec": {"replicas": replicas, "strategy": {"type": "RollingUpdate"},
                 "template": {"spec": {"containers": [{"name": "web", "image": image, "resources": {"limits": {"cpu": "500m"}}, "terminationMessagePath": "/dev/termination-log"}]}}},
             "status": {"replicas": 0}})
+    }
+
+    #[test]
+    fn locked_values_are_every_locked_value_and_those_that_differ_are_the_drift() {
+        let objects = objects();
+        let deploy = &objects[0];
+        let live = live_deployment(7, "nginx:1.25");
+        let values = locked_values(&Schema::builtin(), deploy, &live, &[]);
+        let differing: Vec<_> = values
+            .iter()
+            .filter(|v| v.differs)
+            .map(|v| &v.path)
+            .collect();
+        let drifted: Vec<_> = drift(&Schema::builtin(), deploy, &live, &[])
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        assert_eq!(differing, drifted.iter().collect::<Vec<_>>());
+        let at = |path: &str| values.iter().find(|v| v.path == path).unwrap();
+        assert_eq!(at("/spec/replicas").chart, json!(3));
+        assert_eq!(at("/spec/replicas").live, Some(json!(7)));
+        // Equal as the API server stores it: "0.5" in the chart is 500m live.
+        let cpu = at("/spec/template/spec/containers/0/resources/limits/cpu");
+        assert_eq!((cpu.chart.clone(), cpu.differs), (json!("0.5"), false));
+        assert_eq!(cpu.live, Some(json!("500m")));
+        assert!(!at("/metadata/annotations/meta.helm.sh~1release-name").differs);
+        // A set's items are found where they are in the live list.
+        let role = &objects[2];
+        let live_role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
+        let values = locked_values(&Schema::builtin(), role, &live_role, &[]);
+        let rules: Vec<_> = values
+            .iter()
+            .filter(|v| v.path.starts_with("/rules"))
+            .collect();
+        assert!(
+            !rules.is_empty() && rules.iter().all(|v| !v.differs),
+            "{rules:?}"
+        );
+        // Helm's release annotations are missing from this live object: locked, and differing.
+        assert!(values
+            .iter()
+            .any(|v| v.path == "/metadata/annotations/meta.helm.sh~1release-name" && v.differs));
     }
 
     #[test]
