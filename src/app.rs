@@ -98,6 +98,11 @@ enum Command {
         #[arg(long)]
         manager: Option<String>,
     },
+    /// The kubectl plugin, `kubectl locker status|why|diff` (the same as running this binary
+    /// under the name kubectl-locker: ln -s $(which helm-locker) /usr/local/bin/kubectl-locker).
+    ///
+    /// Read-only, with your kubeconfig like kubectl (--kubeconfig, --context, -n, -A).
+    Kubectl(crate::plugin::PluginArgs),
 }
 
 #[derive(clap::Args)]
@@ -259,8 +264,18 @@ enum Output {
 
 /// The whole program: parses the command line and runs the command; `main.rs` only calls this.
 pub fn main() -> ExitCode {
+    // Installed as a kubectl plugin: `kubectl locker ...` runs `kubectl-locker ...`.
+    let program = std::env::args_os().next().map(PathBuf::from);
+    if program
+        .as_deref()
+        .and_then(std::path::Path::file_name)
+        .is_some_and(|name| name == "kubectl-locker")
+    {
+        return crate::plugin::main_as_kubectl();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Kubectl(args) => return crate::plugin::run(args),
         Command::Serve(args) => run_serve(*args),
         Command::Inspect { paths, output } => run_inspect(&paths, output),
         Command::Crd => {
@@ -423,7 +438,7 @@ fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
     Ok(())
 }
 
-fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
+pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
     let Some(path) = path else {
         return Ok(Config::default());
     };

@@ -18,6 +18,7 @@ pub mod controller;
 pub mod crd;
 pub mod index_store;
 pub mod metrics;
+pub mod plugin;
 pub mod readiness;
 pub mod server;
 pub mod source;

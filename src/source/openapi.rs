@@ -90,7 +90,7 @@ async fn get_json(client: &Client, path: &str) -> Result<serde_json::Value, Stri
 }
 
 /// The document and its ETag, or `None` when it has not changed since `etag`.
-async fn fetch(
+pub(crate) async fn fetch(
     client: &Client,
     etag: Option<&str>,
 ) -> Result<Option<(Vec<u8>, Option<String>)>, String> {

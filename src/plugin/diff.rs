@@ -1,0 +1,294 @@
+//! `kubectl locker diff [RELEASE]`: drift between the live objects and their chart, per object
+//! and per path, with an exit status for CI.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Live, LiveObjects, ObjectId};
+use crate::index::{Index, ReleaseState};
+use crate::policy::Config;
+use crate::release::Status;
+use crate::revert_plan;
+use crate::schema::Schema;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldDrift {
+    pub path: String,
+    pub chart: Value,
+    /// `null` when the live object lacks the field.
+    pub live: Option<Value>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectDrift {
+    pub release: String,
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// `drifted`, `missing` (deleted) or `unreadable`.
+    pub state: String,
+    pub error: Option<String>,
+    pub fields: Vec<FieldDrift>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    pub release: String,
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffReport {
+    /// Whether any compared object drifted or is missing.
+    pub drift: bool,
+    pub releases: usize,
+    pub objects: usize,
+    /// Objects that drifted, are missing, or could not be read; in sync ones are left out.
+    pub differences: Vec<ObjectDrift>,
+    /// Releases not compared: Helm is at work, or their newest revision is not deployed.
+    pub skipped: Vec<Skipped>,
+}
+
+impl DiffReport {
+    /// 0 no drift, 1 drift, 2 something could not be read (and no drift was found).
+    pub fn exit_status(&self) -> u8 {
+        if self.drift {
+            1
+        } else if self.differences.iter().any(|d| d.state == "unreadable") {
+            2
+        } else {
+            0
+        }
+    }
+}
+
+/// Releases whose newest revision is deployed are compared (whatever the policy's mode: drift is
+/// drift); the others are skipped with the reason.
+pub fn compared(state: &ReleaseState) -> Result<(), String> {
+    let Some(newest) = state.newest() else {
+        return Err("no revision".into());
+    };
+    if newest.status.is_helm_at_work() {
+        return Err(format!("Helm is at work ({})", newest.status));
+    }
+    if newest.status != Status::Deployed {
+        return Err(format!(
+            "its newest revision {} is {}: its chart is not what was meant to be live",
+            newest.revision, newest.status
+        ));
+    }
+    if state.objects.is_none() {
+        return Err("its newest revision's Secret is gone".into());
+    }
+    Ok(())
+}
+
+pub fn diff(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects) -> DiffReport {
+    let mut report = DiffReport {
+        drift: false,
+        releases: 0,
+        objects: 0,
+        differences: vec![],
+        skipped: vec![],
+    };
+    for state in index.releases() {
+        if let Err(reason) = compared(state) {
+            report.skipped.push(Skipped {
+                release: state.key.to_string(),
+                status: state.status().to_string(),
+                reason,
+            });
+            continue;
+        }
+        report.releases += 1;
+        for object in state.objects.iter().flatten() {
+            report.objects += 1;
+            let entry = |state: &str, error: Option<String>, fields: Vec<FieldDrift>| ObjectDrift {
+                release: object.release.to_string(),
+                api_version: object.api_version(),
+                kind: object.kind.to_string(),
+                namespace: object.namespace.as_deref().map(str::to_string),
+                name: object.name.clone(),
+                state: state.into(),
+                error,
+                fields,
+            };
+            match live.get(&ObjectId::of(object)) {
+                Some(Live::Found(value)) => {
+                    let ignore = super::ignored(index, config, object);
+                    let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+                    let changes = revert_plan::drift(schema, object, value, &ignore);
+                    if !changes.is_empty() {
+                        report.drift = true;
+                        let fields = changes
+                            .into_iter()
+                            .map(|c| FieldDrift {
+                                path: c.path,
+                                chart: c.chart,
+                                live: c.requested,
+                            })
+                            .collect();
+                        report.differences.push(entry("drifted", None, fields));
+                    }
+                }
+                Some(Live::Missing) => {
+                    report.drift = true;
+                    report.differences.push(entry("missing", None, vec![]));
+                }
+                Some(Live::Unreadable(e)) => {
+                    report
+                        .differences
+                        .push(entry("unreadable", Some(e.clone()), vec![]))
+                }
+                None => {
+                    report
+                        .differences
+                        .push(entry("unreadable", Some("not read".into()), vec![]))
+                }
+            }
+        }
+    }
+    report
+}
+
+pub fn render_text(report: &DiffReport) -> String {
+    let mut out = String::new();
+    for d in &report.differences {
+        let id = match &d.namespace {
+            Some(ns) => format!("{} {ns}/{}", d.kind, d.name),
+            None => format!("{} {}", d.kind, d.name),
+        };
+        match d.state.as_str() {
+            "drifted" => {
+                out.push_str(&format!("{id} (release {}):\n", d.release));
+                for f in &d.fields {
+                    out.push_str(&format!(
+                        "  {}: chart {}, live {}\n",
+                        f.path,
+                        super::show(Some(&f.chart)),
+                        super::show(f.live.as_ref())
+                    ));
+                }
+            }
+            "missing" => out.push_str(&format!(
+                "{id} (release {}): missing, deleted from the cluster\n",
+                d.release
+            )),
+            _ => out.push_str(&format!(
+                "{id} (release {}): could not be read: {}\n",
+                d.release,
+                d.error.as_deref().unwrap_or("unknown")
+            )),
+        }
+    }
+    for s in &report.skipped {
+        out.push_str(&format!("skipped release {}: {}\n", s.release, s.reason));
+    }
+    let drifted = report
+        .differences
+        .iter()
+        .filter(|d| d.state != "unreadable")
+        .count();
+    let fields: usize = report.differences.iter().map(|d| d.fields.len()).sum();
+    let releases = match report.releases {
+        1 => "1 release".to_string(),
+        n => format!("{n} releases"),
+    };
+    if report.drift {
+        out.push_str(&format!(
+            "Drift: {drifted} of {} objects ({fields} fields) differ from their chart in {releases} compared.\n",
+            report.objects
+        ));
+    } else {
+        out.push_str(&format!(
+            "No drift: {} objects of {releases} compared match their chart.\n",
+            report.objects - (report.differences.len() - drifted)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::tests::{index, live, live_deployment};
+
+    #[test]
+    fn no_drift_exits_0_and_drift_exits_1_with_both_values() {
+        let index = index(Status::Deployed);
+        let schema = Schema::builtin();
+        let clean = diff(
+            &index,
+            &Config::default(),
+            &schema,
+            &live(&index, live_deployment(3, "nginx:1.25")),
+        );
+        assert_eq!(
+            (clean.drift, clean.exit_status(), clean.objects),
+            (false, 0, 3)
+        );
+        assert!(render_text(&clean).contains("No drift: 3 objects of 1 release compared"));
+        let drifted = diff(
+            &index,
+            &Config::default(),
+            &schema,
+            &live(&index, live_deployment(7, "nginx:1.25")),
+        );
+        assert_eq!(drifted.exit_status(), 1);
+        let d = &drifted.differences[0];
+        assert_eq!(
+            (d.kind.as_str(), d.state.as_str()),
+            ("Deployment", "drifted")
+        );
+        assert_eq!(d.fields[0].path, "/spec/replicas");
+        let text = render_text(&drifted);
+        assert!(
+            text.contains(
+                "Deployment shop/web (release shop/shop):\n  /spec/replicas: chart 3, live 7\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_deleted_object_is_drift_and_an_unreadable_one_an_error() {
+        let index = index(Status::Deployed);
+        let schema = Schema::builtin();
+        let mut objects = live(&index, live_deployment(3, "nginx:1.25"));
+        let cm = objects
+            .keys()
+            .find(|id| id.kind == "ConfigMap")
+            .unwrap()
+            .clone();
+        objects.insert(cm.clone(), Live::Missing);
+        let report = diff(&index, &Config::default(), &schema, &objects);
+        assert_eq!(report.exit_status(), 1);
+        assert!(render_text(&report).contains("ConfigMap shop/cfg (release shop/shop): missing"));
+        objects.insert(cm, Live::Unreadable("forbidden".into()));
+        let report = diff(&index, &Config::default(), &schema, &objects);
+        assert_eq!((report.drift, report.exit_status()), (false, 2));
+    }
+
+    #[test]
+    fn ignore_rules_leave_paths_out_and_failed_releases_are_skipped() {
+        let index = index(Status::Deployed);
+        let schema = Schema::builtin();
+        let config: Config = serde_saphyr::from_str(
+            "ignore:\n- paths: [/spec/replicas]\n  target: {kind: Deployment}\n",
+        )
+        .unwrap();
+        let objects = live(&index, live_deployment(7, "nginx:1.25"));
+        assert_eq!(diff(&index, &config, &schema, &objects).exit_status(), 0);
+        let failed = crate::plugin::tests::index(Status::Failed);
+        let report = diff(&failed, &Config::default(), &schema, &objects);
+        assert_eq!((report.exit_status(), report.releases), (0, 0));
+        assert!(render_text(&report)
+            .contains("skipped release shop/shop: its newest revision 2 is failed"));
+    }
+}

@@ -1,0 +1,423 @@
+//! The plugin's reads from the API server (nothing is written): the client from the
+//! kubeconfig, release Secrets into an [`Index`], discovery, the live objects, the schema.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{pinned_kind, Discovery, Scope};
+use kube::Client;
+use serde::Serialize;
+
+use super::{diff, status, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand};
+use crate::index::{Index, LockedObject};
+use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef};
+use crate::schema::Schema;
+
+const LABELS: &str = "owner=helm";
+const FIELDS: &str = "type=helm.sh/release.v1";
+/// Live objects read at once.
+const CONCURRENT_READS: usize = 16;
+
+pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
+    let target = &args.target;
+    let config = crate::app::load_config(target.config.as_deref())?;
+    let (client, default_namespace) = client(target).await?;
+    let namespace = target.namespace.clone().unwrap_or(default_namespace);
+    let scope = (!target.all_namespaces).then_some(namespace.as_str());
+    match args.command {
+        PluginCommand::Status => {
+            let index = releases(&client, scope, None).await?;
+            let objects: Vec<_> = index
+                .releases()
+                .into_iter()
+                .flat_map(|s| s.objects.iter().flatten().cloned())
+                .collect();
+            let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
+            let report = status::status(&index, &config, &schema, &live);
+            print(target.output, &report, status::render_text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Diff { release } => {
+            if release.is_some() && target.all_namespaces {
+                return Err("give a RELEASE with -n NAMESPACE, not -A".into());
+            }
+            let index = releases(&client, scope, release.as_deref()).await?;
+            if let (Some(name), 0) = (&release, index.release_count()) {
+                return Err(format!("no Helm release {name} in namespace {namespace}"));
+            }
+            let objects: Vec<_> = index
+                .releases()
+                .into_iter()
+                .filter(|s| diff::compared(s).is_ok())
+                .flat_map(|s| s.objects.iter().flatten().cloned())
+                .collect();
+            let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
+            let report = diff::diff(&index, &config, &schema, &live);
+            print(target.output, &report, diff::render_text)?;
+            Ok(ExitCode::from(report.exit_status()))
+        }
+        PluginCommand::Why { object, name } => {
+            let (type_, name) = match (object.split_once('/'), name) {
+                (Some((t, n)), None) => (t.to_string(), n.to_string()),
+                (None, Some(n)) => (object.clone(), n),
+                _ => return Err(format!("give TYPE/NAME or TYPE NAME, not {object:?}")),
+            };
+            let (group, kind, namespaced) = resolve(&client, &type_).await?;
+            let wanted = why::Wanted {
+                group,
+                kind,
+                namespace: namespaced.then(|| namespace.clone()),
+                name,
+            };
+            // Any namespace's release may render the object; without the right to list
+            // Secrets everywhere, the object's own namespace.
+            let index = match releases(&client, None, None).await {
+                Ok(index) => index,
+                Err(_) => releases(&client, Some(&namespace), None).await?,
+            };
+            let claimed = why::claims(&index, &wanted, None)
+                .first()
+                .map(|o| (*o).clone());
+            let live = match claimed {
+                Some(object) => {
+                    let id = ObjectId::of(&object);
+                    fetch(&client, vec![object])
+                        .await
+                        .remove(&id)
+                        .unwrap_or(Live::Unreadable("not read".into()))
+                }
+                None => Live::Missing, // not read: no release renders it
+            };
+            let schema = schema(&client).await;
+            let report = why::why(&index, &config, &schema, &wanted, &live);
+            print(target.output, &report, why::render_text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print<T: Serialize>(format: Format, report: &T, text: fn(&T) -> String) -> Result<(), String> {
+    match format {
+        Format::Text => print!("{}", text(report)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(report).map_err(|e| e.to_string())?
+        ),
+    }
+    Ok(())
+}
+
+/// A client as kubectl would make it (`--kubeconfig`, `--context`, `$KUBECONFIG`,
+/// `~/.kube/config`, in-cluster), and the context's namespace.
+async fn client(target: &super::Target) -> Result<(Client, String), String> {
+    let options = KubeConfigOptions {
+        context: target.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &target.kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None if target.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("kubeconfig: {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no usable Kubernetes configuration: {e}"))?,
+    };
+    let namespace = config.default_namespace.clone();
+    let client = Client::try_from(config).map_err(|e| e.to_string())?;
+    Ok((client, namespace))
+}
+
+/// The release Secrets of a namespace (all when `None`), of one release when `name` is given.
+async fn releases(
+    client: &Client,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<Index, String> {
+    let api: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let labels = match name {
+        Some(name) => format!("{LABELS},name={name}"),
+        None => LABELS.to_string(),
+    };
+    let list = api
+        .list(&ListParams::default().labels(&labels).fields(FIELDS))
+        .await
+        .map_err(|e| format!("cannot list Helm's release Secrets: {e}"))?;
+    let secrets: Vec<ReleaseSecret> = list.items.iter().filter_map(decode).collect();
+    Ok(Index::from_secrets(secrets))
+}
+
+fn decode(secret: &Secret) -> Option<ReleaseSecret> {
+    let reference = SecretRef {
+        namespace: secret.metadata.namespace.clone().unwrap_or_default(),
+        name: secret.metadata.name.clone().unwrap_or_default(),
+    };
+    let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
+    let payload = secret.data.as_ref().and_then(|d| d.get("release"));
+    let decoded = payload
+        .ok_or_else(|| "no data.release".to_string())
+        .and_then(|p| {
+            release_secret_from_parts(reference.clone(), labels, &p.0).map_err(|e| e.to_string())
+        });
+    match decoded {
+        Ok(decoded) => Some(decoded),
+        Err(e) => {
+            eprintln!("kubectl-locker: release Secret {reference} skipped: {e}");
+            None
+        }
+    }
+}
+
+/// The API server's schema (`/openapi/v2`, custom resources included), as the locker's
+/// reverter uses it; the embedded Kubernetes 1.20 schema when it cannot be read.
+async fn schema(client: &Client) -> Arc<Schema> {
+    let read = match crate::source::openapi::fetch(client, None).await {
+        Ok(Some((document, _))) => Schema::from_openapi_v2(&document).map_err(|e| e.to_string()),
+        Ok(None) => Err("no document".into()),
+        Err(e) => Err(e),
+    };
+    match read {
+        Ok(schema) => Arc::new(schema),
+        Err(e) => {
+            eprintln!("kubectl-locker: cannot read /openapi/v2 ({e}); using the embedded schema");
+            Schema::builtin()
+        }
+    }
+}
+
+/// Each object as the API server has it now, in the chart's group and version.
+async fn fetch(client: &Client, objects: Vec<Arc<LockedObject>>) -> LiveObjects {
+    let mut resources: HashMap<GroupVersionKind, Result<(ApiResource, bool), String>> =
+        HashMap::new();
+    for object in &objects {
+        let gvk = GroupVersionKind::gvk(&object.group, &object.version, &object.kind);
+        if let std::collections::hash_map::Entry::Vacant(slot) = resources.entry(gvk) {
+            let found = pinned_kind(client, slot.key())
+                .await
+                .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced))
+                .map_err(|e| format!("{} is not served: {e}", object.api_version()));
+            slot.insert(found);
+        }
+    }
+    let resources = &resources;
+    futures::stream::iter(objects)
+        .map(|object| async move {
+            let id = ObjectId::of(&object);
+            let gvk = GroupVersionKind::gvk(&id.group, &id.version, &id.kind);
+            let live = match resources.get(&gvk) {
+                Some(Ok((ar, namespaced))) => {
+                    get(client, ar, *namespaced, id.namespace.as_deref(), &id.name).await
+                }
+                Some(Err(e)) => Live::Unreadable(e.clone()),
+                None => Live::Unreadable("not resolved".into()),
+            };
+            (id, live)
+        })
+        .buffer_unordered(CONCURRENT_READS)
+        .collect()
+        .await
+}
+
+async fn get(
+    client: &Client,
+    ar: &ApiResource,
+    namespaced: bool,
+    namespace: Option<&str>,
+    name: &str,
+) -> Live {
+    let api: Api<DynamicObject> = match (namespaced, namespace) {
+        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, ar),
+        (true, None) => return Live::Unreadable("a namespaced kind without a namespace".into()),
+        (false, _) => Api::all_with(client.clone(), ar),
+    };
+    match api.get_opt(name).await {
+        Ok(Some(object)) => serde_json::to_value(object)
+            .map(Live::Found)
+            .unwrap_or_else(|e| Live::Unreadable(e.to_string())),
+        Ok(None) => Live::Missing,
+        Err(e) => Live::Unreadable(e.to_string()),
+    }
+}
+
+/// kubectl's short names and resource names of common kinds: (group, kind).
+const SHORT_NAMES: &[(&[&str], &str, &str)] = &[
+    (
+        &["deploy", "deployment", "deployments"],
+        "apps",
+        "Deployment",
+    ),
+    (
+        &["sts", "statefulset", "statefulsets"],
+        "apps",
+        "StatefulSet",
+    ),
+    (&["ds", "daemonset", "daemonsets"], "apps", "DaemonSet"),
+    (&["rs", "replicaset", "replicasets"], "apps", "ReplicaSet"),
+    (&["svc", "service", "services"], "", "Service"),
+    (&["cm", "configmap", "configmaps"], "", "ConfigMap"),
+    (
+        &["sa", "serviceaccount", "serviceaccounts"],
+        "",
+        "ServiceAccount",
+    ),
+    (&["secret", "secrets"], "", "Secret"),
+    (&["po", "pod", "pods"], "", "Pod"),
+    (
+        &["pvc", "persistentvolumeclaim", "persistentvolumeclaims"],
+        "",
+        "PersistentVolumeClaim",
+    ),
+    (
+        &["pv", "persistentvolume", "persistentvolumes"],
+        "",
+        "PersistentVolume",
+    ),
+    (&["ns", "namespace", "namespaces"], "", "Namespace"),
+    (
+        &["ing", "ingress", "ingresses"],
+        "networking.k8s.io",
+        "Ingress",
+    ),
+    (
+        &["netpol", "networkpolicy", "networkpolicies"],
+        "networking.k8s.io",
+        "NetworkPolicy",
+    ),
+    (&["job", "jobs"], "batch", "Job"),
+    (&["cj", "cronjob", "cronjobs"], "batch", "CronJob"),
+    (&["role", "roles"], "rbac.authorization.k8s.io", "Role"),
+    (
+        &["rolebinding", "rolebindings"],
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+    ),
+    (
+        &["clusterrole", "clusterroles"],
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+    ),
+    (
+        &["clusterrolebinding", "clusterrolebindings"],
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+    ),
+    (
+        &["hpa", "horizontalpodautoscaler", "horizontalpodautoscalers"],
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+    ),
+    (
+        &["pdb", "poddisruptionbudget", "poddisruptionbudgets"],
+        "policy",
+        "PodDisruptionBudget",
+    ),
+    (
+        &[
+            "crd",
+            "crds",
+            "customresourcedefinition",
+            "customresourcedefinitions",
+        ],
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+    ),
+    (
+        &["sc", "storageclass", "storageclasses"],
+        "storage.k8s.io",
+        "StorageClass",
+    ),
+    (
+        &["pc", "priorityclass", "priorityclasses"],
+        "scheduling.k8s.io",
+        "PriorityClass",
+    ),
+];
+
+/// A kind from its kubectl short name (table above, whose scope the core knows), else by
+/// discovery: a kind, plural or singular resource name, optionally `.group`.
+pub fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
+    let lower = type_.to_ascii_lowercase();
+    let (name, group) = match lower.split_once('.') {
+        Some((name, group)) => (name.to_string(), Some(group.to_string())),
+        None => (lower, None),
+    };
+    SHORT_NAMES
+        .iter()
+        .find(|(names, g, _)| {
+            names.contains(&name.as_str()) && group.as_deref().is_none_or(|w| w == *g)
+        })
+        .map(|(_, g, k)| (*g, *k))
+}
+
+/// (group, kind, namespaced) of TYPE.
+async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool), String> {
+    use crate::kinds::{scope_of, Scope as Known};
+    if let Some((group, kind)) = short_name(type_) {
+        match scope_of(group, kind) {
+            Known::Namespaced => return Ok((group.into(), kind.into(), true)),
+            Known::Cluster => return Ok((group.into(), kind.into(), false)),
+            Known::Unknown => {}
+        }
+    }
+    let lower = type_.to_ascii_lowercase();
+    let (name, group) = match lower.split_once('.') {
+        Some((name, group)) => (name.to_string(), Some(group.to_string())),
+        None => (lower.clone(), None),
+    };
+    let mut discovery = Discovery::new(client.clone());
+    if let Some(group) = &group {
+        discovery = discovery.filter(&[group.as_str()]);
+    }
+    let discovery = discovery
+        .run()
+        .await
+        .map_err(|e| format!("discovery failed: {e}"))?;
+    for api_group in discovery.groups() {
+        for (ar, caps) in api_group.recommended_resources() {
+            let kind = ar.kind.to_ascii_lowercase();
+            if kind == name || ar.plural == name {
+                return Ok((ar.group, ar.kind, caps.scope == Scope::Namespaced));
+            }
+        }
+    }
+    Err(format!(
+        "the server doesn't have a resource type {type_:?} (give a kind, a resource, or kind.group)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_short_names_and_resources_name_kinds() {
+        assert_eq!(short_name("deploy"), Some(("apps", "Deployment")));
+        assert_eq!(short_name("Deployments.apps"), Some(("apps", "Deployment")));
+        assert_eq!(short_name("ing"), Some(("networking.k8s.io", "Ingress")));
+        assert_eq!(
+            short_name("clusterrolebinding"),
+            Some(("rbac.authorization.k8s.io", "ClusterRoleBinding"))
+        );
+        assert_eq!(
+            short_name("hpa"),
+            Some(("autoscaling", "HorizontalPodAutoscaler"))
+        );
+        assert_eq!(short_name("deploy.extensions"), None);
+        assert_eq!(short_name("widgets.example.com"), None);
+    }
+}

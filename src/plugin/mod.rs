@@ -1,0 +1,373 @@
+//! `kubectl locker` (the binary named `kubectl-locker`, or `helm-locker kubectl`): what the
+//! locker sees in a cluster, read-only, with the user's kubeconfig like kubectl.
+//!
+//! - `status`: each release, whether it is locked and why not, its objects and drift now;
+//! - `why KIND/NAME`: which release locks an object, each locked path, chart and live values;
+//! - `diff [RELEASE]`: drift between live objects and their chart; exit status 1 on drift.
+//!
+//! The reports are pure functions of the index (built from the release Secrets), the policy and
+//! the live objects ([`status`], [`why`], [`diff`]); [`kube_io`] only reads the API server.
+
+pub mod diff;
+pub mod kube_io;
+pub mod status;
+pub mod why;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::index::{Index, LockedObject, ReleaseState};
+use crate::policy::{Config, Mode};
+use crate::release::Status;
+
+/// What helm-locker locks in this cluster, read-only (a kubectl plugin).
+///
+/// Reads Helm's release Secrets and the live objects with your kubeconfig, as kubectl does, and
+/// compares them as the locker does. Install: ln -s $(which helm-locker) /usr/local/bin/kubectl-locker
+#[derive(Parser, Debug)]
+#[command(name = "kubectl locker", bin_name = "kubectl locker", version)]
+pub struct KubectlLocker {
+    #[command(flatten)]
+    pub args: PluginArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PluginArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub command: PluginCommand,
+}
+
+/// Where and how to look: kubectl's own flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Target {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Namespace (default: the context's namespace).
+    #[arg(short, long, global = true, conflicts_with = "all_namespaces")]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// The locker's policy file (its --config: modes, namespaces, ignore rules), to report
+    /// what that locker would lock; default: every deployed release in deny mode.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Each Helm release: revision, status, whether it is locked (and why not), mode, objects,
+    /// and the fields that differ from the chart now.
+    ///
+    /// Example: kubectl locker status -A
+    Status,
+    /// Which release locks an object, and each locked path with the chart's value and the live
+    /// value (`*` marks those that differ).
+    ///
+    /// TYPE is a kind, a resource or a kubectl short name (deploy, svc, cm, sa, secret, ing, sts,
+    /// ds, job, cronjob, role, rolebinding, clusterrole, clusterrolebinding, pvc, hpa...), or
+    /// `kind.group` (widgets.example.com/NAME). Example: kubectl locker why deploy/web -n shop
+    Why {
+        /// TYPE/NAME, or TYPE NAME.
+        object: String,
+        name: Option<String>,
+    },
+    /// Drift between live objects and their chart: per object, per path, the chart's value and
+    /// the live value. Releases not deployed (failed, pending) are listed as skipped.
+    ///
+    /// Exit status: 0 no drift, 1 drift (a changed field or a deleted object), 2 error (an
+    /// object or the cluster could not be read). Usable in CI: kubectl locker diff -A
+    Diff {
+        /// Only this release (in the namespace of -n, or the context's).
+        release: Option<String>,
+    },
+}
+
+/// `kubectl-locker ...`: the plugin's own command line.
+pub fn main_as_kubectl() -> ExitCode {
+    run(KubectlLocker::parse().args)
+}
+
+/// Runs a plugin command; errors are printed as `kubectl-locker: ...` with exit status 2.
+pub fn run(args: PluginArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&e.to_string()),
+    };
+    match runtime.block_on(kube_io::run(args)) {
+        Ok(code) => code,
+        Err(message) => fail(&message),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("kubectl-locker: {message}");
+    ExitCode::from(2)
+}
+
+/// One object's identity, as the index keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectId {
+    pub fn of(object: &LockedObject) -> ObjectId {
+        ObjectId {
+            group: object.group.to_string(),
+            version: object.version.to_string(),
+            kind: object.kind.to_string(),
+            namespace: object.namespace.as_deref().map(str::to_string),
+            name: object.name.clone(),
+        }
+    }
+}
+
+/// A live object as read from the API server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Live {
+    Found(Value),
+    /// The API server has no such object (deleted).
+    Missing,
+    /// Could not be read (kind not served, forbidden...).
+    Unreadable(String),
+}
+
+pub type LiveObjects = HashMap<ObjectId, Live>;
+
+/// Whether a release is locked now, its mode, and why not.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LockState {
+    pub locked: bool,
+    pub mode: String,
+    /// Why the release is not locked (`None` when it is).
+    pub reason: Option<String>,
+}
+
+/// The decision's rules 2 and 3 for a release as a whole (see [`crate::decide`]).
+pub fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockState {
+    let Some(newest) = state.newest() else {
+        return LockState {
+            locked: false,
+            mode: Mode::Off.as_str().into(),
+            reason: Some("no revision".into()),
+        };
+    };
+    let policy = config.policy(&state.key, &newest.labels, index.registration(&state.key));
+    let mode = policy.mode.as_str().to_string();
+    let reason = if newest.status.is_helm_at_work() {
+        Some(format!(
+            "Helm is at work ({}): its objects are open until it finishes",
+            newest.status
+        ))
+    } else if newest.status == Status::Failed {
+        Some(format!(
+            "its newest revision {} failed: not locked until a helm upgrade or rollback succeeds",
+            newest.revision
+        ))
+    } else if newest.status != Status::Deployed {
+        Some(format!(
+            "its newest revision {} is {}",
+            newest.revision, newest.status
+        ))
+    } else if state.objects.is_none() {
+        Some("its newest revision's Secret is gone: objects unknown".into())
+    } else if policy.mode == Mode::Off {
+        Some(format!("policy: {}", policy.unlocked_because))
+    } else {
+        None
+    };
+    LockState {
+        locked: reason.is_none(),
+        mode,
+        reason,
+    }
+}
+
+/// Ignore rules that apply to an object (the configuration's and its HelmRelease's).
+pub fn ignored(index: &Index, config: &Config, object: &LockedObject) -> Vec<String> {
+    let Some(state) = index.release(&object.release) else {
+        return vec![];
+    };
+    let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
+    config
+        .policy(&state.key, &labels, index.registration(&state.key))
+        .ignored_paths(object)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A value for a table: compact JSON, `(absent)` for none, long values cut in the middle.
+pub fn show(value: Option<&Value>) -> String {
+    const MAX: usize = 60;
+    let Some(value) = value else {
+        return "(absent)".into();
+    };
+    let text = value.to_string();
+    if text.chars().count() <= MAX {
+        return text;
+    }
+    let head: String = text.chars().take(MAX - 12).collect();
+    let tail: String = text
+        .chars()
+        .rev()
+        .take(10)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{head}…{tail}")
+}
+
+/// Rows aligned in columns (two spaces apart; the last column is not padded).
+pub fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[c] - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use helm_locker_core::test_util::release_secret;
+    use serde_json::json;
+
+    pub const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
+
+    pub fn index(status: Status) -> Index {
+        Index::from_secrets([release_secret("shop", "shop", 2, status, CHART)])
+    }
+
+    fn helm_metadata() -> Value {
+        json!({"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"})
+    }
+
+    pub fn live_deployment(replicas: i64, image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop",
+                "labels": {"app.kubernetes.io/managed-by": "Helm"}, "annotations": helm_metadata()},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "web", "image": image, "resources": {"limits": {"cpu": "500m"}},
+                 "terminationMessagePath": "/dev/termination-log"}]}}}})
+    }
+
+    /// The chart's objects, live and unchanged (the Deployment as given).
+    pub fn live(index: &Index, deployment: Value) -> LiveObjects {
+        let mut live = LiveObjects::new();
+        for state in index.releases() {
+            for object in state.objects.iter().flatten() {
+                let mut value = match &*object.kind {
+                    "Deployment" => deployment.clone(),
+                    _ => object.content().to_json(),
+                };
+                if &*object.kind != "Deployment" {
+                    value["metadata"]["annotations"] = helm_metadata();
+                    value["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "Helm"});
+                }
+                live.insert(ObjectId::of(object), Live::Found(value));
+            }
+        }
+        live
+    }
+
+    #[test]
+    fn lock_state_says_why_a_release_is_not_locked() {
+        let config = Config::default();
+        let state = |status| {
+            let index = index(status);
+            let state = index.releases()[0].clone();
+            lock_state(&index, &config, &state)
+        };
+        assert_eq!(
+            state(Status::Deployed),
+            LockState {
+                locked: true,
+                mode: "deny".into(),
+                reason: None
+            }
+        );
+        let failed = state(Status::Failed);
+        assert!(!failed.locked);
+        assert!(failed.reason.unwrap().contains("revision 2 failed"));
+        let pending = state(Status::PendingUpgrade);
+        assert!(pending
+            .reason
+            .unwrap()
+            .contains("Helm is at work (pending-upgrade)"));
+        let off = Config {
+            mode: Mode::Off,
+            ..Config::default()
+        };
+        let index = index(Status::Deployed);
+        let policy = lock_state(&index, &off, index.releases()[0]);
+        assert_eq!(
+            (policy.locked, policy.reason.as_deref()),
+            (false, Some("policy: mode off"))
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_and_tables_aligned() {
+        assert_eq!(show(None), "(absent)");
+        assert_eq!(show(Some(&json!(3))), "3");
+        let long = show(Some(&json!("x".repeat(100))));
+        assert!(long.chars().count() <= 60 && long.contains('…'), "{long}");
+        assert_eq!(
+            table(&[
+                vec!["A".into(), "BB".into(), "C".into()],
+                vec!["aaa".into(), "b".into(), "".into()]
+            ]),
+            "A    BB  C\naaa  b\n"
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! `kubectl locker status`: each release, locked or why not, and its drift now.
+
+use serde::Serialize;
+
+use super::{lock_state, Live, LiveObjects, ObjectId};
+use crate::index::Index;
+use crate::policy::Config;
+use crate::revert_plan;
+use crate::schema::Schema;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseStatus {
+    pub name: String,
+    pub namespace: String,
+    pub revision: u64,
+    pub status: String,
+    pub chart: String,
+    pub locked: bool,
+    pub mode: String,
+    /// Why the release is not locked (`null` when it is).
+    pub reason: Option<String>,
+    /// Objects of the newest revision (`null` when unknown).
+    pub objects: Option<usize>,
+    /// Locked fields whose live value differs from the chart's, over every object.
+    pub drifted_fields: usize,
+    /// Objects of the chart the API server no longer has.
+    pub missing_objects: usize,
+    /// Objects that could not be read (not counted above).
+    pub unreadable_objects: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub releases: Vec<ReleaseStatus>,
+}
+
+/// Every release of the index (sorted by namespace and name) with its lock state and drift.
+pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects) -> StatusReport {
+    let releases = index
+        .releases()
+        .into_iter()
+        .map(|state| {
+            let newest = state.newest();
+            let lock = lock_state(index, config, state);
+            let (mut drifted_fields, mut missing_objects, mut unreadable_objects) = (0, 0, 0);
+            for object in state.objects.iter().flatten() {
+                match live.get(&ObjectId::of(object)) {
+                    Some(Live::Found(value)) => {
+                        let ignore = super::ignored(index, config, object);
+                        let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+                        drifted_fields += revert_plan::drift(schema, object, value, &ignore).len();
+                    }
+                    Some(Live::Missing) => missing_objects += 1,
+                    Some(Live::Unreadable(_)) | None => unreadable_objects += 1,
+                }
+            }
+            ReleaseStatus {
+                name: state.key.name.clone(),
+                namespace: state.key.namespace.clone(),
+                revision: newest.map_or(0, |r| r.revision),
+                status: state.status().to_string(),
+                chart: newest.map(|r| r.chart.clone()).unwrap_or_default(),
+                locked: lock.locked,
+                mode: lock.mode,
+                reason: lock.reason,
+                objects: state.objects.as_ref().map(Vec::len),
+                drifted_fields,
+                missing_objects,
+                unreadable_objects,
+            }
+        })
+        .collect();
+    StatusReport { releases }
+}
+
+pub fn render_text(report: &StatusReport) -> String {
+    if report.releases.is_empty() {
+        return "No Helm releases found.\n".into();
+    }
+    let mut rows = vec![[
+        "NAMESPACE",
+        "RELEASE",
+        "REVISION",
+        "STATUS",
+        "LOCKED",
+        "MODE",
+        "OBJECTS",
+        "DRIFTED",
+        "WHY NOT LOCKED",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &report.releases {
+        let mut drift = r.drifted_fields.to_string();
+        if r.missing_objects > 0 {
+            drift.push_str(&format!(" +{} missing", r.missing_objects));
+        }
+        if r.unreadable_objects > 0 {
+            drift.push_str(&format!(" ({} unreadable)", r.unreadable_objects));
+        }
+        rows.push(vec![
+            r.namespace.clone(),
+            r.name.clone(),
+            r.revision.to_string(),
+            r.status.clone(),
+            if r.locked { "yes" } else { "no" }.into(),
+            r.mode.clone(),
+            r.objects.map_or("?".into(), |n| n.to_string()),
+            drift,
+            r.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    super::table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::tests::{index, live, live_deployment};
+    use crate::release::Status;
+
+    #[test]
+    fn a_deployed_release_is_locked_and_its_drift_counted() {
+        let index = index(Status::Deployed);
+        let schema = Schema::builtin();
+        let clean = status(
+            &index,
+            &Config::default(),
+            &schema,
+            &live(&index, live_deployment(3, "nginx:1.25")),
+        );
+        let r = &clean.releases[0];
+        assert_eq!((r.locked, r.objects, r.drifted_fields), (true, Some(3), 0));
+        let drifted = status(
+            &index,
+            &Config::default(),
+            &schema,
+            &live(&index, live_deployment(7, "nginx:1.27")),
+        );
+        assert_eq!(drifted.releases[0].drifted_fields, 2);
+        let text = render_text(&drifted);
+        assert!(
+            text.starts_with("NAMESPACE  RELEASE  REVISION  STATUS"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shop       shop     2         deployed  yes     deny  3        2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn failed_and_pending_releases_say_why_they_are_not_locked() {
+        let schema = Schema::builtin();
+        for (status_now, why) in [
+            (Status::Failed, "its newest revision 2 failed"),
+            (Status::PendingUpgrade, "Helm is at work (pending-upgrade)"),
+        ] {
+            let index = index(status_now);
+            let mut objects = live(&index, live_deployment(3, "nginx:1.25"));
+            objects.retain(|id, _| id.kind != "ConfigMap");
+            let report = status(&index, &Config::default(), &schema, &objects);
+            let r = &report.releases[0];
+            assert!(!r.locked);
+            assert!(r.reason.as_deref().unwrap().contains(why), "{:?}", r.reason);
+            assert_eq!(r.unreadable_objects, 1);
+            assert!(render_text(&report).contains(why));
+        }
+    }
+
+    #[test]
+    fn the_recorded_failed_upgrade_is_not_locked() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cluster-capture/releases/03-after-upgrade-after-drift.json");
+        let loaded = crate::source::files::load(&[path]);
+        let index = Index::from_secrets(loaded.secrets);
+        let report = status(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &LiveObjects::new(),
+        );
+        let shop = report.releases.iter().find(|r| r.name == "shop").unwrap();
+        assert_eq!(
+            (shop.revision, shop.status.as_str(), shop.locked),
+            (3, "failed", false)
+        );
+        assert!(shop
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("revision 3 failed"));
+    }
+}

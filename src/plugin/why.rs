@@ -1,0 +1,319 @@
+//! `kubectl locker why TYPE/NAME`: which release locks an object, and each locked path with
+//! the chart's value and the live value.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{lock_state, Live};
+use crate::index::{Index, LockedObject, ReleaseKey};
+use crate::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
+use crate::policy::Config;
+use crate::revert_plan;
+use crate::schema::Schema;
+
+/// The object asked about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub group: String,
+    pub kind: String,
+    /// `None` for a cluster-scoped kind.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Wanted {
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owner {
+    pub name: String,
+    pub namespace: String,
+    pub revision: u64,
+    pub status: String,
+    pub locked: bool,
+    pub mode: String,
+    /// Why the release is not locked (`null` when it is).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockedField {
+    pub path: String,
+    pub chart: Value,
+    /// `null` when the live object lacks the field.
+    pub live: Option<Value>,
+    pub differs: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhyReport {
+    pub object: String,
+    /// The release that locks the object (`null`: none renders it).
+    pub release: Option<Owner>,
+    /// Other releases that render the same object (they do not own it).
+    pub other_releases: Vec<String>,
+    /// `found`, `missing`, `unreadable: ...`, or `not read` when no release renders it.
+    pub live: String,
+    /// Each locked path (empty when the live object cannot be compared).
+    pub fields: Vec<LockedField>,
+}
+
+/// Every release claiming the object; the first is the owner: the release the live object's
+/// Helm annotations name, else the index's choice (as the webhook decides).
+pub fn claims<'i>(
+    index: &'i Index,
+    wanted: &Wanted,
+    live: Option<&Value>,
+) -> Vec<&'i Arc<LockedObject>> {
+    let ns = wanted.namespace.as_deref();
+    let mut claims: Vec<_> = index
+        .claims(&wanted.group, &wanted.kind, ns, &wanted.name)
+        .collect();
+    let first = index.lookup(&wanted.group, &wanted.kind, ns, &wanted.name);
+    let annotated = live.and_then(annotated_release);
+    claims.sort_by_key(|c| {
+        (
+            Some(&*c.release) != annotated.as_ref(),
+            first.is_none_or(|f| !Arc::ptr_eq(f, *c)),
+        )
+    });
+    claims
+}
+
+fn annotated_release(live: &Value) -> Option<ReleaseKey> {
+    let annotations = live.pointer("/metadata/annotations")?;
+    Some(ReleaseKey::new(
+        annotations.get(RELEASE_NAMESPACE_ANNOTATION)?.as_str()?,
+        annotations.get(RELEASE_NAME_ANNOTATION)?.as_str()?,
+    ))
+}
+
+pub fn why(
+    index: &Index,
+    config: &Config,
+    schema: &Schema,
+    wanted: &Wanted,
+    live: &Live,
+) -> WhyReport {
+    let live_value = match live {
+        Live::Found(value) => Some(value),
+        _ => None,
+    };
+    let claims = claims(index, wanted, live_value);
+    let live_state = match live {
+        Live::Found(_) => "found".to_string(),
+        Live::Missing => "missing".to_string(),
+        Live::Unreadable(e) => format!("unreadable: {e}"),
+    };
+    let Some(object) = claims.first() else {
+        return WhyReport {
+            object: wanted.describe(),
+            release: None,
+            other_releases: vec![],
+            live: "not read".into(),
+            fields: vec![],
+        };
+    };
+    let owner = index.release(&object.release).map(|state| {
+        let lock = lock_state(index, config, state);
+        let newest = state.newest();
+        Owner {
+            name: state.key.name.clone(),
+            namespace: state.key.namespace.clone(),
+            revision: newest.map_or(0, |r| r.revision),
+            status: state.status().to_string(),
+            locked: lock.locked,
+            mode: lock.mode,
+            reason: lock.reason,
+        }
+    });
+    let fields = match live_value {
+        Some(value) => {
+            let ignore = super::ignored(index, config, object);
+            let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+            revert_plan::locked_values(schema, object, value, &ignore)
+                .into_iter()
+                .map(|v| LockedField {
+                    path: v.path,
+                    chart: v.chart,
+                    live: v.live,
+                    differs: v.differs,
+                })
+                .collect()
+        }
+        None => vec![],
+    };
+    WhyReport {
+        object: object.describe(),
+        release: owner,
+        other_releases: claims[1..].iter().map(|c| c.release.to_string()).collect(),
+        live: live_state,
+        fields,
+    }
+}
+
+pub fn render_text(report: &WhyReport) -> String {
+    let Some(release) = &report.release else {
+        return format!(
+            "{}: no Helm release locks it (no deployed release's manifest renders it; hooks and crds/ are never locked).\n",
+            report.object
+        );
+    };
+    let key = format!("{}/{}", release.namespace, release.name);
+    let mut out = if release.locked {
+        format!(
+            "{} is locked by Helm release {key} (revision {}, {}, mode {}).\n",
+            report.object, release.revision, release.status, release.mode
+        )
+    } else {
+        format!(
+            "{} belongs to Helm release {key} (revision {}, {}), which is not locked: {}.\n",
+            report.object,
+            release.revision,
+            release.status,
+            release.reason.as_deref().unwrap_or("unknown")
+        )
+    };
+    for other in &report.other_releases {
+        out.push_str(&format!(
+            "Release {other} renders it too; the release its meta.helm.sh annotations name owns it.\n"
+        ));
+    }
+    if report.live != "found" {
+        out.push_str(&format!("The live object is {}.\n", report.live));
+        return out;
+    }
+    let mut rows = vec![vec!["  PATH".into(), "CHART".into(), "LIVE".into()]];
+    for field in &report.fields {
+        rows.push(vec![
+            format!("{} {}", if field.differs { "*" } else { " " }, field.path),
+            super::show(Some(&field.chart)),
+            super::show(field.live.as_ref()),
+        ]);
+    }
+    out.push_str(&super::table(&rows));
+    let differing = report.fields.iter().filter(|f| f.differs).count();
+    out.push_str(&format!(
+        "{differing} of {} locked fields differ from the chart (*). Change them with helm upgrade of {key}.\n",
+        report.fields.len()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::tests::{index, live_deployment};
+    use crate::release::Status;
+
+    fn deploy(name: &str) -> Wanted {
+        Wanted {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn why_names_the_release_and_each_locked_path_with_both_values() {
+        let index = index(Status::Deployed);
+        let live = Live::Found(live_deployment(7, "nginx:1.25"));
+        let report = why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &deploy("web"),
+            &live,
+        );
+        let release = report.release.as_ref().unwrap();
+        assert_eq!((release.name.as_str(), release.locked), ("shop", true));
+        let replicas = report
+            .fields
+            .iter()
+            .find(|f| f.path == "/spec/replicas")
+            .unwrap();
+        assert_eq!(
+            (&replicas.chart, &replicas.live, replicas.differs),
+            (&serde_json::json!(3), &Some(serde_json::json!(7)), true)
+        );
+        let image = report
+            .fields
+            .iter()
+            .find(|f| f.path == "/spec/template/spec/containers/0/image")
+            .unwrap();
+        assert!(!image.differs);
+        let text = render_text(&report);
+        assert!(text.starts_with("Deployment shop/web is locked by Helm release shop/shop (revision 2, deployed, mode deny)."), "{text}");
+        assert!(text.contains("* /spec/replicas"), "{text}");
+        assert!(text.contains("1 of "), "{text}");
+    }
+
+    #[test]
+    fn an_object_no_release_renders_is_not_locked() {
+        let index = index(Status::Deployed);
+        let report = why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &deploy("other"),
+            &Live::Found(live_deployment(1, "x")),
+        );
+        assert!(report.release.is_none() && report.fields.is_empty());
+        assert!(render_text(&report).contains("no Helm release locks it"));
+        // Cluster-scoped: found without a namespace, not with one.
+        let role = |namespace: Option<&str>| Wanted {
+            group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            namespace: namespace.map(str::to_string),
+            name: "reader".into(),
+        };
+        let found = why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &role(None),
+            &Live::Missing,
+        );
+        assert_eq!(found.release.unwrap().name, "shop");
+        assert!(render_text(&why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &role(None),
+            &Live::Missing
+        ))
+        .contains("The live object is missing."));
+    }
+
+    #[test]
+    fn a_failed_release_owns_but_does_not_lock() {
+        let index = index(Status::Failed);
+        let report = why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &deploy("web"),
+            &Live::Found(live_deployment(3, "nginx:1.25")),
+        );
+        let text = render_text(&report);
+        assert!(
+            text.contains(
+                "belongs to Helm release shop/shop (revision 2, failed), which is not locked"
+            ),
+            "{text}"
+        );
+        assert!(report.fields.iter().all(|f| !f.differs));
+    }
+}
