@@ -26,13 +26,17 @@ const CONCURRENT_READS: usize = 16;
 
 pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
     let target = &args.target;
-    let config = crate::app::load_config(target.config.as_deref())?;
+    let mut config = crate::app::load_config(target.config.as_deref())?;
+    if target.registration_namespace.is_some() {
+        config.registration_namespace = target.registration_namespace.clone();
+    }
+    let registrations = config.registration_namespace.as_deref();
     let (client, default_namespace) = client(target).await?;
     let namespace = target.namespace.clone().unwrap_or(default_namespace);
     let scope = (!target.all_namespaces).then_some(namespace.as_str());
     match args.command {
         PluginCommand::Status => {
-            let index = releases(&client, scope, None).await?;
+            let index = releases(&client, scope, None, registrations).await?;
             let objects: Vec<_> = index
                 .releases()
                 .into_iter()
@@ -47,7 +51,7 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             if release.is_some() && target.all_namespaces {
                 return Err("give a RELEASE with -n NAMESPACE, not -A".into());
             }
-            let index = releases(&client, scope, release.as_deref()).await?;
+            let index = releases(&client, scope, release.as_deref(), registrations).await?;
             if let (Some(name), 0) = (&release, index.release_count()) {
                 return Err(format!("no Helm release {name} in namespace {namespace}"));
             }
@@ -77,9 +81,9 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             };
             // Any namespace's release may render the object; without the right to list
             // Secrets everywhere, the object's own namespace.
-            let index = match releases(&client, None, None).await {
+            let index = match releases(&client, None, None, registrations).await {
                 Ok(index) => index,
-                Err(_) => releases(&client, Some(&namespace), None).await?,
+                Err(_) => releases(&client, Some(&namespace), None, registrations).await?,
             };
             let claimed = why::claims(&index, &wanted, None)
                 .first()
@@ -140,11 +144,13 @@ async fn client(target: &super::Target) -> Result<(Client, String), String> {
     Ok((client, namespace))
 }
 
-/// The release Secrets of a namespace (all when `None`), of one release when `name` is given.
+/// The release Secrets of a namespace (all when `None`), of one release when `name` is given;
+/// with a registration namespace, the HelmReleases there register releases as for the locker.
 async fn releases(
     client: &Client,
     namespace: Option<&str>,
     name: Option<&str>,
+    registrations: Option<&str>,
 ) -> Result<Index, String> {
     let api: Api<Secret> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -159,7 +165,20 @@ async fn releases(
         .await
         .map_err(|e| format!("cannot list Helm's release Secrets: {e}"))?;
     let secrets: Vec<ReleaseSecret> = list.items.iter().filter_map(decode).collect();
-    Ok(Index::from_secrets(secrets))
+    let mut index = Index::from_secrets(secrets);
+    if let Some(ns) = registrations {
+        let api: Api<crate::crd::HelmRelease> = Api::namespaced(client.clone(), ns);
+        let hrs = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| format!("cannot list HelmReleases in {ns}: {e}"))?;
+        let (registered, errors) = crate::crd::registrations(&hrs.items);
+        for (hr, error) in errors {
+            eprintln!("kubectl-locker: HelmRelease {hr} not honoured: {error}");
+        }
+        index.replace_registrations(registered);
+    }
+    Ok(index)
 }
 
 fn decode(secret: &Secret) -> Option<ReleaseSecret> {

@@ -66,6 +66,10 @@ pub struct Target {
     /// what that locker would lock; default: every deployed release in deny mode.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// As the locker's --registration-namespace: only releases a HelmRelease
+    /// (helm.cattle.io/v1alpha1) in this namespace registers are locked, with its mode.
+    #[arg(long, global = true, value_name = "NAMESPACE")]
+    pub registration_namespace: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -18,7 +18,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import BIN, CHART, ControlPlane, release_secret  # noqa: E402
+from harness import BIN, CHART, ROOT, ControlPlane, release_secret  # noqa: E402
+
+CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "helmreleases.helm.cattle.io.yaml")
 
 
 class KubectlLocker(unittest.TestCase):
@@ -162,6 +164,27 @@ class KubectlLocker(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("Helm is at work (pending-upgrade): its objects are open until it finishes", out.stdout)
         self.assertEqual(out.stdout.splitlines()[1].split()[:6], ["pd", "pd", "2", "pending-upgrade", "no", "deny"])
+
+    def test_5_the_lockers_policy_and_helmrelease_registrations_are_honoured(self):
+        policy = os.path.join(self.plane.dir, "policy.yaml")
+        with open(policy, "w") as f:
+            f.write("releases:\n- {namespace: dr, mode: warn}\n")
+        by_name = {r["name"]: r for r in self.json_of("status", "-A", "--config", policy)["releases"]}
+        self.assertEqual((by_name["dr"]["mode"], by_name["dr"]["locked"]), ("warn", True))
+        self.assertEqual(by_name["pl"]["mode"], "deny")
+        # --registration-namespace: only what a HelmRelease there registers is locked, with its mode.
+        self.k("apply", "-f", CRD)
+        self.k("wait", "--for=condition=established", "crd/helmreleases.helm.cattle.io", "--timeout=30s")
+        self.k("create", "namespace", "registry")
+        self.k("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "helm.cattle.io/v1alpha1", "kind": "HelmRelease",
+            "metadata": {"name": "pl", "namespace": "registry"},
+            "spec": {"release": {"name": "pl", "namespace": "pl"}, "mode": "repair"}}))
+        report = self.json_of("status", "-A", "--registration-namespace", "registry")
+        by_name = {r["name"]: r for r in report["releases"]}
+        self.assertEqual((by_name["pl"]["locked"], by_name["pl"]["mode"]), (True, "repair"))
+        self.assertEqual((by_name["dr"]["locked"], by_name["dr"]["reason"]),
+                         (False, "policy: no HelmRelease in registry registers it"))
 
 
 if __name__ == "__main__":
