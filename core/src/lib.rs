@@ -21,6 +21,7 @@ pub mod release;
 pub mod revert_plan;
 pub mod review;
 pub mod schema;
+pub mod trace;
 pub mod tree;
 pub mod yaml;
 
