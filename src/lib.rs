@@ -8,11 +8,12 @@
 
 pub use helm_locker_core::{
     decide, index, inspect, interning, kinds, manifest, ownership, policy, quantity, release,
-    revert_plan, review, schema, tree, yaml,
+    revert_plan, review, schema, trace, tree, yaml,
 };
 
 pub mod app;
 pub mod attempts;
+pub mod chart_files;
 pub mod confirm;
 pub mod controller;
 pub mod crd;

@@ -170,8 +170,71 @@ pub fn decode_data_release(value: &str) -> Result<Release, DecodeError> {
     decode_helm_payload(&helm_layer)
 }
 
+/// What a release keeps of its chart besides the manifest: the templates, for tracing a field
+/// to its values key ([`crate::trace`]). Decoded on demand (a denial, `review --explain`), never
+/// kept in the index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChartFiles {
+    /// The chart's name (`metadata.name`).
+    pub chart: String,
+    pub manifest: String,
+    /// By name as Helm stores them: `templates/deployment.yaml`.
+    pub templates: crate::trace::Templates,
+}
+
+/// The chart files of a Secret's `data.release` value (both base64 layers).
+pub fn decode_chart_files(data_release: &str) -> Result<ChartFiles, DecodeError> {
+    let helm_layer =
+        decode_base64(data_release.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
+    decode_chart_files_payload(&helm_layer)
+}
+
+/// The chart files of Helm's own encoding (what a Secret's `data.release` holds once the
+/// Secret's base64 is undone, as a Kubernetes client hands it over).
+pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, DecodeError> {
+    let json = helm_payload_json(helm_base64)?;
+    #[derive(Deserialize)]
+    struct Raw {
+        chart: Option<RawChartFiles>,
+        manifest: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct RawChartFiles {
+        metadata: Option<RawChartMetadata>,
+        #[serde(default)]
+        templates: Vec<RawFile>,
+    }
+    #[derive(Deserialize)]
+    struct RawFile {
+        name: String,
+        #[serde(default)]
+        data: String,
+    }
+    let raw: Raw =
+        serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
+    let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
+    let templates = chart
+        .templates
+        .into_iter()
+        .filter_map(|f| {
+            let text = String::from_utf8(decode_base64(f.data.as_bytes())?).ok()?;
+            Some((f.name, text))
+        })
+        .collect();
+    Ok(ChartFiles {
+        chart: chart.metadata.and_then(|m| m.name).unwrap_or_default(),
+        manifest: raw.manifest.unwrap_or_default(),
+        templates,
+    })
+}
+
 /// Decodes Helm's own encoding: base64 of (optionally gzipped) JSON.
 pub fn decode_helm_payload(helm_base64: &[u8]) -> Result<Release, DecodeError> {
+    decode_release_json(&helm_payload_json(helm_base64)?)
+}
+
+/// The release JSON inside Helm's encoding.
+fn helm_payload_json(helm_base64: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let bytes = decode_base64(helm_base64).ok_or(DecodeError::NotBase64(Layer::Helm))?;
     let json = if bytes.starts_with(&GZIP_MAGIC) {
         let mut out = Vec::with_capacity(bytes.len() * 4);
@@ -186,7 +249,7 @@ pub fn decode_helm_payload(helm_base64: &[u8]) -> Result<Release, DecodeError> {
     } else {
         bytes
     };
-    decode_release_json(&json)
+    Ok(json)
 }
 
 fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
@@ -352,6 +415,51 @@ pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
         collect_secrets(&doc, &mut out)?;
     }
     Ok(out)
+}
+
+/// The chart files of revision `revision` of `release` in a release file (as
+/// [`parse_release_file`] reads it); `None` when the file does not hold it.
+pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Option<ChartFiles> {
+    let trimmed = text.trim_start();
+    let documents: Vec<Value> = if trimmed.starts_with('{') {
+        vec![serde_json::from_str(trimmed).ok()?]
+    } else {
+        let options = serde_saphyr::options! { with_snippet: false };
+        serde_saphyr::from_multiple_with_options::<Value>(text, options).ok()?
+    };
+    let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
+    let mut pending = documents;
+    while let Some(doc) = pending.pop() {
+        match doc {
+            Value::Object(mut map) => {
+                if map.get("kind").and_then(Value::as_str) == Some("List") {
+                    if let Some(Value::Array(items)) = map.remove("items") {
+                        pending.extend(items);
+                    }
+                    continue;
+                }
+                let meta = map.get("metadata");
+                let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+                if field("name") == Some(secret_name.as_str())
+                    && field("namespace").is_none_or(|ns| ns == release.namespace)
+                {
+                    let data = map.get("data")?.get("release")?.as_str()?;
+                    return decode_chart_files(data).ok();
+                }
+            }
+            Value::String(data) => {
+                let decoded = decode_data_release(&data).ok()?;
+                if decoded.name == release.name
+                    && decoded.namespace == release.namespace
+                    && decoded.revision == revision
+                {
+                    return decode_chart_files(&data).ok();
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn yaml_error_location(e: &serde_saphyr::Error) -> String {

@@ -46,7 +46,8 @@ pub type Templates = BTreeMap<String, String>;
 /// Traces `path` (a JSON pointer into the object, `/spec/replicas`; list items by index or as
 /// `[name=web]`) in the template `source` (the manifest's `# Source:`, which starts with the
 /// chart's name).
-pub fn trace(templates: &Templates, source: &str, path: &str) -> Trace {
+/// `kind` picks the document of a template file that renders several.
+pub fn trace(templates: &Templates, source: &str, kind: &str, path: &str) -> Trace {
     let template = source.to_string();
     let name = source
         .split_once('/')
@@ -61,12 +62,129 @@ pub fn trace(templates: &Templates, source: &str, path: &str) -> Trace {
     };
     let segments: Vec<&str> = path.split('/').skip(1).collect();
     let defines = defines(templates);
-    let found = find(text, &segments, &defines, &[], 0);
+    let found = documents(text, kind).into_iter().find_map(|(offset, doc)| {
+        find(doc, &segments, &defines, &[], 0).map(|(line, keys)| (line + offset, keys))
+    });
     Trace {
         template,
         line: found.as_ref().map(|(line, _)| *line),
         keys: found.map(|(_, keys)| keys).unwrap_or_default(),
     }
+}
+
+/// The documents of a template file (split at `---`) that write `kind: <kind>`, with the number
+/// of lines before each; the whole file when none says so (a kind set by an action).
+fn documents<'a>(text: &'a str, kind: &str) -> Vec<(usize, &'a str)> {
+    let mut docs = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0, 0, 0);
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if line.trim_end() == "---" || line.starts_with("--- ") {
+            docs.push((start_line, &text[start..offset]));
+            start = offset + line.len();
+            start_line = i + 1;
+        }
+        offset += line.len();
+    }
+    docs.push((start_line, &text[start..]));
+    let wanted = format!("kind: {kind}");
+    let matching: Vec<(usize, &str)> = docs
+        .into_iter()
+        .filter(|(_, doc)| doc.lines().any(|l| l.trim_end() == wanted))
+        .collect();
+    if matching.is_empty() {
+        vec![(0, text)]
+    } else {
+        matching
+    }
+}
+
+/// The manifest's `# Source:` of the object of kind `kind` named `name`.
+pub fn source_of(manifest: &str, kind: &str, name: &str) -> Option<String> {
+    crate::manifest::split_documents(manifest).find_map(|doc| {
+        let parsed = crate::manifest::parse_manifest(doc);
+        parsed
+            .objects
+            .iter()
+            .any(|o| o.kind == kind && o.name == name)
+            .then(|| {
+                doc.lines()
+                    .find_map(|l| l.trim().strip_prefix("# Source:"))
+                    .map(|s| s.trim().to_string())
+            })
+            .flatten()
+    })
+}
+
+/// Where the chart sets each denied field and how to change it the right way, appended to a
+/// denial: `In the chart: /spec/replicas comes from values web.replicas. To change it the right
+/// way: helm upgrade shop <chart> -n shop --reuse-values --set web.replicas=7`. `None` when
+/// nothing could be traced. `hide_values` (a Secret) leaves the values out of the command.
+pub fn advice(
+    files: &crate::release::ChartFiles,
+    release: &crate::release::ReleaseKey,
+    kind: &str,
+    name: &str,
+    changes: &[crate::ownership::Change],
+    hide_values: bool,
+) -> Option<String> {
+    let source = source_of(&files.manifest, kind, name)?;
+    let mut wheres = Vec::new();
+    let mut sets = Vec::new();
+    for change in changes.iter().take(5) {
+        let trace = trace(&files.templates, &source, kind, &change.path);
+        match trace.keys.as_slice() {
+            [] => wheres.push(format!("{} is {}", change.path, trace)),
+            keys => {
+                wheres.push(format!(
+                    "{} comes from values {}",
+                    change.path,
+                    keys.join(", ")
+                ));
+                if let ([key], Some(value), false) = (keys, &change.requested, hide_values) {
+                    if let Some(value) = set_value(value) {
+                        sets.push(format!("--set {key}={value}"));
+                    }
+                }
+            }
+        }
+    }
+    if wheres.is_empty() {
+        return None;
+    }
+    let mut out = format!("In the chart: {}.", wheres.join("; "));
+    if !sets.is_empty() {
+        let chart = if files.chart.is_empty() {
+            "<chart>".to_string()
+        } else {
+            format!("<{} chart>", files.chart)
+        };
+        out.push_str(&format!(
+            " To change it the right way: helm upgrade {} {chart} -n {} --reuse-values {}",
+            release.name,
+            release.namespace,
+            sets.join(" ")
+        ));
+    }
+    Some(out)
+}
+
+/// A scalar as `--set` takes it; lists and maps are not given on the command line.
+fn set_value(value: &serde_json::Value) -> Option<String> {
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    // --set splits on commas; a shell splits on spaces.
+    let text = text.replace(',', "\\,");
+    Some(
+        if text.contains(|c: char| c.is_whitespace() || "'\"$`".contains(c)) {
+            format!("'{}'", text.replace('\'', "'\\''"))
+        } else {
+            text
+        },
+    )
 }
 
 /// A values key in scope: `with .Values.a` makes `.b` mean `a.b`.
@@ -617,12 +735,23 @@ spec:
     }
 
     fn keys(path: &str) -> Vec<String> {
-        trace(&shop(), "shop/templates/deployment.yaml", path).keys
+        trace(
+            &shop(),
+            "shop/templates/deployment.yaml",
+            "Deployment",
+            path,
+        )
+        .keys
     }
 
     #[test]
     fn a_value_on_the_line_with_default_and_pipelines() {
-        let t = trace(&shop(), "shop/templates/deployment.yaml", "/spec/replicas");
+        let t = trace(
+            &shop(),
+            "shop/templates/deployment.yaml",
+            "Deployment",
+            "/spec/replicas",
+        );
         assert_eq!(t.keys, ["replicaCount"]);
         assert_eq!(t.line, Some(13));
         assert_eq!(t.to_string(), "values: replicaCount");
@@ -669,6 +798,7 @@ spec:
         let t = trace(
             &shop(),
             "shop/templates/deployment.yaml",
+            "Deployment",
             "/spec/template/spec/terminationGracePeriodSeconds",
         );
         assert!(t.keys.is_empty());
@@ -677,7 +807,12 @@ spec:
             t.to_string(),
             "set in shop/templates/deployment.yaml line 29"
         );
-        let missing = trace(&shop(), "shop/templates/other.yaml", "/spec/replicas");
+        let missing = trace(
+            &shop(),
+            "shop/templates/other.yaml",
+            "Deployment",
+            "/spec/replicas",
+        );
         assert_eq!(missing.to_string(), "set in shop/templates/other.yaml");
     }
 
@@ -792,11 +927,92 @@ spec:
         let mut wrong = Vec::new();
         for (chart, file, path, key) in cases {
             let templates = vendored(chart);
-            let t = trace(&templates, &format!("{chart}/templates/{file}"), path);
+            let t = trace(
+                &templates,
+                &format!("{chart}/templates/{file}"),
+                "Deployment",
+                path,
+            );
             if !t.keys.iter().any(|k| k == key) {
                 wrong.push(format!("{chart} {path}: {t:?}, expected {key}"));
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn advice_names_the_keys_and_gives_the_upgrade() {
+        let manifest = "---\n# Source: shop/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n";
+        let files = crate::release::ChartFiles {
+            chart: "shop".into(),
+            manifest: manifest.into(),
+            templates: shop(),
+        };
+        let release = crate::release::ReleaseKey {
+            namespace: "prod".into(),
+            name: "shop".into(),
+        };
+        let change = |path: &str, requested: serde_json::Value| crate::ownership::Change {
+            path: path.into(),
+            chart: serde_json::Value::Null,
+            requested: Some(requested),
+        };
+        let changes = [
+            change("/spec/replicas", serde_json::json!(7)),
+            change(
+                "/spec/template/spec/containers/0/resources/limits/cpu",
+                serde_json::json!("2, or 3"),
+            ),
+            change(
+                "/spec/template/spec/terminationGracePeriodSeconds",
+                serde_json::json!(5),
+            ),
+        ];
+        let advice = advice(&files, &release, "Deployment", "web", &changes, false).unwrap();
+        assert_eq!(
+            advice,
+            "In the chart: /spec/replicas comes from values replicaCount; /spec/template/spec/containers/0/resources/limits/cpu comes from values resources.limits.cpu; /spec/template/spec/terminationGracePeriodSeconds is set in shop/templates/deployment.yaml line 29. To change it the right way: helm upgrade shop <shop chart> -n prod --reuse-values --set replicaCount=7 --set resources.limits.cpu='2\\, or 3'"
+        );
+        // A Secret's values stay out of the message.
+        let hidden =
+            super::advice(&files, &release, "Deployment", "web", &changes[..1], true).unwrap();
+        assert_eq!(
+            hidden,
+            "In the chart: /spec/replicas comes from values replicaCount."
+        );
+        // An object the manifest does not render: nothing to say.
+        assert_eq!(
+            super::advice(&files, &release, "Deployment", "other", &changes, false),
+            None
+        );
+    }
+
+    /// A release recorded from a real cluster: its chart renders several objects from one file.
+    #[test]
+    fn a_recorded_release_traces_through_a_file_of_several_documents() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/cluster-capture/releases/02-after-upgrade.json"
+        ))
+        .unwrap();
+        let secrets: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let secret = secrets["items"]
+            .as_array()
+            .and_then(|items| items.last())
+            .unwrap_or(&secrets);
+        let files = crate::release::decode_chart_files(secret["data"]["release"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(files.chart, "shop");
+        let source = source_of(&files.manifest, "ConfigMap", "shop-config").unwrap();
+        assert_eq!(source, "shop/templates/app.yaml");
+        let t = trace(&files.templates, &source, "ConfigMap", "/data/greeting");
+        assert_eq!(t.keys, ["greeting"], "{t:?}");
+        let mode = trace(&files.templates, &source, "ConfigMap", "/data/mode");
+        assert_eq!((mode.keys.len(), mode.line), (0, Some(11)));
+        let name = trace(&files.templates, &source, "Deployment", "/metadata/name");
+        assert!(
+            name.keys.is_empty() && name.line.is_some_and(|l| l > 15),
+            "{name:?}"
+        );
     }
 }

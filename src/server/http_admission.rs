@@ -149,6 +149,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
         Endpoint::Mutate => decision.for_mutation(),
     };
     let decision = confirm_if_needed(state, decision).await;
+    let decision = with_values_advice(state, decision).await;
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
         let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
@@ -239,6 +240,47 @@ fn respond(
         })
         .inc();
     ([(header::CONTENT_TYPE, "application/json")], response).into_response()
+}
+
+/// How long a denial may wait for the chart's templates (read once per revision) to say which
+/// values key sets each field; past it the message goes without.
+const ADVICE_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// Appends to a denial, warning or repair message where the chart sets each field (the values
+/// key, else the template and line) and the `helm upgrade --set` that changes it. Only on this
+/// path: an allowed write never reads a chart.
+async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decision {
+    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) =
+        &mut decision
+    else {
+        return decision;
+    };
+    let Some(cache) = &state.chart_files else {
+        return decision;
+    };
+    if locked.delete || locked.changes.is_empty() {
+        return decision;
+    }
+    let files = tokio::time::timeout(ADVICE_TIMEOUT, cache.get(&locked.release, locked.revision))
+        .await
+        .ok()
+        .flatten();
+    let Some(files) = files else {
+        return decision;
+    };
+    let target = &locked.target;
+    let hide_values = target.api_version == "v1" && target.kind == "Secret";
+    if let Some(advice) = crate::trace::advice(
+        &files,
+        &locked.release,
+        &target.kind,
+        &target.name,
+        &locked.changes,
+        hide_values,
+    ) {
+        locked.message = format!("{} {advice}", locked.message);
+    }
+    decision
 }
 
 /// Rule 7: before a deny or a repair, read the release's newest revision from the API server.

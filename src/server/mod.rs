@@ -202,6 +202,19 @@ impl BoundServer {
         let confirmer: Option<Arc<dyn Confirm>> = kube.clone().map(|client| {
             Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
         });
+        let chart_files = Arc::new(crate::chart_files::ChartFilesCache::new(
+            match (&kube, &settings.source) {
+                (Some(client), _) => Box::new(crate::chart_files::KubeChartFiles {
+                    client: client.clone(),
+                }),
+                (None, ReleaseSource::Folder { dir, .. }) => {
+                    Box::new(crate::chart_files::FolderChartFiles { dir: dir.clone() })
+                }
+                (None, ReleaseSource::Kubernetes) => {
+                    unreachable!("a Kubernetes source has a client")
+                }
+            },
+        ));
         let scopes = source_scopes(&settings.source, &settings.config);
         let (attempt_sink, attempts) = match (&kube, settings.events) {
             (Some(_), true) => {
@@ -221,6 +234,7 @@ impl BoundServer {
             metrics,
             readiness: Arc::new(readiness::Readiness::new(scopes)),
             confirmer,
+            chart_files: Some(chart_files),
             attempts: attempt_sink,
             settings: settings.http,
         });

@@ -37,6 +37,8 @@ pub struct AppState {
     /// Ready once every source scope has listed; failed for good when a task ends.
     pub readiness: Arc<Readiness>,
     pub confirmer: Option<Arc<dyn Confirm>>,
+    /// The chart's templates of a revision, read on a denial to name the values key.
+    pub chart_files: Option<Arc<crate::chart_files::ChartFilesCache>>,
     /// Where denials, warnings and repairs go to become Events (Kubernetes source only).
     pub attempts: Option<crate::attempts::AttemptSink>,
     pub settings: HttpSettings,

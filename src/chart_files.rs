@@ -1,0 +1,198 @@
+//! The chart's templates of a release revision, read on demand to tell a denied user which
+//! values key sets a field ([`crate::trace`]). The index never keeps templates (they would
+//! double its memory); a denial reads the revision's Secret once, and a revision never changes,
+//! so what was read (or found missing) is kept for the next denial.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+
+use crate::confirm::BoxFuture;
+use crate::index::ReleaseKey;
+use crate::release::ChartFiles;
+
+/// Where a revision's chart files come from: the API server, or the release folder.
+pub trait ReadChartFiles: Send + Sync {
+    fn read<'a>(
+        &'a self,
+        release: &'a ReleaseKey,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>>;
+}
+
+/// Reads `sh.helm.release.v1.<name>.v<revision>` from the release's namespace.
+pub struct KubeChartFiles {
+    pub client: Client,
+}
+
+impl ReadChartFiles for KubeChartFiles {
+    fn read<'a>(
+        &'a self,
+        release: &'a ReleaseKey,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+        Box::pin(async move {
+            let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
+            let name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
+            let Some(secret) = api.get_opt(&name).await.map_err(|e| e.to_string())? else {
+                return Ok(None);
+            };
+            let Some(data) = secret.data.as_ref().and_then(|d| d.get("release")) else {
+                return Ok(None);
+            };
+            // A client hands `data` over with the Secret's base64 undone: Helm's layer remains.
+            let helm_layer = data.0.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::release::decode_chart_files_payload(&helm_layer)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map(Some)
+            .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Reads the release folder's files (`serve --releases-dir`).
+pub struct FolderChartFiles {
+    pub dir: PathBuf,
+}
+
+impl ReadChartFiles for FolderChartFiles {
+    fn read<'a>(
+        &'a self,
+        release: &'a ReleaseKey,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+        let dir = self.dir.clone();
+        let release = release.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let files =
+                    crate::source::files::release_files(&[dir]).map_err(|e| e.to_string())?;
+                Ok(files.iter().find_map(|file| {
+                    let text = std::fs::read_to_string(file).ok()?;
+                    crate::release::find_chart_files(&text, &release, revision)
+                }))
+            })
+            .await
+            .map_err(|e| e.to_string())?
+        })
+    }
+}
+
+/// What was read per revision: its chart files, or that it has none.
+type Revisions = HashMap<(ReleaseKey, u64), Option<Arc<ChartFiles>>>;
+
+/// Revisions read so far, at most [`CACHED_REVISIONS`] (then it starts over).
+pub struct ChartFilesCache {
+    source: Box<dyn ReadChartFiles>,
+    read: Mutex<Revisions>,
+}
+
+const CACHED_REVISIONS: usize = 64;
+
+impl ChartFilesCache {
+    pub fn new(source: Box<dyn ReadChartFiles>) -> Self {
+        ChartFilesCache {
+            source,
+            read: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The chart files of a revision; `None` when it has none or they cannot be read now.
+    pub async fn get(&self, release: &ReleaseKey, revision: u64) -> Option<Arc<ChartFiles>> {
+        let key = (release.clone(), revision);
+        if let Some(found) = self.lock().get(&key) {
+            return found.clone();
+        }
+        match self.source.read(release, revision).await {
+            Ok(files) => {
+                let files = files.map(Arc::new);
+                let mut read = self.lock();
+                if read.len() >= CACHED_REVISIONS {
+                    read.clear();
+                }
+                read.insert(key, files.clone());
+                files
+            }
+            Err(e) => {
+                tracing::warn!(release = %release, revision, error = %e, "cannot read the release's chart to trace values keys");
+                None
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Revisions> {
+        self.read.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts reads; revision 1 has files, 2 has none, 3 fails.
+    struct Fake(Arc<AtomicUsize>);
+    impl ReadChartFiles for Fake {
+        fn read<'a>(
+            &'a self,
+            _: &'a ReleaseKey,
+            revision: u64,
+        ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                match revision {
+                    1 => Ok(Some(ChartFiles {
+                        chart: "shop".into(),
+                        ..Default::default()
+                    })),
+                    2 => Ok(None),
+                    _ => Err("unreachable".into()),
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_revision_is_read_once_and_a_failure_is_tried_again() {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let cache = ChartFilesCache::new(Box::new(Fake(reads.clone())));
+        let shop = ReleaseKey {
+            namespace: "shop".into(),
+            name: "shop".into(),
+        };
+        for _ in 0..3 {
+            assert_eq!(cache.get(&shop, 1).await.unwrap().chart, "shop");
+            assert!(cache.get(&shop, 2).await.is_none());
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "found and missing are both kept"
+        );
+        assert!(cache.get(&shop, 3).await.is_none());
+        assert!(cache.get(&shop, 3).await.is_none());
+        assert_eq!(reads.load(Ordering::SeqCst), 4, "an error is not kept");
+    }
+
+    /// The folder source finds the revision among the release files.
+    #[tokio::test]
+    async fn the_folder_source_reads_the_recorded_release() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cluster-capture/releases");
+        let source = FolderChartFiles { dir };
+        let shop = ReleaseKey {
+            namespace: "shop".into(),
+            name: "shop".into(),
+        };
+        let files = source.read(&shop, 2).await.unwrap().unwrap();
+        assert_eq!(files.chart, "shop");
+        assert!(files.templates.contains_key("templates/app.yaml"));
+        assert!(source.read(&shop, 99).await.unwrap().is_none());
+    }
+}
