@@ -470,14 +470,48 @@ fn run_review(
     .map_err(|e| format!("{}: {e}", review.display()))?;
     let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
     let schema = load_schema(openapi)?;
-    let decision = decide(&index, &schema, &config, &parsed.request)
+    let mut decision = decide(&index, &schema, &config, &parsed.request)
         .map_err(|e| format!("{}: {e}", review.display()))?;
+    // As the server does: the message says where the chart sets the fields.
+    add_offline_advice(releases, &mut decision);
     let response = render_response(&parsed.api_version, &parsed.request.uid, decision.verdict());
     println!("{}", String::from_utf8_lossy(&response));
     if explain {
         eprintln!("{}", decision.explain());
     }
     Ok(())
+}
+
+/// For `review`: where the chart sets the denied fields, read from the chart stored in the
+/// release files given (the server reads it from the release Secret).
+fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::decide::Decision) {
+    use crate::decide::Decision;
+    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = decision
+    else {
+        return;
+    };
+    if locked.delete || locked.changes.is_empty() {
+        return;
+    }
+    let Some(files) = files::release_files(releases).ok().and_then(|found| {
+        found.iter().find_map(|file| {
+            let text = std::fs::read_to_string(file).ok()?;
+            crate::release::find_chart_files(&text, &locked.release, locked.revision)
+        })
+    }) else {
+        return;
+    };
+    let target = &locked.target;
+    if let Some(advice) = crate::trace::advice(
+        &files,
+        &locked.release,
+        &target.kind,
+        &target.name,
+        &locked.changes,
+        target.api_version == "v1" && target.kind == "Secret",
+    ) {
+        locked.message = format!("{} {advice}", locked.message);
+    }
 }
 
 /// A duration flag: `15s`, `500ms`, `1m 30s`, or a bare number of seconds (`2.5`).

@@ -46,10 +46,15 @@ fn review_denies_the_recorded_kubectl_patch_with_the_releases_message() {
         "/spec/replicas",
         "is 3 in the chart",
         "this request sets 7",
+        // Traced in the chart stored in the release Secret, as the server does.
+        "In the chart: /spec/replicas comes from values replicas.",
+        "helm upgrade shop <shop chart> -n shop --reuse-values --set replicas=7",
     ] {
         assert!(message.contains(part), "{message}");
     }
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("denied: "));
+    let explained = String::from_utf8_lossy(&out.stderr);
+    assert!(explained.starts_with("denied: "), "{explained}");
+    assert!(explained.contains("--set replicas=7"), "{explained}");
 }
 
 #[test]

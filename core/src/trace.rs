@@ -241,6 +241,12 @@ fn find(
                 continue;
             }
             let rest = &segments[len..];
+            // A flow collection written on the key's line: `limits: {cpu: "0.5"}`.
+            let value = line.value.trim_start();
+            if (value.starts_with('{') && !value.starts_with("{{")) || value.starts_with('[') {
+                let keys = refs(line.value, &line.scopes, defines, depth, segments);
+                return Some((line.number, keys));
+            }
             // Inline: `key: {{ toYaml .Values.x | nindent 8 }}`; or on the lines below it.
             let mut splices = vec![(line.value, &line.scopes)];
             splices.extend(
@@ -725,6 +731,7 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       terminationGracePeriodSeconds: 30
+      securityContext: {runAsNonRoot: true, runAsUser: 1000}
 "#;
 
     fn shop() -> Templates {

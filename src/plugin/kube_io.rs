@@ -99,7 +99,27 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                 None => Live::Missing, // not read: no release renders it
             };
             let schema = schema(&client).await;
-            let report = why::why(&index, &config, &schema, &wanted, &live);
+            // The owning revision's chart, to say which values key sets each field.
+            let chart = match why::claims(&index, &wanted, None).first() {
+                Some(object) => {
+                    let revision = index
+                        .release(&object.release)
+                        .and_then(|s| s.newest())
+                        .map(|r| r.revision);
+                    let reader = crate::chart_files::KubeChartFiles {
+                        client: client.clone(),
+                    };
+                    match revision {
+                        Some(revision) => {
+                            use crate::chart_files::ReadChartFiles;
+                            reader.read(&object.release, revision).await.ok().flatten()
+                        }
+                        None => None,
+                    }
+                }
+                None => None,
+            };
+            let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
             print(target.output, &report, why::render_text)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -10,6 +10,7 @@ use super::{lock_state, Live};
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
 use crate::policy::Config;
+use crate::release::ChartFiles;
 use crate::revert_plan;
 use crate::schema::Schema;
 
@@ -53,6 +54,9 @@ pub struct LockedField {
     /// `null` when the live object lacks the field.
     pub live: Option<Value>,
     pub differs: bool,
+    /// Where the chart sets it: `values: replicaCount`, or `set in shop/templates/x.yaml line 9`
+    /// (`null` when the chart's templates were not read).
+    pub from: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -99,12 +103,14 @@ fn annotated_release(live: &Value) -> Option<ReleaseKey> {
     ))
 }
 
+/// `chart`: the owning revision's chart files, to say which values key sets each field.
 pub fn why(
     index: &Index,
     config: &Config,
     schema: &Schema,
     wanted: &Wanted,
     live: &Live,
+    chart: Option<&ChartFiles>,
 ) -> WhyReport {
     let live_value = match live {
         Live::Found(value) => Some(value),
@@ -142,9 +148,15 @@ pub fn why(
         Some(value) => {
             let ignore = super::ignored(index, config, object);
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+            let source = chart.and_then(|c| {
+                crate::trace::source_of(&c.manifest, &object.kind, &object.name).map(|s| (c, s))
+            });
             revert_plan::locked_values(schema, object, value, &ignore)
                 .into_iter()
                 .map(|v| LockedField {
+                    from: source.as_ref().map(|(c, source)| {
+                        crate::trace::trace(&c.templates, source, &object.kind, &v.path).to_string()
+                    }),
                     path: v.path,
                     chart: v.chart,
                     live: v.live,
@@ -194,13 +206,22 @@ pub fn render_text(report: &WhyReport) -> String {
         out.push_str(&format!("The live object is {}.\n", report.live));
         return out;
     }
-    let mut rows = vec![vec!["  PATH".into(), "CHART".into(), "LIVE".into()]];
+    let traced = report.fields.iter().any(|f| f.from.is_some());
+    let mut header: Vec<String> = vec!["  PATH".into(), "CHART".into(), "LIVE".into()];
+    if traced {
+        header.push("FROM".into());
+    }
+    let mut rows = vec![header];
     for field in &report.fields {
-        rows.push(vec![
+        let mut row = vec![
             format!("{} {}", if field.differs { "*" } else { " " }, field.path),
             super::show(Some(&field.chart)),
             super::show(field.live.as_ref()),
-        ]);
+        ];
+        if traced {
+            row.push(field.from.clone().unwrap_or_default());
+        }
+        rows.push(row);
     }
     out.push_str(&super::table(&rows));
     let differing = report.fields.iter().filter(|f| f.differs).count();
@@ -236,6 +257,7 @@ mod tests {
             &Schema::builtin(),
             &deploy("web"),
             &live,
+            None,
         );
         let release = report.release.as_ref().unwrap();
         assert_eq!((release.name.as_str(), release.locked), ("shop", true));
@@ -258,6 +280,36 @@ mod tests {
         assert!(text.starts_with("Deployment shop/web is locked by Helm release shop/shop (revision 2, deployed, mode deny)."), "{text}");
         assert!(text.contains("* /spec/replicas"), "{text}");
         assert!(text.contains("1 of "), "{text}");
+        assert!(!text.contains("FROM"), "no chart read, no column: {text}");
+        // With the revision's chart files, each field says where the chart sets it.
+        let chart = ChartFiles {
+            chart: "shop".into(),
+            manifest: "---\n# Source: shop/templates/web.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n".into(),
+            templates: [(
+                "templates/web.yaml".to_string(),
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: {{ .Values.replicas }}\n".to_string(),
+            )]
+            .into(),
+        };
+        let traced = why(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &deploy("web"),
+            &live,
+            Some(&chart),
+        );
+        let replicas = traced
+            .fields
+            .iter()
+            .find(|f| f.path == "/spec/replicas")
+            .unwrap();
+        assert_eq!(replicas.from.as_deref(), Some("values: replicas"));
+        let text = render_text(&traced);
+        assert!(
+            text.contains("FROM") && text.contains("values: replicas"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -269,6 +321,7 @@ mod tests {
             &Schema::builtin(),
             &deploy("other"),
             &Live::Found(live_deployment(1, "x")),
+            None,
         );
         assert!(report.release.is_none() && report.fields.is_empty());
         assert!(render_text(&report).contains("no Helm release locks it"));
@@ -285,6 +338,7 @@ mod tests {
             &Schema::builtin(),
             &role(None),
             &Live::Missing,
+            None,
         );
         assert_eq!(found.release.unwrap().name, "shop");
         assert!(render_text(&why(
@@ -292,7 +346,8 @@ mod tests {
             &Config::default(),
             &Schema::builtin(),
             &role(None),
-            &Live::Missing
+            &Live::Missing,
+            None,
         ))
         .contains("The live object is missing."));
     }
@@ -306,6 +361,7 @@ mod tests {
             &Schema::builtin(),
             &deploy("web"),
             &Live::Found(live_deployment(3, "nginx:1.25")),
+            None,
         );
         let text = render_text(&report);
         assert!(

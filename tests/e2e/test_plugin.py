@@ -118,16 +118,20 @@ class KubectlLocker(unittest.TestCase):
             "Deployment pl/pl-web is locked by Helm release pl/pl (revision 1, deployed, mode deny).\n"), out.stdout)
         rows = {line[2:].split()[0]: line for line in out.stdout.splitlines() if line[:2] in ("* ", "  ")}
         self.assertTrue(rows["/spec/replicas"].startswith("  "), rows["/spec/replicas"])
-        self.assertEqual(rows["/spec/replicas"].split()[1:], ["2", "2"])
+        # PATH CHART LIVE FROM: where the chart sets each field, read from the release's chart.
+        self.assertEqual(rows["/spec/replicas"].split()[1:], ["2", "2", "values:", "replicas"])
         image = rows["/spec/template/spec/containers/0/image"]
         self.assertTrue(image.startswith("* "), image)
-        self.assertEqual(image.split()[2:], ['"nginx:1.25"', '"nginx:1.27"'])
-        # "0.5" in the chart is stored as 500m: equal, not drift.
+        self.assertEqual(image.split()[2:], ['"nginx:1.25"', '"nginx:1.27"', "values:", "image"])
+        # "0.5" in the chart is stored as 500m: equal, not drift. No value sets it: the template line.
         cpu = rows["/spec/template/spec/containers/0/resources/limits/cpu"]
-        self.assertEqual(cpu.split(), ["/spec/template/spec/containers/0/resources/limits/cpu", '"0.5"', '"500m"'])
+        self.assertEqual(cpu.split()[:3], ["/spec/template/spec/containers/0/resources/limits/cpu", '"0.5"', '"500m"'])
+        self.assertRegex(cpu, r"set in shop/templates/\S+\.yaml line \d+$")
         self.assertIn("1 of ", out.stdout)
         report = self.json_of("why", "deployments.apps", "pl-web", "-n", "pl")
         self.assertEqual((report["release"]["name"], report["release"]["locked"]), ("pl", True))
+        fields = {f["path"]: f for f in report["fields"]}
+        self.assertEqual(fields["/spec/replicas"]["from"], "values: replicas")
         # Cluster-scoped, a custom resource by kind.group, and an object no release renders.
         out = self.locker("why", "clusterrole/pl-reader")
         self.assertIn("ClusterRole pl-reader is locked by Helm release pl/pl", out.stdout)
