@@ -262,8 +262,25 @@ enum Output {
     Json,
 }
 
+#[cfg(unix)]
+fn restore_default_sigpipe() {
+    // SAFETY: called at the start of main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_default_sigpipe() {}
+
 /// The whole program: parses the command line and runs the command; `main.rs` only calls this.
 pub fn main() -> ExitCode {
+    // The one-shot commands print to standard output: `helm-locker inspect | head` should end
+    // quietly when `head` closes the pipe, as Unix tools do, not panic in `println!`. `serve`
+    // keeps Rust's default (SIGPIPE ignored: a closed socket is an error to handle, never a kill).
+    if std::env::args().nth(1).as_deref() != Some("serve") {
+        restore_default_sigpipe();
+    }
     // Installed as a kubectl plugin: `kubectl locker ...` runs `kubectl-locker ...`.
     let program = std::env::args_os().next().map(PathBuf::from);
     if program
@@ -425,17 +442,52 @@ fn run_owned_fields(
 
 fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
     let index = load_index(paths)?;
+    let charts = inspected_charts(paths, &index);
     match output {
-        Output::Text => print!("{}", inspect::render_text(&index)),
+        Output::Text => print!("{}", inspect::render_text(&index, &charts)),
         Output::Json => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&inspect::inspect(&index))
+                serde_json::to_string_pretty(&inspect::inspect(&index, &charts))
                     .map_err(|e| e.to_string())?
             )
         }
     }
     Ok(())
+}
+
+/// The chart files of each release's newest revision, from the same files (not standard input,
+/// which was read once already).
+fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::Charts {
+    // Every Secret's data, read once by name; decoded only for the revisions listed.
+    let mut by_name = std::collections::HashMap::new();
+    for file in files::release_files(paths).unwrap_or_default() {
+        if file.as_os_str() == "-" {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for entry in crate::release::release_data(&text) {
+            if let Some(secret) = entry.secret {
+                by_name.insert((secret.namespace, secret.name), entry.data);
+            }
+        }
+    }
+    let mut charts = inspect::Charts::new();
+    for state in index.releases() {
+        let Some(revision) = state.newest().map(|r| r.revision) else {
+            continue;
+        };
+        let name = format!("sh.helm.release.v1.{}.v{revision}", state.key.name);
+        let data = by_name
+            .get(&(state.key.namespace.clone(), name.clone()))
+            .or_else(|| by_name.get(&(String::new(), name)));
+        if let Some(files) = data.and_then(|d| crate::release::decode_chart_files(d).ok()) {
+            charts.insert((state.key.clone(), revision), files);
+        }
+    }
+    charts
 }
 
 pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {

@@ -151,8 +151,10 @@ fn inspect_json_lists_releases_and_their_locked_objects() {
         6,
         "hooks are not locked objects: {objects:?}"
     );
-    assert!(objects.contains(&serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "namespace": null, "name": "shop-reader"})));
-    assert!(objects.contains(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "shop-web"})));
+    // Each object with the template that renders it and the values its fields read, from the
+    // chart stored in the release Secret.
+    assert!(objects.contains(&serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "namespace": null, "name": "shop-reader", "template": "shop/templates/app.yaml", "values": []})));
+    assert!(objects.contains(&serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop", "name": "shop-web", "template": "shop/templates/app.yaml", "values": ["replicas", "image", "cpu"]})));
     assert!(!objects.iter().any(|o| o["name"] == "shop-hook"));
 }
 

@@ -2,7 +2,28 @@
 
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
 use crate::index::Index;
+use crate::release::{ChartFiles, ReleaseKey};
+
+/// The chart files of the revisions at hand (read from the same release files), by release and
+/// revision: with them each object says which template renders it and which values it reads.
+pub type Charts = BTreeMap<(ReleaseKey, u64), ChartFiles>;
+
+/// (template, values keys) of an object, when its chart is at hand.
+fn traced(
+    charts: &Charts,
+    release: &ReleaseKey,
+    revision: u64,
+    kind: &str,
+    name: &str,
+) -> Option<(String, Vec<String>)> {
+    let files = charts.get(&(release.clone(), revision))?;
+    let source = crate::trace::source_of(&files.manifest, kind, name)?;
+    let values = crate::trace::values_read(&files.templates, &source, kind);
+    Some((source, values))
+}
 
 #[derive(Serialize)]
 pub struct InspectOutput {
@@ -25,9 +46,13 @@ pub struct InspectObject {
     pub kind: String,
     pub namespace: Option<String>,
     pub name: String,
+    /// The chart template that renders it (`null` when the chart was not read).
+    pub template: Option<String>,
+    /// The values keys its fields are read from.
+    pub values: Vec<String>,
 }
 
-pub fn inspect(index: &Index) -> InspectOutput {
+pub fn inspect(index: &Index, charts: &Charts) -> InspectOutput {
     let releases = index
         .releases()
         .into_iter()
@@ -42,11 +67,21 @@ pub fn inspect(index: &Index) -> InspectOutput {
                     .objects
                     .iter()
                     .flatten()
-                    .map(|o| InspectObject {
-                        api_version: o.api_version(),
-                        kind: o.kind.to_string(),
-                        namespace: o.namespace.as_deref().map(str::to_string),
-                        name: o.name.clone(),
+                    .map(|o| {
+                        let revision = newest.map_or(0, |r| r.revision);
+                        let (template, values) =
+                            match traced(charts, &state.key, revision, &o.kind, &o.name) {
+                                Some((template, values)) => (Some(template), values),
+                                None => (None, Vec::new()),
+                            };
+                        InspectObject {
+                            api_version: o.api_version(),
+                            kind: o.kind.to_string(),
+                            namespace: o.namespace.as_deref().map(str::to_string),
+                            name: o.name.clone(),
+                            template,
+                            values,
+                        }
                     })
                     .collect(),
             }
@@ -55,7 +90,7 @@ pub fn inspect(index: &Index) -> InspectOutput {
     InspectOutput { releases }
 }
 
-pub fn render_text(index: &Index) -> String {
+pub fn render_text(index: &Index, charts: &Charts) -> String {
     let mut out = String::new();
     for state in index.releases() {
         let Some(newest) = state.newest() else {
@@ -82,8 +117,20 @@ pub fn render_text(index: &Index) -> String {
                 Some(ns) => format!("{ns}/{}", object.name),
                 None => object.name.clone(),
             };
+            let traced = traced(
+                charts,
+                &state.key,
+                newest.revision,
+                &object.kind,
+                &object.name,
+            )
+            .map(|(template, values)| match values.as_slice() {
+                [] => format!("  ({template})"),
+                values => format!("  ({template}; values: {})", values.join(", ")),
+            })
+            .unwrap_or_default();
             out.push_str(&format!(
-                "  {} {} {id}\n",
+                "  {} {} {id}{traced}\n",
                 object.api_version(),
                 object.kind
             ));

@@ -420,14 +420,40 @@ pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
 /// The chart files of revision `revision` of `release` in a release file (as
 /// [`parse_release_file`] reads it); `None` when the file does not hold it.
 pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Option<ChartFiles> {
+    let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
+    release_data(text).into_iter().find_map(|entry| {
+        let matches = match &entry.secret {
+            Some(secret) => {
+                secret.name == secret_name
+                    && (secret.namespace.is_empty() || secret.namespace == release.namespace)
+            }
+            None => decode_data_release(&entry.data).is_ok_and(|r| {
+                r.name == release.name && r.namespace == release.namespace && r.revision == revision
+            }),
+        };
+        matches
+            .then(|| decode_chart_files(&entry.data).ok())
+            .flatten()
+    })
+}
+
+/// A release Secret's `data.release` value in a release file, undecoded.
+pub struct ReleaseData {
+    /// `None` for a bare `data.release` value.
+    pub secret: Option<SecretRef>,
+    pub data: String,
+}
+
+/// Every release Secret's `data.release` in a release file, read once and not decoded.
+pub fn release_data(text: &str) -> Vec<ReleaseData> {
     let trimmed = text.trim_start();
     let documents: Vec<Value> = if trimmed.starts_with('{') {
-        vec![serde_json::from_str(trimmed).ok()?]
+        serde_json::from_str(trimmed).into_iter().collect()
     } else {
         let options = serde_saphyr::options! { with_snippet: false };
-        serde_saphyr::from_multiple_with_options::<Value>(text, options).ok()?
+        serde_saphyr::from_multiple_with_options::<Value>(text, options).unwrap_or_default()
     };
-    let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
+    let mut out = Vec::new();
     let mut pending = documents;
     while let Some(doc) = pending.pop() {
         match doc {
@@ -439,27 +465,31 @@ pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Opti
                     continue;
                 }
                 let meta = map.get("metadata");
-                let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
-                if field("name") == Some(secret_name.as_str())
-                    && field("namespace").is_none_or(|ns| ns == release.namespace)
+                let field = |f: &str| {
+                    meta.and_then(|m| m.get(f))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                if let Some(data) = map
+                    .get("data")
+                    .and_then(|d| d.get("release"))
+                    .and_then(Value::as_str)
                 {
-                    let data = map.get("data")?.get("release")?.as_str()?;
-                    return decode_chart_files(data).ok();
+                    out.push(ReleaseData {
+                        secret: Some(SecretRef {
+                            namespace: field("namespace"),
+                            name: field("name"),
+                        }),
+                        data: data.to_string(),
+                    });
                 }
             }
-            Value::String(data) => {
-                let decoded = decode_data_release(&data).ok()?;
-                if decoded.name == release.name
-                    && decoded.namespace == release.namespace
-                    && decoded.revision == revision
-                {
-                    return decode_chart_files(&data).ok();
-                }
-            }
+            Value::String(data) => out.push(ReleaseData { secret: None, data }),
             _ => {}
         }
     }
-    None
+    out
 }
 
 fn yaml_error_location(e: &serde_saphyr::Error) -> String {

@@ -187,6 +187,28 @@ fn set_value(value: &serde_json::Value) -> Option<String> {
     )
 }
 
+/// Every values key the fields of the object of kind `kind` in template `source` are read from
+/// (what `helm-locker inspect` lists per object), in the order the template reads them.
+pub fn values_read(templates: &Templates, source: &str, kind: &str) -> Vec<String> {
+    let name = source
+        .split_once('/')
+        .map(|(_, rest)| rest)
+        .unwrap_or(source);
+    let Some(text) = templates.get(name) else {
+        return Vec::new();
+    };
+    let defines = defines(templates);
+    let mut keys = Vec::new();
+    for (_, doc) in documents(text, kind) {
+        for line in yaml_lines(doc, &[]) {
+            for key in refs(line.value, &line.scopes, &defines, 0, &[]) {
+                push_unique(&mut keys, key);
+            }
+        }
+    }
+    keys
+}
+
 /// A values key in scope: `with .Values.a` makes `.b` mean `a.b`.
 #[derive(Clone, Debug)]
 enum Scope {
@@ -404,6 +426,19 @@ fn action_refs(action: &str, scopes: &[Scope]) -> Vec<String> {
 
 /// The values key a template argument denotes, if any.
 fn resolve(word: &str, scopes: &[Scope]) -> Option<String> {
+    // A variable of a `range` (`$k`, `$v`): an item of the ranged key.
+    if word.starts_with('$') && !word.starts_with("$.") && word.len() > 1 {
+        return scopes.iter().rev().find_map(|s| match s {
+            Scope::Range {
+                key,
+                key_var,
+                value_var,
+            } if key_var.as_deref() == Some(word) || value_var.as_deref() == Some(word) => {
+                key.clone()
+            }
+            _ => None,
+        });
+    }
     let word = word.trim_start_matches('$');
     if let Some(key) = word.strip_prefix(".Values.") {
         return valid_key(key);
@@ -1021,5 +1056,24 @@ spec:
             name.keys.is_empty() && name.line.is_some_and(|l| l > 15),
             "{name:?}"
         );
+    }
+
+    #[test]
+    fn every_key_an_object_reads() {
+        assert_eq!(
+            values_read(&shop(), "shop/templates/deployment.yaml", "Deployment"),
+            [
+                "nameOverride",
+                "tier",
+                "podAnnotations",
+                "replicaCount",
+                "image.repository",
+                "image.tag",
+                "web.port",
+                "resources",
+                "tolerations"
+            ]
+        );
+        assert!(values_read(&shop(), "shop/templates/none.yaml", "Deployment").is_empty());
     }
 }
