@@ -124,6 +124,12 @@ def main(n):
         free, hooked_ns = summary(unhooked[("bench-free", "free")])[0], summary(unhooked[("bench", "free")])[0]
         print(f"| check: webhook unregistered, namespace bench-free | {free:.2f} | | |")
         print(f"| check: webhook unregistered, namespace bench | {hooked_ns:.2f} | | {hooked_ns - free:+.2f} ms |")
+        # helm-locker's own time per review (body read to response, unowned and locked alike):
+        # what of the difference is the decision, and what is the network and TLS around it.
+        count = locker.metric("helm_locker_admission_duration_seconds_count")
+        total = locker.metric("helm_locker_admission_duration_seconds_sum")
+        if count:
+            print(f"helm-locker's own time per review, mean of {int(count)}: {1e6 * total / count:.1f} µs")
     finally:
         unregister_webhook(plane, "bench")
         unregister_webhook(plane, "bench-limit")
