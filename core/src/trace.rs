@@ -918,6 +918,18 @@ spec:
                 "image.pullPolicy",
             ),
             (
+                "podinfo",
+                "deployment.yaml",
+                "/spec/template/metadata/annotations/team",
+                "podAnnotations.team",
+            ),
+            (
+                "podinfo",
+                "deployment.yaml",
+                "/spec/template/metadata/annotations/prometheus.io~1port",
+                "service.httpPort",
+            ),
+            (
                 "metrics-server",
                 "deployment.yaml",
                 "/spec/replicas",
