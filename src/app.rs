@@ -537,32 +537,17 @@ fn run_review(
 /// For `review`: where the chart sets the denied fields, read from the chart stored in the
 /// release files given (the server reads it from the release Secret).
 fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::decide::Decision) {
-    use crate::decide::Decision;
-    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = decision
-    else {
+    let Some(locked) = decision.traceable() else {
         return;
     };
-    if locked.delete || locked.changes.is_empty() {
-        return;
-    }
-    let Some(files) = files::release_files(releases).ok().and_then(|found| {
+    let files = files::release_files(releases).ok().and_then(|found| {
         found.iter().find_map(|file| {
             let text = std::fs::read_to_string(file).ok()?;
             crate::release::find_chart_files(&text, &locked.release, locked.revision)
         })
-    }) else {
-        return;
-    };
-    let target = &locked.target;
-    if let Some(advice) = crate::trace::advice(
-        &files,
-        &locked.release,
-        &target.kind,
-        &target.name,
-        &locked.changes,
-        target.api_version == "v1" && target.kind == "Secret",
-    ) {
-        locked.message = format!("{} {advice}", locked.message);
+    });
+    if let Some(files) = files {
+        locked.add_chart_advice(&files);
     }
 }
 

@@ -54,6 +54,26 @@ pub struct Locked {
     pub message: String,
 }
 
+impl Locked {
+    /// Appends where the chart (`files`, of this revision) sets each changed field and the
+    /// `helm upgrade --set` that changes it ([`crate::trace::advice`]). A Secret's values stay
+    /// out of the command.
+    pub fn add_chart_advice(&mut self, files: &crate::release::ChartFiles) {
+        let target = &self.target;
+        let hide_values = target.api_version == "v1" && target.kind == "Secret";
+        if let Some(advice) = crate::trace::advice(
+            files,
+            &self.release,
+            &target.kind,
+            &target.name,
+            &self.changes,
+            hide_values,
+        ) {
+            self.message = format!("{} {advice}", self.message);
+        }
+    }
+}
+
 /// Which object a decision is about.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
@@ -75,6 +95,19 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// A denial, warning or repair that names changed fields: its message can also say where
+    /// the chart sets them ([`Locked::add_chart_advice`]).
+    pub fn traceable(&mut self) -> Option<&mut Locked> {
+        match self {
+            Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)
+                if !l.delete && !l.changes.is_empty() =>
+            {
+                Some(l)
+            }
+            _ => None,
+        }
+    }
+
     /// What the AdmissionReview response says for this decision.
     pub fn verdict(&self) -> crate::review::Verdict<'_> {
         use crate::review::Verdict;

@@ -126,6 +126,24 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
+    /// The ignore rules of `config` (and of the release's HelmRelease) that apply to `object`.
+    pub fn ignored_paths(
+        &self,
+        config: &crate::policy::Config,
+        object: &LockedObject,
+    ) -> Vec<String> {
+        let Some(state) = self.release(&object.release) else {
+            return vec![];
+        };
+        let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
+        config
+            .policy(&state.key, &labels, self.registration(&state.key))
+            .ignored_paths(object)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

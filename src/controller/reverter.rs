@@ -83,19 +83,6 @@ fn revertable<'i>(
     matches!(policy.mode, Mode::Deny | Mode::Repair).then_some((&**state, newest.revision))
 }
 
-fn ignored(config: &Config, index: &Index, object: &LockedObject) -> Vec<String> {
-    let Some(state) = index.release(&object.release) else {
-        return vec![];
-    };
-    let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
-    config
-        .policy(&state.key, &labels, index.registration(&state.key))
-        .ignored_paths(object)
-        .into_iter()
-        .map(str::to_string)
-        .collect()
-}
-
 pub struct Reverter {
     pub client: Client,
     pub index: Arc<crate::index_store::IndexStore>,
@@ -352,7 +339,7 @@ impl Reverter {
         };
         let schema = self.schema.load();
         self.check_attribution(&schema, locked, &live);
-        let ignore = ignored(&self.config, &index, locked);
+        let ignore = index.ignored_paths(&self.config, locked);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         if !revert_plan::drift(&schema, locked, &live, &ignore).is_empty() {
             let _ = tx.send(Job {
@@ -544,7 +531,7 @@ impl Reverter {
             .map(serde_json::to_value)
             .transpose()
             .map_err(|e| e.to_string())?;
-        let ignore = ignored(&self.config, &index, &object);
+        let ignore = index.ignored_paths(&self.config, &object);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
             Some(live) => {

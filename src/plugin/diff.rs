@@ -121,7 +121,7 @@ pub fn diff(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects)
             };
             match live.get(&ObjectId::of(object)) {
                 Some(Live::Found(value)) => {
-                    let ignore = super::ignored(index, config, object);
+                    let ignore = index.ignored_paths(config, object);
                     let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
                     let changes = revert_plan::drift(schema, object, value, &ignore);
                     if !changes.is_empty() {

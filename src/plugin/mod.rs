@@ -215,20 +215,6 @@ pub fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockS
     }
 }
 
-/// Ignore rules that apply to an object (the configuration's and its HelmRelease's).
-pub fn ignored(index: &Index, config: &Config, object: &LockedObject) -> Vec<String> {
-    let Some(state) = index.release(&object.release) else {
-        return vec![];
-    };
-    let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
-    config
-        .policy(&state.key, &labels, index.registration(&state.key))
-        .ignored_paths(object)
-        .into_iter()
-        .map(str::to_string)
-        .collect()
-}
-
 /// A value for a table: compact JSON, `(absent)` for none, long values cut in the middle.
 pub fn show(value: Option<&Value>) -> String {
     const MAX: usize = 60;

@@ -47,7 +47,7 @@ pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObject
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
                     Some(Live::Found(value)) => {
-                        let ignore = super::ignored(index, config, object);
+                        let ignore = index.ignored_paths(config, object);
                         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
                         drifted_fields += revert_plan::drift(schema, object, value, &ignore).len();
                     }

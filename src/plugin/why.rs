@@ -146,7 +146,7 @@ pub fn why(
     });
     let fields = match live_value {
         Some(value) => {
-            let ignore = super::ignored(index, config, object);
+            let ignore = index.ignored_paths(config, object);
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
             let source = chart.and_then(|c| {
                 crate::trace::source_of(&c.manifest, &object.kind, &object.name).map(|s| (c, s))

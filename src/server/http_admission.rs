@@ -250,35 +250,12 @@ const ADVICE_TIMEOUT: Duration = Duration::from_millis(1500);
 /// key, else the template and line) and the `helm upgrade --set` that changes it. Only on this
 /// path: an allowed write never reads a chart.
 async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decision {
-    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) =
-        &mut decision
-    else {
+    let (Some(cache), Some(locked)) = (&state.chart_files, decision.traceable()) else {
         return decision;
     };
-    let Some(cache) = &state.chart_files else {
-        return decision;
-    };
-    if locked.delete || locked.changes.is_empty() {
-        return decision;
-    }
-    let files = tokio::time::timeout(ADVICE_TIMEOUT, cache.get(&locked.release, locked.revision))
-        .await
-        .ok()
-        .flatten();
-    let Some(files) = files else {
-        return decision;
-    };
-    let target = &locked.target;
-    let hide_values = target.api_version == "v1" && target.kind == "Secret";
-    if let Some(advice) = crate::trace::advice(
-        &files,
-        &locked.release,
-        &target.kind,
-        &target.name,
-        &locked.changes,
-        hide_values,
-    ) {
-        locked.message = format!("{} {advice}", locked.message);
+    let read = cache.get(&locked.release, locked.revision);
+    if let Ok(Some(files)) = tokio::time::timeout(ADVICE_TIMEOUT, read).await {
+        locked.add_chart_advice(&files);
     }
     decision
 }
