@@ -75,6 +75,13 @@ struct Scanner<'a> {
     pos: usize,
 }
 
+/// What [`Scanner::each_entry`] does after an entry.
+#[derive(PartialEq)]
+enum Flow {
+    Next,
+    Stop,
+}
+
 /// Objects nested deeper than this are read the ordinary way.
 const MAX_DEPTH: usize = 64;
 
@@ -235,12 +242,31 @@ impl<'a> Scanner<'a> {
     }
 
     fn object(&mut self, depth: usize) -> Option<Vec<Entry<'a>>> {
-        self.pos += 1; // {
         let mut entries = Vec::new();
+        self.each_entry(|scanner, key| {
+            let (node, raw) = scanner.value(depth + 1)?;
+            entries.push(Entry { key, raw, node });
+            Some(Flow::Next)
+        })?;
+        Some(entries)
+    }
+
+    /// Steps through the object at `pos`, calling `entry` with each key and the scanner at its
+    /// value, which `entry` must step over unless it stops there (`Flow::Stop`). `Some(true)`
+    /// when stopped, `Some(false)` after the object's end, `None` when the text is not an object.
+    fn each_entry(
+        &mut self,
+        mut entry: impl FnMut(&mut Self, std::borrow::Cow<'a, str>) -> Option<Flow>,
+    ) -> Option<bool> {
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) != Some(&b'{') {
+            return None;
+        }
+        self.pos += 1;
         self.skip_whitespace();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
-            return Some(entries);
+            return Some(false);
         }
         loop {
             self.skip_whitespace();
@@ -250,14 +276,16 @@ impl<'a> Scanner<'a> {
                 return None;
             }
             self.pos += 1;
-            let (node, raw) = self.value(depth + 1)?;
-            entries.push(Entry { key, raw, node });
+            self.skip_whitespace();
+            if entry(self, key)? == Flow::Stop {
+                return Some(true);
+            }
             self.skip_whitespace();
             match self.bytes.get(self.pos)? {
                 b',' => self.pos += 1,
                 b'}' => {
                     self.pos += 1;
-                    return Some(entries);
+                    return Some(false);
                 }
                 _ => return None,
             }
@@ -288,35 +316,13 @@ impl<'a> Scanner<'a> {
     /// In the object at `pos`, moves to the value of the first entry for `key`: `Some(false)`
     /// when there is none, `None` when the text is not an object.
     fn enter_member(&mut self, key: &str) -> Option<bool> {
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) != Some(&b'{') {
-            return None;
-        }
-        self.pos += 1;
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            return Some(false);
-        }
-        loop {
-            self.skip_whitespace();
-            let found = self.key()? == key;
-            self.skip_whitespace();
-            if self.bytes.get(self.pos) != Some(&b':') {
-                return None;
+        self.each_entry(|scanner, k| {
+            if k == key {
+                return Some(Flow::Stop);
             }
-            self.pos += 1;
-            self.skip_whitespace();
-            if found {
-                return Some(true);
-            }
-            self.skip_value()?;
-            self.skip_whitespace();
-            match self.bytes.get(self.pos)? {
-                b',' => self.pos += 1,
-                b'}' => return Some(false),
-                _ => return None,
-            }
-        }
+            scanner.skip_value()?;
+            Some(Flow::Next)
+        })
     }
 
     /// Steps through the list at `pos`, calling `item` at the start of each item, which must
@@ -351,40 +357,15 @@ impl<'a> Scanner<'a> {
     /// `None` when the text is not an object.
     fn members<const N: usize>(&mut self, keys: [&str; N]) -> Option<[Option<&'a str>; N]> {
         let mut found = [None; N];
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) != Some(&b'{') {
-            return None;
-        }
-        self.pos += 1;
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            return Some(found);
-        }
-        loop {
-            self.skip_whitespace();
-            let key = self.key()?;
-            self.skip_whitespace();
-            if self.bytes.get(self.pos) != Some(&b':') {
-                return None;
-            }
-            self.pos += 1;
-            self.skip_whitespace();
-            let start = self.pos;
-            self.skip_value()?;
+        self.each_entry(|scanner, key| {
+            let start = scanner.pos;
+            scanner.skip_value()?;
             if let Some(i) = keys.iter().position(|k| *k == key) {
-                found[i].get_or_insert(&self.text[start..self.pos]);
+                found[i].get_or_insert(&scanner.text[start..scanner.pos]);
             }
-            self.skip_whitespace();
-            match self.bytes.get(self.pos)? {
-                b',' => self.pos += 1,
-                b'}' => {
-                    self.pos += 1;
-                    return Some(found);
-                }
-                _ => return None,
-            }
-        }
+            Some(Flow::Next)
+        })?;
+        Some(found)
     }
 
     /// Any value at `pos` (no whitespace before it), unread: to after it.

@@ -401,17 +401,8 @@ pub enum FileError {
 /// Reads release Secrets as `kubectl get secret -o json|yaml` prints them: one Secret, a `List`,
 /// several YAML documents, or the bare value of `data.release`.
 pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
-    let trimmed = text.trim_start();
-    let documents: Vec<Value> = if trimmed.starts_with('{') {
-        vec![serde_json::from_str(trimmed)
-            .map_err(|e| FileError::NotJson(describe_json_error(&e)))?]
-    } else {
-        let options = serde_saphyr::options! { with_snippet: false };
-        serde_saphyr::from_multiple_with_options::<Value>(text, options)
-            .map_err(|e| FileError::NotYaml(yaml_error_location(&e)))?
-    };
     let mut out = Vec::new();
-    for doc in documents {
+    for doc in file_documents(text)? {
         collect_secrets(&doc, &mut out)?;
     }
     Ok(out)
@@ -446,15 +437,8 @@ pub struct ReleaseData {
 
 /// Every release Secret's `data.release` in a release file, read once and not decoded.
 pub fn release_data(text: &str) -> Vec<ReleaseData> {
-    let trimmed = text.trim_start();
-    let documents: Vec<Value> = if trimmed.starts_with('{') {
-        serde_json::from_str(trimmed).into_iter().collect()
-    } else {
-        let options = serde_saphyr::options! { with_snippet: false };
-        serde_saphyr::from_multiple_with_options::<Value>(text, options).unwrap_or_default()
-    };
     let mut out = Vec::new();
-    let mut pending = documents;
+    let mut pending = file_documents(text).unwrap_or_default();
     while let Some(doc) = pending.pop() {
         match doc {
             Value::Object(mut map) => {
@@ -490,6 +474,20 @@ pub fn release_data(text: &str) -> Vec<ReleaseData> {
         }
     }
     out
+}
+
+/// The documents of a release file: one JSON value, or YAML documents.
+fn file_documents(text: &str) -> Result<Vec<Value>, FileError> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        Ok(vec![serde_json::from_str(trimmed).map_err(|e| {
+            FileError::NotJson(describe_json_error(&e))
+        })?])
+    } else {
+        let options = serde_saphyr::options! { with_snippet: false };
+        serde_saphyr::from_multiple_with_options::<Value>(text, options)
+            .map_err(|e| FileError::NotYaml(yaml_error_location(&e)))
+    }
 }
 
 fn yaml_error_location(e: &serde_saphyr::Error) -> String {
