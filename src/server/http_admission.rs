@@ -243,8 +243,11 @@ fn respond(
 }
 
 /// How long a denial may wait for the chart's templates (read once per revision) to say which
-/// values key sets each field; past it the message goes without.
-const ADVICE_TIMEOUT: Duration = Duration::from_millis(1500);
+/// values key sets each field; past it the message goes without, and the read goes on in the
+/// background for the next denial. Short: with the fresh read before it (`--confirm-timeout`),
+/// the whole answer must stay well inside the webhook's `timeoutSeconds`, or a failurePolicy
+/// Ignore would let the write through.
+const ADVICE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Appends to a denial, warning or repair message where the chart sets each field (the values
 /// key, else the template and line) and the `helm upgrade --set` that changes it. Only on this
@@ -253,8 +256,9 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
     let (Some(cache), Some(locked)) = (&state.chart_files, decision.traceable()) else {
         return decision;
     };
-    let read = cache.get(&locked.release, locked.revision);
-    if let Ok(Some(files)) = tokio::time::timeout(ADVICE_TIMEOUT, read).await {
+    let (cache, release, revision) = (cache.clone(), locked.release.clone(), locked.revision);
+    let read = tokio::spawn(async move { cache.get(&release, revision).await });
+    if let Ok(Ok(Some(files))) = tokio::time::timeout(ADVICE_TIMEOUT, read).await {
         locked.add_chart_advice(&files);
     }
     decision
