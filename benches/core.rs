@@ -268,6 +268,20 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+    group.bench_function("server path: the heads of the 17", |b| {
+        b.iter(|| {
+            for body in &go_ordered {
+                black_box(helm_locker::review::parse_head(black_box(body.as_bytes())));
+            }
+        })
+    });
+    group.bench_function("server path: the 17 parsed whole", |b| {
+        b.iter(|| {
+            for body in &go_ordered {
+                black_box(parse_review(black_box(body.as_bytes())).unwrap());
+            }
+        })
+    });
     group.throughput(Throughput::Elements(1));
     group.bench_function("parse review + unowned", |b| {
         b.iter(|| {

@@ -391,11 +391,12 @@ pub fn decide(
     // of both (crate::prune). A Scale is small and compared at one path: read whole.
     let (new, old) = match (request.object(), request.old_object()) {
         (Some(new), Some(old)) if !scale => {
-            let (new, old) =
-                crate::prune::changed_parts(new, old).map_err(|e| DecideError::BadObject {
+            let (new, old) = crate::prune::changed_parts(new.get(), old.get()).map_err(|e| {
+                DecideError::BadObject {
                     field: "object",
                     reason: describe_json_error(&e),
-                })?;
+                }
+            })?;
             (new, Some(old))
         }
         (new, old) => (
@@ -576,7 +577,7 @@ pub fn decide(
 }
 
 fn parse_object(
-    raw: Option<&serde_json::value::RawValue>,
+    raw: Option<crate::review::RawObject<'_>>,
     field: &'static str,
 ) -> Result<Option<Value>, DecideError> {
     raw.map(|raw| serde_json::from_str(raw.get()))
@@ -598,7 +599,10 @@ fn co_owner_claims(
     manager: &str,
     request: &Request,
 ) -> Vec<String> {
-    let Some(new) = request.object().and_then(crate::prune::managed_fields) else {
+    let Some(new) = request
+        .object()
+        .and_then(|o| crate::prune::managed_fields(o.get()))
+    else {
         return Vec::new();
     };
     let Some(claimed) = new.applies.iter().find(|e| e.manager == manager) else {
@@ -617,7 +621,7 @@ fn co_owner_claims(
     // entry in both), so the old entry counts only when it differs from the new one.
     let before = request
         .old_object()
-        .and_then(crate::prune::managed_fields)
+        .and_then(|o| crate::prune::managed_fields(o.get()))
         .filter(|old| old.raw != new.raw)
         .and_then(|old| {
             old.applies
@@ -697,7 +701,7 @@ fn find_object<'i>(
 }
 
 /// The release an object's `meta.helm.sh/release-name` and `-namespace` annotations name.
-fn annotated_release(object: Option<&serde_json::value::RawValue>) -> Option<ReleaseKey> {
+fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
     #[derive(serde::Deserialize)]
     struct Annotated {
         metadata: Option<Meta>,

@@ -20,6 +20,7 @@ pub mod quantity;
 pub mod release;
 pub mod revert_plan;
 pub mod review;
+pub mod scan;
 pub mod schema;
 pub mod trace;
 pub mod tree;

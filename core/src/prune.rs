@@ -8,15 +8,15 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::scan::{member_at, string, Flow, Scanner};
 
 /// `object` and `oldObject` with every subtree equal in both left out of both, parsed.
 /// Objects are compared key by key; anything else that differs (a list, a scalar) is parsed
 /// whole.
-pub fn changed_parts(new: &RawValue, old: &RawValue) -> Result<(Value, Value), serde_json::Error> {
+pub fn changed_parts(new: &str, old: &str) -> Result<(Value, Value), serde_json::Error> {
     let empty = || (Value::Object(Map::new()), Value::Object(Map::new()));
-    let (new, old) = (new.get(), old.get());
     if new == old {
         return Ok(empty());
     }
@@ -66,34 +66,11 @@ struct Entry<'a> {
     node: Node<'a>,
 }
 
-/// One pass over JSON text that serde has already validated (a review's `object`): where each
-/// value starts and ends, with objects split into entries. `None` for anything unexpected, and
-/// the caller parses the text the ordinary way instead.
-struct Scanner<'a> {
-    text: &'a str,
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-/// What [`Scanner::each_entry`] does after an entry.
-#[derive(PartialEq)]
-enum Flow {
-    Next,
-    Stop,
-}
-
 /// Objects nested deeper than this are read the ordinary way.
 const MAX_DEPTH: usize = 64;
 
+/// The parts of the scanner only `changed_parts` needs: objects read into their entries.
 impl<'a> Scanner<'a> {
-    fn new(text: &'a str) -> Self {
-        Scanner {
-            text,
-            bytes: text.as_bytes(),
-            pos: 0,
-        }
-    }
-
     fn read(text: &'a str) -> Option<Node<'a>> {
         let mut scanner = Scanner::new(text);
         let (node, _) = scanner.value(0)?;
@@ -205,28 +182,6 @@ impl<'a> Scanner<'a> {
         Ok(Some((new_out, old_out)))
     }
 
-    /// A quoted key at `pos`, unescaped when it needs to be.
-    fn key(&mut self) -> Option<std::borrow::Cow<'a, str>> {
-        let start = self.pos;
-        if self.bytes.get(self.pos) != Some(&b'"') {
-            return None;
-        }
-        self.skip_string()?;
-        let quoted = &self.text[start..self.pos];
-        let inner = &quoted[1..quoted.len() - 1];
-        Some(if inner.contains('\\') {
-            std::borrow::Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
-        } else {
-            std::borrow::Cow::Borrowed(inner)
-        })
-    }
-
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.pos) {
-            self.pos += 1;
-        }
-    }
-
     /// The value at `pos` and its text; `pos` ends after it.
     fn value(&mut self, depth: usize) -> Option<(Node<'a>, &'a str)> {
         self.skip_whitespace();
@@ -249,163 +204,6 @@ impl<'a> Scanner<'a> {
             Some(Flow::Next)
         })?;
         Some(entries)
-    }
-
-    /// Steps through the object at `pos`, calling `entry` with each key and the scanner at its
-    /// value, which `entry` must step over unless it stops there (`Flow::Stop`). `Some(true)`
-    /// when stopped, `Some(false)` after the object's end, `None` when the text is not an object.
-    fn each_entry(
-        &mut self,
-        mut entry: impl FnMut(&mut Self, std::borrow::Cow<'a, str>) -> Option<Flow>,
-    ) -> Option<bool> {
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) != Some(&b'{') {
-            return None;
-        }
-        self.pos += 1;
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            return Some(false);
-        }
-        loop {
-            self.skip_whitespace();
-            let key = self.key()?;
-            self.skip_whitespace();
-            if self.bytes.get(self.pos) != Some(&b':') {
-                return None;
-            }
-            self.pos += 1;
-            self.skip_whitespace();
-            if entry(self, key)? == Flow::Stop {
-                return Some(true);
-            }
-            self.skip_whitespace();
-            match self.bytes.get(self.pos)? {
-                b',' => self.pos += 1,
-                b'}' => {
-                    self.pos += 1;
-                    return Some(false);
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// From an opening quote to after its closing quote.
-    fn skip_string(&mut self) -> Option<()> {
-        self.pos += 1;
-        loop {
-            // Most strings of an object are short (keys, names): a plain loop finds their end
-            // before memchr's setup pays off.
-            let rest = self.bytes.get(self.pos..)?;
-            let at = match rest.iter().take(16).position(|&b| b == b'"' || b == b'\\') {
-                Some(at) => at,
-                None => 16 + memchr::memchr2(b'"', b'\\', rest.get(16..)?)?,
-            };
-            self.pos += at;
-            if self.bytes[self.pos] == b'\\' {
-                self.pos += 2;
-            } else {
-                self.pos += 1;
-                return Some(());
-            }
-        }
-    }
-
-    /// In the object at `pos`, moves to the value of the first entry for `key`: `Some(false)`
-    /// when there is none, `None` when the text is not an object.
-    fn enter_member(&mut self, key: &str) -> Option<bool> {
-        self.each_entry(|scanner, k| {
-            if k == key {
-                return Some(Flow::Stop);
-            }
-            scanner.skip_value()?;
-            Some(Flow::Next)
-        })
-    }
-
-    /// Steps through the list at `pos`, calling `item` at the start of each item, which must
-    /// leave the scanner after it. `None` when the text is not a list.
-    fn each_item(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) != Some(&b'[') {
-            return None;
-        }
-        self.pos += 1;
-        self.skip_whitespace();
-        if self.bytes.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-            return Some(());
-        }
-        loop {
-            self.skip_whitespace();
-            item(self)?;
-            self.skip_whitespace();
-            match self.bytes.get(self.pos)? {
-                b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// Steps over the object at `pos`, keeping the text of the first entry for each of `keys`.
-    /// `None` when the text is not an object.
-    fn members<const N: usize>(&mut self, keys: [&str; N]) -> Option<[Option<&'a str>; N]> {
-        let mut found = [None; N];
-        self.each_entry(|scanner, key| {
-            let start = scanner.pos;
-            scanner.skip_value()?;
-            if let Some(i) = keys.iter().position(|k| *k == key) {
-                found[i].get_or_insert(&scanner.text[start..scanner.pos]);
-            }
-            Some(Flow::Next)
-        })?;
-        Some(found)
-    }
-
-    /// Any value at `pos` (no whitespace before it), unread: to after it.
-    fn skip_value(&mut self) -> Option<()> {
-        match *self.bytes.get(self.pos)? {
-            b'{' | b'[' => self.skip_nested(),
-            b'"' => self.skip_string(),
-            _ => {
-                let start = self.pos;
-                while let Some(b) = self.bytes.get(self.pos) {
-                    if matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
-                        break;
-                    }
-                    self.pos += 1;
-                }
-                (self.pos > start).then_some(())
-            }
-        }
-    }
-
-    /// A list or an object, unread: to after its closing bracket.
-    fn skip_nested(&mut self) -> Option<()> {
-        let mut depth = 0usize;
-        loop {
-            match *self.bytes.get(self.pos)? {
-                b'"' => self.skip_string()?,
-                b'[' | b'{' => {
-                    depth += 1;
-                    self.pos += 1;
-                }
-                b']' | b'}' => {
-                    self.pos += 1;
-                    depth = depth.checked_sub(1)?;
-                    if depth == 0 {
-                        return Some(());
-                    }
-                }
-                _ => self.pos += 1,
-            }
-        }
     }
 }
 
@@ -443,8 +241,7 @@ impl ApplyEntry<'_> {
 /// as needed: the API server writes `metadata` before `spec` and `status`, and `managedFields`
 /// is the last field of `metadata`, so nothing after it is read; an entry's `fieldsV1` is only
 /// stepped over.
-pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
-    let text = object.get();
+pub fn managed_fields(text: &str) -> Option<ManagedFields<'_>> {
     let mut scanner = Scanner::new(text);
     let mut applies = Vec::new();
     if !(scanner.enter_member("metadata")? && scanner.enter_member("managedFields")?) {
@@ -468,53 +265,14 @@ pub fn managed_fields(object: &RawValue) -> Option<ManagedFields<'_>> {
     })
 }
 
-/// The text of the value at `path` (keys of nested objects, the first entry of each) in the
-/// JSON text `text`, which serde has validated, scanning no further than that value:
-/// `Some(None)` when a key is missing, `None` when the text on the way is not an object.
-fn member_at<'a>(text: &'a str, path: &[&str]) -> Option<Option<&'a str>> {
-    let mut scanner = Scanner::new(text);
-    for key in path {
-        if !scanner.enter_member(key)? {
-            return Some(None);
-        }
-    }
-    scanner.skip_whitespace();
-    let start = scanner.pos;
-    scanner.skip_value()?;
-    Some(Some(&text[start..scanner.pos]))
-}
-
-/// The texts of the items of the JSON list `text`; `None` when it is not a list.
-#[cfg(test)]
-fn elements(text: &str) -> Option<Vec<&str>> {
-    let mut scanner = Scanner::new(text);
-    let mut items = Vec::new();
-    scanner.each_item(|scanner| {
-        let start = scanner.pos;
-        scanner.skip_value()?;
-        items.push(&text[start..scanner.pos]);
-        Some(())
-    })?;
-    Some(items)
-}
-
-/// A JSON string's value; `None` for anything else.
-fn string(text: &str) -> Option<std::borrow::Cow<'_, str>> {
-    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-    Some(if inner.contains('\\') {
-        std::borrow::Cow::Owned(serde_json::from_str::<String>(text).ok()?)
-    } else {
-        std::borrow::Cow::Borrowed(inner)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::tests::arbitrary_json;
     use serde_json::json;
 
-    fn raw(v: &Value) -> Box<RawValue> {
-        RawValue::from_string(v.to_string()).unwrap()
+    fn raw(v: &Value) -> String {
+        v.to_string()
     }
 
     #[test]
@@ -592,9 +350,8 @@ mod tests {
             let want = reference(n, o).unwrap_or((json!({}), json!({})));
             assert_eq!(changed_parts(&raw(n), &raw(o)).unwrap(), want);
             // Whitespace the API server does not send, but JSON allows.
-            let spaced = RawValue::from_string(serde_json::to_string_pretty(n).unwrap()).unwrap();
-            let pretty_old =
-                RawValue::from_string(serde_json::to_string_pretty(o).unwrap()).unwrap();
+            let spaced = serde_json::to_string_pretty(n).unwrap();
+            let pretty_old = serde_json::to_string_pretty(o).unwrap();
             assert_eq!(changed_parts(&spaced, &pretty_old).unwrap(), want);
         }
     }
@@ -607,37 +364,6 @@ mod tests {
             let want = reference(&new, &old).unwrap_or((json!({}), json!({})));
             proptest::prop_assert_eq!(changed_parts(&raw(&new), &raw(&old)).unwrap(), want);
         }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn a_member_is_the_value_a_parse_gives(object in arbitrary_json()) {
-            if let Value::Object(map) = &object {
-                let text = object.to_string();
-                for (key, value) in map {
-                    let found = member_at(&text, &[key]).flatten().map(|t| serde_json::from_str::<Value>(t).unwrap());
-                    proptest::prop_assert_eq!(found.as_ref(), Some(value));
-                }
-                proptest::prop_assert_eq!(member_at(&text, &["not a key of arbitrary_json"]), Some(None));
-            }
-        }
-    }
-
-    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
-        use proptest::prelude::*;
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::from),
-            (-5i64..5).prop_map(Value::from),
-            "[a-c\\\\\"\\[\\]{},:]{0,3}".prop_map(Value::from),
-        ];
-        leaf.prop_recursive(4, 24, 4, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
-                proptest::collection::btree_map("[a-c\\\"]{1,2}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
     }
 
     /// Two objects that share some subtrees: the second is the first with a few entries
@@ -684,36 +410,5 @@ mod tests {
             .applies
             .is_empty());
         assert!(managed_fields(&super::tests::raw(&json!("text"))).is_none());
-    }
-
-    #[test]
-    fn a_member_is_found_without_reading_past_it() {
-        let text = r#" { "a" : "x}\"{" , "b\u0041":[1,{"c":"]"}], "n": -1.5e3 ,"metadata":{"name":"w"}, "spec": oops"#;
-        assert_eq!(
-            member_at(text, &["metadata"]),
-            Some(Some(r#"{"name":"w"}"#))
-        );
-        assert_eq!(member_at(text, &["n"]), Some(Some("-1.5e3")));
-        assert_eq!(member_at(text, &["bA"]), Some(Some(r#"[1,{"c":"]"}]"#)));
-        assert_eq!(member_at(r#"{"a":1}"#, &["b"]), Some(None));
-        assert_eq!(member_at("{}", &["b"]), Some(None));
-        assert_eq!(member_at("[1]", &["b"]), None);
-        assert_eq!(member_at(text, &["metadata", "name"]), Some(Some(r#""w""#)));
-        assert_eq!(member_at(text, &["metadata", "uid"]), Some(None));
-        assert_eq!(member_at(text, &["a", "b"]), None);
-        assert_eq!(
-            elements(r#" [ 1, "],", {"a":[]} ,[] ] "#),
-            Some(vec!["1", r#""],""#, r#"{"a":[]}"#, "[]"])
-        );
-        assert_eq!(elements("[]"), Some(vec![]));
-        assert_eq!(elements("{}"), None);
-        let mut scanner = Scanner::new(r#"{"b": {"x": 1}, "a": "1", "b": 2, "c": [3]}"#);
-        assert_eq!(
-            scanner.members(["a", "b", "z"]),
-            Some([Some(r#""1""#), Some(r#"{"x": 1}"#), None])
-        );
-        assert_eq!(scanner.pos, scanner.bytes.len());
-        assert_eq!(string(r#""a\"b\u0041""#).as_deref(), Some("a\"bA"));
-        assert_eq!(string("12"), None);
     }
 }

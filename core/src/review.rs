@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::release::describe_json_error;
+use crate::scan::{string, Flow, Scanner};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -68,6 +69,26 @@ pub struct RequestOptions<'a> {
     pub field_manager: Option<Cow<'a, str>>,
 }
 
+/// A review's `object` or `oldObject`: its JSON text in the body, unparsed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RawObject<'a>(&'a str);
+
+impl<'a> RawObject<'a> {
+    /// JSON text, checked to be one JSON value.
+    pub fn from_json(text: &'a str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str::<&RawValue>(text).map(|raw| RawObject(raw.get()))
+    }
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(deserializer).map(|raw| RawObject(raw.get()))
+    }
+}
+
 /// The fields of an AdmissionRequest that helm-locker reads.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -88,9 +109,9 @@ pub struct Request<'a> {
     #[serde(borrow, default)]
     pub user_info: UserInfo<'a>,
     #[serde(borrow, default)]
-    pub object: Option<&'a RawValue>,
+    pub object: Option<RawObject<'a>>,
     #[serde(borrow, default)]
-    pub old_object: Option<&'a RawValue>,
+    pub old_object: Option<RawObject<'a>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
     #[serde(borrow, default)]
@@ -107,10 +128,10 @@ impl<'a> Request<'a> {
     pub fn sub_resource(&self) -> Option<&str> {
         self.sub_resource.as_deref().filter(|s| !s.is_empty())
     }
-    pub fn object(&self) -> Option<&'a RawValue> {
+    pub fn object(&self) -> Option<RawObject<'a>> {
         self.object.filter(|o| o.get() != "null")
     }
-    pub fn old_object(&self) -> Option<&'a RawValue> {
+    pub fn old_object(&self) -> Option<RawObject<'a>> {
         self.old_object.filter(|o| o.get() != "null")
     }
     pub fn field_manager(&self) -> Option<&str> {
@@ -152,176 +173,268 @@ pub enum ReviewError {
     BadRequest(String),
 }
 
+/// The keys of an AdmissionRequest in the order the API server writes them (Go's field order,
+/// which encoding/json always follows).
+const GO_ORDER: &[&str] = &[
+    "uid",
+    "kind",
+    "resource",
+    "subResource",
+    "requestKind",
+    "requestResource",
+    "requestSubResource",
+    "name",
+    "namespace",
+    "operation",
+    "userInfo",
+    "object",
+    "oldObject",
+    "dryRun",
+    "options",
+];
+
 /// The head of a review: the fields the API server writes before the objects (`uid`, `kind`,
 /// `resource`, `subResource`, `name`, `namespace`, `operation`), read without scanning the
 /// objects, the user or the options. Most writes are for objects no release owns, and that is
 /// known from the head alone; anything else is decided from the full [`parse_review`].
 /// `None` when the head is incomplete, has no name, or the body is not an AdmissionReview.
 pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
-    use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
-    use std::cell::RefCell;
-
-    const STOP: &str = "helm-locker: head read";
-    const GO_ORDER: &[&str] = &[
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
-
-    #[derive(Default)]
-    struct Head<'a> {
-        api_version: Option<Cow<'a, str>>,
-        review_kind: Option<Cow<'a, str>>,
-        uid: Option<Cow<'a, str>>,
-        kind: Option<GroupVersionKind<'a>>,
-        resource: Option<GroupVersionResource<'a>>,
-        sub_resource: Option<Cow<'a, str>>,
-        name: Option<Cow<'a, str>>,
-        namespace: Option<Cow<'a, str>>,
-        operation: Option<Operation>,
-        complete: bool,
-    }
-
-    struct RequestSeed<'h, 'a>(&'h RefCell<Head<'a>>);
-    impl<'de, 'h> DeserializeSeed<'de> for RequestSeed<'h, 'de> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
+    // The head is in the body's first few hundred bytes: only a prefix needs to be UTF-8
+    // for it, not the objects that follow.
+    const PREFIX: usize = 4096;
+    if body.len() > PREFIX {
+        let prefix = &body[..PREFIX];
+        let text = match std::str::from_utf8(prefix) {
+            Ok(text) => text,
+            Err(e) => std::str::from_utf8(&prefix[..e.valid_up_to()]).ok()?,
+        };
+        if let Some(head) = scan_review(text, Extent::Head) {
+            return Some(head);
         }
     }
-    impl<'de, 'h> Visitor<'de> for RequestSeed<'h, 'de> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an AdmissionRequest")
-        }
-        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
-            // Stopping early is only safe when the keys come in the API server's order (Go's
-            // field order, which encoding/json always follows): then no head field can follow
-            // `userInfo`. Bodies in any other order are read to the end.
-            let mut in_order = true;
-            let mut last_rank = None;
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                let rank = GO_ORDER.iter().position(|k| *k == key);
-                in_order &= rank.is_some() && rank > last_rank;
-                last_rank = rank;
-                let mut head = self.0.borrow_mut();
-                match &*key {
-                    "uid" => head.uid = Some(map.next_value()?),
-                    "kind" => head.kind = Some(map.next_value()?),
-                    "resource" => head.resource = Some(map.next_value()?),
-                    "subResource" => head.sub_resource = map.next_value()?,
-                    "name" => head.name = map.next_value()?,
-                    "namespace" => head.namespace = map.next_value()?,
-                    "operation" => head.operation = Some(map.next_value()?),
-                    "userInfo" | "object" | "oldObject" if in_order && head.operation.is_some() => {
-                        head.complete = true;
-                        return Err(M::Error::custom(STOP));
-                    }
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
+    scan_review(std::str::from_utf8(body).ok()?, Extent::Head)
+}
+
+/// How much of a review [`scan_review`] reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Extent {
+    /// Up to the user, when the keys come in the API server's order; the head is all it
+    /// returns.
+    Head,
+    Whole,
+}
+
+/// A review read with the scanner: the objects are only stepped over, and nothing is built but
+/// the few strings of the head. `None` for anything unexpected (a repeated field, a value of
+/// the wrong type, a body that is not an AdmissionReview of a supported version), which
+/// [`parse_review`] then reads with serde to say what is wrong.
+fn scan_review(text: &str, extent: Extent) -> Option<Review<'_>> {
+    let mut scanner = Scanner::new(text);
+    let (mut api_version, mut kind, mut request) = (None, None, None);
+    let stopped = scanner.each_entry(|scanner, key| {
+        match &*key {
+            "apiVersion" => once(&mut api_version, string(scanner.value_text()?)?)?,
+            "kind" => once(&mut kind, string(scanner.value_text()?)?)?,
+            "request" => {
+                let (scanned, stopped) = scan_request(scanner, extent)?;
+                once(&mut request, scanned)?;
+                if stopped {
+                    return Some(Flow::Stop);
                 }
             }
-            self.0.borrow_mut().complete = true;
-            Ok(())
+            _ => scanner.skip_value()?,
         }
-    }
-
-    struct ReviewVisitor<'h, 'a>(&'h RefCell<Head<'a>>);
-    impl<'de, 'h> Visitor<'de> for ReviewVisitor<'h, 'de> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an AdmissionReview")
-        }
-        fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                match &*key {
-                    "apiVersion" => self.0.borrow_mut().api_version = Some(map.next_value()?),
-                    "kind" => self.0.borrow_mut().review_kind = Some(map.next_value()?),
-                    "request" => return map.next_value_seed(RequestSeed(self.0)),
-                    _ => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            Ok(())
-        }
-    }
-
-    let head = RefCell::new(Head::default());
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let _ = serde::Deserializer::deserialize_map(&mut deserializer, ReviewVisitor(&head));
-    let head = head.into_inner();
-    let (Some(api_version), Some("AdmissionReview"), true) =
-        (head.api_version, head.review_kind.as_deref(), head.complete)
-    else {
-        return None;
-    };
-    if api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1" {
+        Some(Flow::Next)
+    })?;
+    if !stopped && !scanner.at_end() {
         return None;
     }
-    let request = Request {
-        uid: head.uid?,
-        kind: head.kind?,
-        resource: head.resource.unwrap_or_default(),
-        sub_resource: head.sub_resource,
-        name: Some(head.name.filter(|n| !n.is_empty())?),
-        namespace: head.namespace,
-        operation: head.operation?,
-        user_info: UserInfo::default(),
-        object: None,
-        old_object: None,
-        dry_run: None,
-        options: None,
-    };
+    let api_version = api_version?;
+    if kind.as_deref() != Some("AdmissionReview")
+        || (api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1")
+    {
+        return None;
+    }
+    let request = request?;
+    if extent == Extent::Head && request.name().is_none() {
+        return None;
+    }
     Some(Review {
         api_version,
         request,
     })
 }
 
-/// The whole review in one pass: what nearly every request is.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct OnePassReview<'a> {
-    #[serde(borrow, default)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    request: Option<Request<'a>>,
-}
-
-pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    // One pass over the body (the objects in it are only scanned, not parsed). When it fails,
-    // the two-step parse below names what is wrong.
-    if let Ok(OnePassReview {
-        api_version: Some(api_version),
-        kind: Some(kind),
-        request: Some(request),
-    }) = serde_json::from_slice::<OnePassReview>(body)
-    {
-        if kind == "AdmissionReview"
-            && (api_version == "admission.k8s.io/v1" || api_version == "admission.k8s.io/v1beta1")
-        {
-            return Ok(Review {
-                api_version,
-                request,
-            });
+/// Sets a field read once; `None` when it was already set (serde rejects a repeated field).
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    match slot {
+        Some(_) => None,
+        None => {
+            *slot = Some(value);
+            Some(())
         }
     }
+}
+
+/// A string that may be `null`.
+fn nullable_string<'a>(scanner: &mut Scanner<'a>) -> Option<Option<Cow<'a, str>>> {
+    match scanner.value_text()? {
+        "null" => Some(None),
+        text => string(text).map(Some),
+    }
+}
+
+/// An object's text, `None` for `null` (as serde reads an `Option`).
+fn nullable_object<'a>(scanner: &mut Scanner<'a>) -> Option<Option<RawObject<'a>>> {
+    match scanner.value_text()? {
+        "null" => Some(None),
+        text => Some(Some(RawObject(text))),
+    }
+}
+
+/// An object of string fields (`kind`, `resource`): the first three keys of `keys`, in any
+/// order, each at most once; other keys are stepped over.
+fn string_fields<'a>(scanner: &mut Scanner<'a>, keys: [&str; 3]) -> Option<[Cow<'a, str>; 3]> {
+    let mut found: [Option<Cow<'a, str>>; 3] = Default::default();
+    scanner.each_entry(|scanner, key| {
+        match keys.iter().position(|k| *k == key) {
+            Some(i) => once(&mut found[i], string(scanner.value_text()?)?)?,
+            None => scanner.skip_value()?,
+        }
+        Some(Flow::Next)
+    })?;
+    Some(found.map(Option::unwrap_or_default))
+}
+
+/// The request object at the scanner; `true` when the head was all that was asked for and the
+/// scanner stopped at the user.
+fn scan_request<'a>(scanner: &mut Scanner<'a>, extent: Extent) -> Option<(Request<'a>, bool)> {
+    #[derive(Default)]
+    struct Fields<'a> {
+        uid: Option<Cow<'a, str>>,
+        kind: Option<GroupVersionKind<'a>>,
+        resource: Option<GroupVersionResource<'a>>,
+        sub_resource: Option<Option<Cow<'a, str>>>,
+        name: Option<Option<Cow<'a, str>>>,
+        namespace: Option<Option<Cow<'a, str>>>,
+        operation: Option<Operation>,
+        user_info: Option<UserInfo<'a>>,
+        object: Option<Option<RawObject<'a>>>,
+        old_object: Option<Option<RawObject<'a>>>,
+        dry_run: Option<Option<bool>>,
+        options: Option<Option<RequestOptions<'a>>>,
+    }
+    let mut f = Fields::default();
+    // Stopping early is only safe when the keys come in the API server's order: then no head
+    // field can follow `userInfo`. Bodies in any other order are read to the end.
+    let mut in_order = true;
+    let mut last_rank = None;
+    let stopped = scanner.each_entry(|scanner, key| {
+        let rank = GO_ORDER.iter().position(|k| *k == key);
+        in_order &= rank.is_some() && rank > last_rank;
+        last_rank = rank;
+        let head = extent == Extent::Head;
+        match &*key {
+            "userInfo" | "object" | "oldObject" if head && in_order && f.operation.is_some() => {
+                return Some(Flow::Stop)
+            }
+            "userInfo" | "object" | "oldObject" | "dryRun" | "options" if head => {
+                scanner.skip_value()?
+            }
+            "uid" => once(&mut f.uid, string(scanner.value_text()?)?)?,
+            "kind" => {
+                let [group, version, kind] = string_fields(scanner, ["group", "version", "kind"])?;
+                once(
+                    &mut f.kind,
+                    GroupVersionKind {
+                        group,
+                        version,
+                        kind,
+                    },
+                )?
+            }
+            "resource" => {
+                let [group, version, resource] =
+                    string_fields(scanner, ["group", "version", "resource"])?;
+                once(
+                    &mut f.resource,
+                    GroupVersionResource {
+                        group,
+                        version,
+                        resource,
+                    },
+                )?
+            }
+            "subResource" => once(&mut f.sub_resource, nullable_string(scanner)?)?,
+            "name" => once(&mut f.name, nullable_string(scanner)?)?,
+            "namespace" => once(&mut f.namespace, nullable_string(scanner)?)?,
+            "operation" => {
+                let operation = match &*string(scanner.value_text()?)? {
+                    "CREATE" => Operation::Create,
+                    "UPDATE" => Operation::Update,
+                    "DELETE" => Operation::Delete,
+                    "CONNECT" => Operation::Connect,
+                    _ => return None,
+                };
+                once(&mut f.operation, operation)?
+            }
+            // Small and rare: serde reads them from their text.
+            "userInfo" => once(
+                &mut f.user_info,
+                serde_json::from_str(scanner.value_text()?).ok()?,
+            )?,
+            "options" => once(
+                &mut f.options,
+                serde_json::from_str(scanner.value_text()?).ok()?,
+            )?,
+            "object" => once(&mut f.object, nullable_object(scanner)?)?,
+            "oldObject" => once(&mut f.old_object, nullable_object(scanner)?)?,
+            "dryRun" => {
+                let dry_run = match scanner.value_text()? {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    "null" => None,
+                    _ => return None,
+                };
+                once(&mut f.dry_run, dry_run)?
+            }
+            _ => scanner.skip_value()?,
+        }
+        Some(Flow::Next)
+    })?;
+    let request = Request {
+        uid: f.uid?,
+        kind: f.kind?,
+        resource: f.resource.unwrap_or_default(),
+        sub_resource: f.sub_resource.flatten(),
+        name: f.name.flatten(),
+        namespace: f.namespace.flatten(),
+        operation: f.operation?,
+        user_info: f.user_info.unwrap_or_default(),
+        object: f.object.flatten(),
+        old_object: f.old_object.flatten(),
+        dry_run: f.dry_run.flatten(),
+        options: f.options.flatten(),
+    };
+    Some((request, stopped))
+}
+
+/// The whole review. Read with the scanner ([`scan_review`]): the objects are stepped over
+/// once and left as text for [`decide`](crate::decide) to read as far as it needs. A body the
+/// scanner does not take is parsed with serde, which says what is wrong with it.
+pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    if let Some(review) = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| scan_review(text, Extent::Whole))
+    {
+        return Ok(review);
+    }
+    parse_review_with_serde(body)
+}
+
+/// The whole review, parsed with serde: what the scanner declines, and the reference it is
+/// tested against.
+fn parse_review_with_serde(body: &[u8]) -> Result<Review<'_>, ReviewError> {
     let raw: RawReview =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(describe_json_error(&e)))?;
     let kind = raw.kind.unwrap_or_default();
@@ -524,5 +637,269 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("hunter2"));
+    }
+
+    /// A review as the API server sends it: keys in Go's field order, compact.
+    fn go_order(body: &str) -> String {
+        fn ordered(map: &serde_json::Map<String, serde_json::Value>, order: &[&str]) -> String {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(order.len()));
+            let members: Vec<String> = keys
+                .into_iter()
+                .map(|k| {
+                    let value = match &map[k] {
+                        serde_json::Value::Object(m) if k == "request" => ordered(m, GO_ORDER),
+                        v => v.to_string(),
+                    };
+                    format!("{}:{value}", serde_json::to_string(k).unwrap())
+                })
+                .collect();
+            format!("{{{}}}", members.join(","))
+        }
+        let review: serde_json::Value = serde_json::from_str(body).unwrap();
+        ordered(
+            review.as_object().unwrap(),
+            &["kind", "apiVersion", "request"],
+        )
+    }
+
+    fn recorded_reviews() -> Vec<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/cluster-capture/reviews");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    }
+
+    /// The scanner's review is serde's, field for field, and it declines only what serde
+    /// rejects; the head is the full review's.
+    fn assert_scanned_as_serde_parses(body: &[u8]) -> bool {
+        let serde = parse_review_with_serde(body);
+        let scanned = std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| scan_review(text, Extent::Whole));
+        if let Some(scanned) = &scanned {
+            let serde = serde.as_ref().expect("serde reads what the scanner reads");
+            assert_eq!(format!("{scanned:?}"), format!("{serde:?}"));
+        }
+        // And the scanner takes every UTF-8 review serde does: the serde path is for errors.
+        assert!(scanned.is_some() || serde.is_err() || std::str::from_utf8(body).is_err());
+        // (The head is read without what follows it, which may be what serde rejects.)
+        if let (Some(head), Ok(whole)) = (parse_head(body), &serde) {
+            let (h, w) = (&head.request, &whole.request);
+            assert_eq!(head.api_version, whole.api_version);
+            assert_eq!(
+                format!(
+                    "{:?}",
+                    (
+                        &h.uid,
+                        &h.kind,
+                        &h.resource,
+                        h.sub_resource(),
+                        h.name(),
+                        h.namespace(),
+                        h.operation
+                    )
+                ),
+                format!(
+                    "{:?}",
+                    (
+                        &w.uid,
+                        &w.kind,
+                        &w.resource,
+                        w.sub_resource(),
+                        w.name(),
+                        w.namespace(),
+                        w.operation
+                    )
+                )
+            );
+        }
+        scanned.is_some()
+    }
+
+    #[test]
+    fn every_recorded_review_is_scanned_as_serde_parses_it() {
+        let reviews = recorded_reviews();
+        assert!(reviews.len() > 100);
+        for body in &reviews {
+            // As recorded (sorted keys, pretty) and as the API server sends it.
+            assert!(assert_scanned_as_serde_parses(body.as_bytes()));
+            let go = go_order(body);
+            assert!(assert_scanned_as_serde_parses(go.as_bytes()));
+            // In Go's order the head is read, and the scan stops at the user.
+            let head = parse_head(go.as_bytes());
+            let named = serde_json::from_str::<serde_json::Value>(body).unwrap()["request"]["name"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty());
+            assert_eq!(head.is_some(), named);
+        }
+    }
+
+    #[test]
+    fn the_head_needs_only_a_prefix_to_be_utf8() {
+        let mut body = go_order(&recorded_reviews()[0]).into_bytes();
+        // Invalid UTF-8 in a long object, after the head: the head is still read.
+        let at = body.windows(9).position(|w| w == b"\"object\":").unwrap() + 9;
+        let mut padded = body[..at].to_vec();
+        padded.extend_from_slice(b"{\"junk\":\"");
+        padded.extend(std::iter::repeat_n(b'x', 8000));
+        padded.extend_from_slice(&[0xff, 0xfe]);
+        padded.extend_from_slice(b"\"},\"rest\":");
+        padded.extend_from_slice(&body[at..]);
+        assert!(parse_head(&padded).is_some());
+        assert!(parse_review(&padded).is_err());
+        body.truncate(at);
+        assert!(parse_review(&body).is_err());
+    }
+
+    #[test]
+    fn what_serde_rejects_the_scanner_does_not_take() {
+        let review = |request: &str| {
+            format!(
+                r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{request}}}"#
+            )
+        };
+        let base = r#""uid":"u","kind":{"group":"","version":"v1","kind":"ConfigMap"},"name":"c","operation":"UPDATE""#;
+        for request in [
+            format!(r#"{{{base},"name":"again"}}"#),
+            format!("{{{}}}", base.replace("UPDATE", "PATCH")),
+            format!(r#"{{{base},"dryRun":"yes"}}"#),
+            format!(r#"{{{base},"userInfo":{{"username":1}}}}"#),
+            format!(r#"{{{base},"namespace":7}}"#),
+            format!(r#"{{{base},"object":{{"a":1}},"object":{{"a":2}}}}"#),
+            format!("{{{base},\"namespace\":\"a\tb\"}}"),
+            r#"{"kind":{},"operation":"UPDATE"}"#.to_string(),
+            r#"{"uid":"u","kind":{"kind":"A","kind":"B"},"operation":"UPDATE"}"#.to_string(),
+        ] {
+            let body = review(&request);
+            assert!(!assert_scanned_as_serde_parses(body.as_bytes()), "{body}");
+            assert!(parse_review(body.as_bytes()).is_err(), "{body}");
+        }
+        // Trailing text, a repeated top-level field, another kind.
+        for body in [
+            format!("{} x", review(&format!("{{{base}}}"))),
+            review(&format!("{{{base}}}")).replacen('{', r#"{"kind":"Pod","#, 1),
+            review(&format!("{{{base}}}")).replace("AdmissionReview", "Review"),
+        ] {
+            assert!(!assert_scanned_as_serde_parses(body.as_bytes()), "{body}");
+            assert!(parse_review(body.as_bytes()).is_err(), "{body}");
+        }
+        // Escapes, nulls, unknown fields and whitespace are read as serde reads them.
+        let body = review(&format!(
+            "{{ {base} , \"namespace\" : null, \"subResource\":\"st\\u0061tus\", \"extra\": [{{}}],\n \"dryRun\":null, \"options\":null, \"oldObject\": null }}"
+        ));
+        assert!(assert_scanned_as_serde_parses(body.as_bytes()), "{body}");
+        let parsed = parse_review(body.as_bytes()).unwrap();
+        assert_eq!(parsed.request.sub_resource(), Some("status"));
+        assert!(parsed.request.old_object().is_none());
+    }
+
+    proptest::proptest! {
+        /// Reviews with fields in any order, escaped strings, nulls and unknown fields: what
+        /// the scanner reads is what serde parses.
+        #[test]
+        fn a_scanned_review_is_the_parsed_one(
+            fields in fields(),
+            again in proptest::option::weighted(0.2, field()),
+            shuffle in proptest::collection::vec(proptest::prelude::any::<u16>(), 14),
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            // Each field at most once, and sometimes one of them again.
+            let mut fields: Vec<String> = fields.into_iter().flatten().chain(again).collect();
+            for (i, j) in shuffle.iter().enumerate().take(fields.len()) {
+                let len = fields.len();
+                fields.swap(i, *j as usize % len);
+            }
+            let sep = if pretty { ",\n  " } else { "," };
+            let body = format!(
+                r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{{}}}}}"#,
+                fields.join(sep)
+            );
+            assert_scanned_as_serde_parses(body.as_bytes());
+        }
+    }
+
+    fn fields() -> impl proptest::strategy::Strategy<Value = Vec<Option<String>>> {
+        use proptest::prelude::*;
+        (0..13)
+            .map(|i| {
+                proptest::option::weighted(
+                    0.8,
+                    field().prop_filter("one kind", move |f| kind_of(f) == i),
+                )
+            })
+            .collect::<Vec<_>>()
+    }
+
+    /// Which of [`field`]'s kinds a field is.
+    fn kind_of(field: &str) -> usize {
+        const KEYS: [&str; 13] = [
+            "uid",
+            "name",
+            "namespace",
+            "subResource",
+            "kind",
+            "resource",
+            "operation",
+            "userInfo",
+            "options",
+            "object",
+            "oldObject",
+            "dryRun",
+            "requestKind",
+        ];
+        KEYS.iter()
+            .position(|k| field.starts_with(&format!("\"{k}\":")))
+            .unwrap()
+    }
+
+    fn field() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        // Mostly what the API server sends; now and then what serde rejects somewhere.
+        let text = prop_oneof![
+            6 => Just("\"web\"".to_string()),
+            3 => Just("\"w\\u0065b\"".to_string()),
+            1 => Just("\"\"".to_string()),
+            1 => Just("null".to_string()),
+            1 => Just("1".to_string()),
+        ];
+        let object = prop_oneof![
+            Just("{\"a\":[1,{\"b\":\"}\"}]}".to_string()),
+            Just("null".to_string()),
+            Just("{}".to_string()),
+        ];
+        prop_oneof![
+            text.clone().prop_map(|t| format!("\"uid\":{t}")),
+            text.clone().prop_map(|t| format!("\"name\":{t}")),
+            text.clone().prop_map(|t| format!("\"namespace\":{t}")),
+            text.clone().prop_map(|t| format!("\"subResource\":{t}")),
+            text.clone()
+                .prop_map(|t| format!("\"kind\":{{\"group\":\"apps\",\"kind\":{t}}}")),
+            text.clone()
+                .prop_map(|t| format!("\"resource\":{{\"resource\":{t},\"version\":\"v1\"}}")),
+            prop_oneof![
+                Just("\"CREATE\""),
+                Just("\"UPDATE\""),
+                Just("\"DELETE\""),
+                Just("\"CONNECT\""),
+                Just("\"update\"")
+            ]
+            .prop_map(|o| format!("\"operation\":{o}")),
+            text.clone()
+                .prop_map(|t| format!("\"userInfo\":{{\"username\":{t},\"groups\":[\"g\"]}}")),
+            text.prop_map(|t| format!("\"options\":{{\"fieldManager\":{t}}}")),
+            object.clone().prop_map(|o| format!("\"object\":{o}")),
+            object.clone().prop_map(|o| format!("\"oldObject\":{o}")),
+            prop_oneof![Just("true"), Just("false"), Just("null")]
+                .prop_map(|d| format!("\"dryRun\":{d}")),
+            object.prop_map(|o| format!("\"requestKind\":{o}")),
+        ]
     }
 }

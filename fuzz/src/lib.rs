@@ -18,7 +18,6 @@ use helm_locker::release::{
     ReleaseSecret, SecretRef, Status,
 };
 use helm_locker::review::{parse_head, parse_review, render_response};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// The `shop` release as recorded after `helm upgrade` (revision 2 deployed: a Deployment,
@@ -130,9 +129,10 @@ fn repaired_write_is_allowed(
         .map(|o| serde_json::from_str(o.get()).expect("decide parsed it"))
         .unwrap_or(Value::Null);
     json_patch::patch(&mut object, patch).expect("the repair patch applies to the object");
-    let text = RawValue::from_string(object.to_string()).expect("a Value serializes to JSON");
+    let text = object.to_string();
     let mut repaired = request.clone();
-    repaired.object = Some(&text);
+    repaired.object =
+        Some(helm_locker::review::RawObject::from_json(&text).expect("a Value serializes to JSON"));
     let again = decide(
         index(),
         &helm_locker::schema::Schema::builtin(),
