@@ -405,7 +405,7 @@ pub fn decide(
         ),
     };
     let ignore = policy.ignored_paths(object);
-    let content = object.content();
+    let content = object.recent_content();
     let chart = stored_form(&content, &object.group, &object.kind);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
     let helm = (release.name.as_str(), release.namespace.as_str());
@@ -599,23 +599,24 @@ fn co_owner_claims(
     manager: &str,
     request: &Request,
 ) -> Vec<String> {
-    let Some(new) = request
-        .object()
-        .and_then(|o| crate::prune::managed_fields(o.get()))
-    else {
+    // The first entry that owns the release annotation is Helm's: when it is the manager's,
+    // the apply is Helm's own, and the entries after it are not read.
+    let mut helm_seen = false;
+    let Some(new) = request.object().and_then(|o| {
+        crate::prune::managed_fields_until(o.get(), |entry| {
+            let helm = !helm_seen && entry.owns_release_annotation();
+            helm_seen |= helm;
+            helm && entry.manager == manager
+        })
+    }) else {
         return Vec::new();
     };
+    if new.raw.is_none() && helm_seen {
+        return Vec::new();
+    }
     let Some(claimed) = new.applies.iter().find(|e| e.manager == manager) else {
         return Vec::new();
     };
-    if new
-        .applies
-        .iter()
-        .find(|e| e.owns_release_annotation())
-        .is_some_and(|helm| helm.manager == manager)
-    {
-        return Vec::new();
-    }
     // kube-apiserver 1.20 hands admission an oldObject that shares the new object's
     // managedFields on a server-side apply (measured: a first apply by kubectl shows its own
     // entry in both), so the old entry counts only when it differs from the new one.

@@ -1,10 +1,15 @@
 //! An object a release locks: its identity and the chart's content, as the index keeps it.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::interning::SharedStr;
 use crate::release::ReleaseKey;
 use crate::tree::{Packed, Tree};
+
+/// How many unpacked objects [`LockedObject::recent_content`] keeps per thread.
+pub const RECENT_CONTENTS: usize = 32;
 
 /// An object a release locks, with the chart's content.
 #[derive(Debug, PartialEq)]
@@ -29,6 +34,29 @@ impl LockedObject {
         self.packed.unpack()
     }
 
+    /// [`content`](Self::content), kept for the next request on this thread: the objects
+    /// written most (a controller's status updates, a rollout) are few, and unpacking parses
+    /// JSON. The last [`RECENT_CONTENTS`] objects' trees are kept per thread, each with its
+    /// object, so an object replaced in the index is never mistaken for its successor (its
+    /// address cannot be reused while it is held). Uses no lock; the memory is bounded.
+    pub fn recent_content(self: &Arc<Self>) -> Rc<Tree> {
+        thread_local! {
+            static RECENT: RefCell<Vec<(Arc<LockedObject>, Rc<Tree>)>> = const { RefCell::new(Vec::new()) };
+        }
+        RECENT.with_borrow_mut(|recent| {
+            if let Some(i) = recent.iter().position(|(o, _)| Arc::ptr_eq(o, self)) {
+                let entry = recent.remove(i);
+                let tree = Rc::clone(&entry.1);
+                recent.insert(0, entry);
+                return tree;
+            }
+            let tree = Rc::new(self.content());
+            recent.insert(0, (Arc::clone(self), Rc::clone(&tree)));
+            recent.truncate(RECENT_CONTENTS);
+            tree
+        })
+    }
+
     pub fn api_version(&self) -> String {
         crate::manifest::api_version(&self.group, &self.version)
     }
@@ -38,6 +66,48 @@ impl LockedObject {
         match &self.namespace {
             Some(ns) => format!("{} {}/{}", self.kind, ns, self.name),
             None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str, replicas: i64) -> Arc<LockedObject> {
+        let content = Tree::from(&serde_json::json!({"spec": {"replicas": replicas}}));
+        Arc::new(LockedObject {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+            packed: Packed::pack(&content),
+            release: Arc::new(ReleaseKey {
+                namespace: "shop".into(),
+                name: "shop".into(),
+            }),
+        })
+    }
+
+    #[test]
+    fn a_recent_content_is_the_objects_own_even_after_it_is_replaced() {
+        let first = object("web", 1);
+        let kept = first.recent_content();
+        assert_eq!(*kept, first.content());
+        assert!(
+            Rc::ptr_eq(&kept, &first.recent_content()),
+            "kept, not unpacked again"
+        );
+        // The index replaces the object (a new revision): its successor's content is read,
+        // whatever address it gets.
+        drop(first);
+        for replicas in 2..2 + RECENT_CONTENTS as i64 * 2 {
+            let next = object("web", replicas);
+            assert_eq!(
+                next.recent_content().pointer("/spec/replicas"),
+                Some(&Tree::Int(replicas))
+            );
         }
     }
 }

@@ -214,6 +214,9 @@ pub struct ManagedFields<'a> {
     pub applies: Vec<ApplyEntry<'a>>,
 }
 
+/// Helm's release-name annotation as a `fieldsV1` key.
+const RELEASE_NAME_FIELD: &str = "f:meta.helm.sh/release-name";
+
 pub struct ApplyEntry<'a> {
     pub manager: std::borrow::Cow<'a, str>,
     /// The entry's `fieldsV1`, as text.
@@ -223,9 +226,11 @@ pub struct ApplyEntry<'a> {
 impl ApplyEntry<'_> {
     /// Whether this entry owns Helm's release-name annotation (Helm's own entry).
     pub fn owns_release_annotation(&self) -> bool {
-        let key = format!("f:{}", crate::ownership::RELEASE_NAME_ANNOTATION);
         matches!(
-            member_at(self.fields, &["f:metadata", "f:annotations", &key]),
+            member_at(
+                self.fields,
+                &["f:metadata", "f:annotations", RELEASE_NAME_FIELD]
+            ),
             Some(Some(_))
         )
     }
@@ -242,6 +247,15 @@ impl ApplyEntry<'_> {
 /// is the last field of `metadata`, so nothing after it is read; an entry's `fieldsV1` is only
 /// stepped over.
 pub fn managed_fields(text: &str) -> Option<ManagedFields<'_>> {
+    managed_fields_until(text, |_| false)
+}
+
+/// [`managed_fields`], stopping at the first `Apply` entry for which `enough` is true: that
+/// entry is the last of `applies`, and `raw` is `None` (the rest was not read).
+pub fn managed_fields_until<'a>(
+    text: &'a str,
+    mut enough: impl FnMut(&ApplyEntry<'a>) -> bool,
+) -> Option<ManagedFields<'a>> {
     let mut scanner = Scanner::new(text);
     let mut applies = Vec::new();
     if !(scanner.enter_member("metadata")? && scanner.enter_member("managedFields")?) {
@@ -249,18 +263,23 @@ pub fn managed_fields(text: &str) -> Option<ManagedFields<'_>> {
     }
     // One pass over the list: each entry's fields are found as it is stepped over.
     let start = scanner.pos;
-    scanner.each_item(|scanner| {
+    let stopped = scanner.each_item(|scanner| {
         let [manager, operation, fields] = scanner.members(["manager", "operation", "fieldsV1"])?;
         if let (Some(manager), Some("\"Apply\""), Some(fields)) = (manager, operation, fields) {
-            applies.push(ApplyEntry {
+            let entry = ApplyEntry {
                 manager: string(manager)?,
                 fields,
-            });
+            };
+            let stop = enough(&entry);
+            applies.push(entry);
+            if stop {
+                return Some(Flow::Stop);
+            }
         }
-        Some(())
+        Some(Flow::Next)
     })?;
     Some(ManagedFields {
-        raw: Some(&text[start..scanner.pos]),
+        raw: (!stopped).then(|| &text[start..scanner.pos]),
         applies,
     })
 }
@@ -384,6 +403,14 @@ mod tests {
             }
             (new, old)
         })
+    }
+
+    #[test]
+    fn the_release_name_field_is_helms_annotation() {
+        assert_eq!(
+            RELEASE_NAME_FIELD,
+            format!("f:{}", crate::ownership::RELEASE_NAME_ANNOTATION)
+        );
     }
 
     #[test]

@@ -146,11 +146,12 @@ impl<'a> Scanner<'a> {
     }
 
     /// Steps through the list at `pos`, calling `item` at the start of each item, which must
-    /// leave the scanner after it. `None` when the text is not a list.
+    /// leave the scanner after it unless it stops there (`Flow::Stop`). `Some(true)` when
+    /// stopped, `Some(false)` after the list's end, `None` when the text is not a list.
     pub(crate) fn each_item(
         &mut self,
-        mut item: impl FnMut(&mut Self) -> Option<()>,
-    ) -> Option<()> {
+        mut item: impl FnMut(&mut Self) -> Option<Flow>,
+    ) -> Option<bool> {
         self.skip_whitespace();
         if self.bytes.get(self.pos) != Some(&b'[') {
             return None;
@@ -159,17 +160,19 @@ impl<'a> Scanner<'a> {
         self.skip_whitespace();
         if self.bytes.get(self.pos) == Some(&b']') {
             self.pos += 1;
-            return Some(());
+            return Some(false);
         }
         loop {
             self.skip_whitespace();
-            item(self)?;
+            if item(self)? == Flow::Stop {
+                return Some(true);
+            }
             self.skip_whitespace();
             match self.bytes.get(self.pos)? {
                 b',' => self.pos += 1,
                 b']' => {
                     self.pos += 1;
-                    return Some(());
+                    return Some(false);
                 }
                 _ => return None,
             }
@@ -269,7 +272,7 @@ pub(crate) fn elements(text: &str) -> Option<Vec<&str>> {
         let start = scanner.pos;
         scanner.skip_value()?;
         items.push(&text[start..scanner.pos]);
-        Some(())
+        Some(Flow::Next)
     })?;
     Some(items)
 }
