@@ -256,13 +256,14 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 for body in &go_ordered {
                     let body = black_box(body.as_bytes());
-                    let head = helm_locker::review::parse_head(body).unwrap();
-                    assert!(
-                        helm_locker::decide::decide_head(&recorded_index, &head.request)
-                            .unwrap()
-                            .is_none()
-                    );
-                    let review = parse_review(body).unwrap();
+                    let head = helm_locker::review::read_head(body).unwrap();
+                    assert!(helm_locker::decide::decide_head(
+                        &recorded_index,
+                        &head.review.request
+                    )
+                    .unwrap()
+                    .is_none());
+                    let review = head.rest().unwrap();
                     black_box(decide(&recorded_index, &schema, &config, &review.request).unwrap());
                 }
             })

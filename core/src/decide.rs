@@ -334,25 +334,17 @@ pub fn decide(
             user: user.username.to_string(),
         }));
     }
-    // A kind of unknown scope is indexed in a namespace too; the API server says it is
-    // cluster-scoped by sending no namespace.
-    let describe = match request.namespace() {
-        None => format!("{} {}", object.kind, object.name),
-        Some(_) => object.describe(),
-    };
     // A Secret's values stay out of the message: it reaches users who may write the Secret
     // without being allowed to read it, kubectl's output and the API server's audit log.
     let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
-    let target = Target {
-        api_version: object.api_version(),
-        kind: object.kind.to_string(),
-        namespace: request
-            .namespace()
-            .and(object.namespace.as_deref())
-            .map(str::to_string),
-        name: object.name.clone(),
-    };
+    // Built only for a write that is not simply allowed (most locked writes are).
     let locked = |delete, changes: Vec<Change>| {
+        // A kind of unknown scope is indexed in a namespace too; the API server says it is
+        // cluster-scoped by sending no namespace.
+        let describe = match request.namespace() {
+            None => format!("{} {}", object.kind, object.name),
+            Some(_) => object.describe(),
+        };
         let message = message(
             &describe,
             &release,
@@ -366,8 +358,16 @@ pub fn decide(
             release: release.clone(),
             revision: newest.revision,
             status: newest.status,
-            object: describe.clone(),
-            target: target.clone(),
+            object: describe,
+            target: Target {
+                api_version: object.api_version(),
+                kind: object.kind.to_string(),
+                namespace: request
+                    .namespace()
+                    .and(object.namespace.as_deref())
+                    .map(str::to_string),
+                name: object.name.clone(),
+            },
             delete,
             changes,
             message,

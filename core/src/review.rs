@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::release::describe_json_error;
-use crate::scan::{string, Flow, Scanner};
+use crate::scan::{string, Entries, Flow, Scanner};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -196,9 +196,10 @@ const GO_ORDER: &[&str] = &[
 /// The head of a review: the fields the API server writes before the objects (`uid`, `kind`,
 /// `resource`, `subResource`, `name`, `namespace`, `operation`), read without scanning the
 /// objects, the user or the options. Most writes are for objects no release owns, and that is
-/// known from the head alone; anything else is decided from the full [`parse_review`].
+/// known from the head alone; anything else is decided from the full review, which
+/// [`Head::rest`] reads on from where the head stopped.
 /// `None` when the head is incomplete, has no name, or the body is not an AdmissionReview.
-pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
+pub fn read_head(body: &[u8]) -> Option<Head<'_>> {
     // The head is in the body's first few hundred bytes: only a prefix needs to be UTF-8
     // for it, not the objects that follow.
     const PREFIX: usize = 4096;
@@ -208,61 +209,296 @@ pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
             Ok(text) => text,
             Err(e) => std::str::from_utf8(&prefix[..e.valid_up_to()]).ok()?,
         };
-        if let Some(head) = scan_review(text, Extent::Head) {
+        if let Some(head) = Head::read(body, text) {
             return Some(head);
         }
     }
-    scan_review(std::str::from_utf8(body).ok()?, Extent::Head)
+    Head::read(body, std::str::from_utf8(body).ok()?)
 }
 
-/// How much of a review [`scan_review`] reads.
+/// [`read_head`], the head alone.
+pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
+    read_head(body).map(|head| head.review)
+}
+
+/// A review's head, and where its reading stopped.
+pub struct Head<'a> {
+    /// The review with only the head's fields.
+    pub review: Review<'a>,
+    body: &'a [u8],
+    /// Stopped at the request's entry with this key, in the API server's key order.
+    stopped: Option<(ReviewScan<'a>, Cow<'a, str>)>,
+}
+
+impl<'a> Head<'a> {
+    fn read(body: &'a [u8], text: &'a str) -> Option<Head<'a>> {
+        let mut scan = ReviewScan::new(text);
+        let stopped = scan.top(&mut Entries::Start, Extent::Head)?;
+        if stopped.is_none() && !scan.scanner.at_end() {
+            return None;
+        }
+        let review = scan.head_review()?;
+        Some(Head {
+            review,
+            body,
+            stopped: stopped.map(|key| (scan, key)),
+        })
+    }
+
+    /// The whole review: read on from where the head stopped, without reading the head again;
+    /// from the start ([`parse_review`]) when the head was not read in the API server's order.
+    pub fn rest(self) -> Result<Review<'a>, ReviewError> {
+        if let Some((scan, key)) = self.stopped {
+            if let Some(review) = std::str::from_utf8(self.body)
+                .ok()
+                .and_then(|text| scan.finish(text, &key))
+            {
+                return Ok(review);
+            }
+        }
+        parse_review(self.body)
+    }
+}
+
+/// How much of a review [`ReviewScan`] reads.
 #[derive(Clone, Copy, PartialEq)]
 enum Extent {
-    /// Up to the user, when the keys come in the API server's order; the head is all it
-    /// returns.
+    /// Up to the user, when the keys come in the API server's order; the head's fields only.
     Head,
     Whole,
 }
 
 /// A review read with the scanner: the objects are only stepped over, and nothing is built but
-/// the few strings of the head. `None` for anything unexpected (a repeated field, a value of
-/// the wrong type, a body that is not an AdmissionReview of a supported version), which
-/// [`parse_review`] then reads with serde to say what is wrong.
-fn scan_review(text: &str, extent: Extent) -> Option<Review<'_>> {
-    let mut scanner = Scanner::new(text);
-    let (mut api_version, mut kind, mut request) = (None, None, None);
-    let stopped = scanner.each_entry(|scanner, key| {
-        match &*key {
-            "apiVersion" => once(&mut api_version, string(scanner.value_text()?)?)?,
-            "kind" => once(&mut kind, string(scanner.value_text()?)?)?,
-            "request" => {
-                let (scanned, stopped) = scan_request(scanner, extent)?;
-                once(&mut request, scanned)?;
-                if stopped {
-                    return Some(Flow::Stop);
-                }
-            }
-            _ => scanner.skip_value()?,
+/// the few strings of the head. `None` at each step for anything unexpected (a repeated field,
+/// a value of the wrong type, a body that is not an AdmissionReview of a supported version),
+/// which [`parse_review`] then reads with serde to say what is wrong.
+struct ReviewScan<'a> {
+    scanner: Scanner<'a>,
+    api_version: Option<Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
+    request_seen: bool,
+    f: Fields<'a>,
+    /// Whether the request's keys so far came in the API server's order, and the last one's
+    /// place in it.
+    in_order: bool,
+    last_rank: Option<usize>,
+}
+
+/// The request's fields as read so far.
+#[derive(Default)]
+struct Fields<'a> {
+    uid: Option<Cow<'a, str>>,
+    kind: Option<GroupVersionKind<'a>>,
+    resource: Option<GroupVersionResource<'a>>,
+    sub_resource: Option<Option<Cow<'a, str>>>,
+    name: Option<Option<Cow<'a, str>>>,
+    namespace: Option<Option<Cow<'a, str>>>,
+    operation: Option<Operation>,
+    user_info: Option<UserInfo<'a>>,
+    object: Option<Option<RawObject<'a>>>,
+    old_object: Option<Option<RawObject<'a>>>,
+    dry_run: Option<Option<bool>>,
+    options: Option<Option<RequestOptions<'a>>>,
+}
+
+impl<'a> ReviewScan<'a> {
+    fn new(text: &'a str) -> Self {
+        ReviewScan {
+            scanner: Scanner::new(text),
+            api_version: None,
+            kind: None,
+            request_seen: false,
+            f: Fields::default(),
+            in_order: true,
+            last_rank: None,
         }
-        Some(Flow::Next)
-    })?;
-    if !stopped && !scanner.at_end() {
+    }
+
+    /// The review's entries from `entries` on; `Some(Some(key))` when the head is read and
+    /// the scanner stopped at the request's entry `key`.
+    fn top(&mut self, entries: &mut Entries, extent: Extent) -> Option<Option<Cow<'a, str>>> {
+        while let Some(key) = self.scanner.next_entry(entries)? {
+            match &*key {
+                "apiVersion" => once(&mut self.api_version, string(self.scanner.value_text()?)?)?,
+                "kind" => once(&mut self.kind, string(self.scanner.value_text()?)?)?,
+                "request" if !self.request_seen => {
+                    self.request_seen = true;
+                    if let Some(key) = self.request(&mut Entries::Start, extent)? {
+                        return Some(Some(key));
+                    }
+                }
+                "request" => return None,
+                _ => self.scanner.skip_value()?,
+            }
+        }
+        Some(None)
+    }
+
+    /// The request's entries from `entries` on; `Some(Some(key))` when only the head was
+    /// asked for, it is complete, and the scanner stopped at the entry `key`. Stopping early
+    /// is only safe when the keys come in the API server's order: then no head field can
+    /// follow `userInfo`. Bodies in any other order are read to the end.
+    fn request(&mut self, entries: &mut Entries, extent: Extent) -> Option<Option<Cow<'a, str>>> {
+        while let Some(key) = self.scanner.next_entry(entries)? {
+            let rank = GO_ORDER.iter().position(|k| *k == key);
+            self.in_order &= rank.is_some() && rank > self.last_rank;
+            self.last_rank = rank;
+            match (extent, &*key) {
+                (Extent::Head, "userInfo" | "object" | "oldObject")
+                    if self.in_order && self.f.operation.is_some() =>
+                {
+                    return Some(Some(key))
+                }
+                (Extent::Head, "userInfo" | "object" | "oldObject" | "dryRun" | "options") => {
+                    self.scanner.skip_value()?
+                }
+                (_, key) => self.request_entry(key)?,
+            }
+        }
+        Some(None)
+    }
+
+    /// One entry of the request, the scanner at its value.
+    fn request_entry(&mut self, key: &str) -> Option<()> {
+        let (scanner, f) = (&mut self.scanner, &mut self.f);
+        match key {
+            "uid" => once(&mut f.uid, string(scanner.value_text()?)?),
+            "kind" => {
+                let [group, version, kind] = string_fields(scanner, ["group", "version", "kind"])?;
+                once(
+                    &mut f.kind,
+                    GroupVersionKind {
+                        group,
+                        version,
+                        kind,
+                    },
+                )
+            }
+            "resource" => {
+                let [group, version, resource] =
+                    string_fields(scanner, ["group", "version", "resource"])?;
+                once(
+                    &mut f.resource,
+                    GroupVersionResource {
+                        group,
+                        version,
+                        resource,
+                    },
+                )
+            }
+            "subResource" => once(&mut f.sub_resource, nullable_string(scanner)?),
+            "name" => once(&mut f.name, nullable_string(scanner)?),
+            "namespace" => once(&mut f.namespace, nullable_string(scanner)?),
+            "operation" => {
+                let operation = match &*string(scanner.value_text()?)? {
+                    "CREATE" => Operation::Create,
+                    "UPDATE" => Operation::Update,
+                    "DELETE" => Operation::Delete,
+                    "CONNECT" => Operation::Connect,
+                    _ => return None,
+                };
+                once(&mut f.operation, operation)
+            }
+            // Small and rare: serde reads them from their text.
+            "userInfo" => once(
+                &mut f.user_info,
+                serde_json::from_str(scanner.value_text()?).ok()?,
+            ),
+            "options" => once(
+                &mut f.options,
+                serde_json::from_str(scanner.value_text()?).ok()?,
+            ),
+            "object" => once(&mut f.object, nullable_object(scanner)?),
+            "oldObject" => once(&mut f.old_object, nullable_object(scanner)?),
+            "dryRun" => {
+                let dry_run = match scanner.value_text()? {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    "null" => None,
+                    _ => return None,
+                };
+                once(&mut f.dry_run, dry_run)
+            }
+            _ => scanner.skip_value(),
+        }
+    }
+
+    /// The rest of the review, after the head stopped at the request's entry `key`: `text`
+    /// is the whole body, of which the head read a prefix.
+    fn finish(mut self, text: &'a str, key: &str) -> Option<Review<'a>> {
+        self.scanner = Scanner::at(text, self.scanner.pos);
+        self.request_entry(key)?;
+        self.request(&mut Entries::AfterValue, Extent::Whole)?;
+        self.top(&mut Entries::AfterValue, Extent::Whole)?;
+        if !self.scanner.at_end() {
+            return None;
+        }
+        self.into_review()
+    }
+
+    fn api_version(&self) -> Option<Cow<'a, str>> {
+        let api_version = self.api_version.clone()?;
+        (self.kind.as_deref() == Some("AdmissionReview")
+            && (api_version == "admission.k8s.io/v1" || api_version == "admission.k8s.io/v1beta1"))
+            .then_some(api_version)
+    }
+
+    /// The review with the head's fields only; it must name the object.
+    fn head_review(&self) -> Option<Review<'a>> {
+        let f = &self.f;
+        let request = Request {
+            uid: f.uid.clone()?,
+            kind: f.kind.clone()?,
+            resource: f.resource.clone().unwrap_or_default(),
+            sub_resource: f.sub_resource.clone().flatten(),
+            name: f.name.clone().flatten(),
+            namespace: f.namespace.clone().flatten(),
+            operation: f.operation?,
+            user_info: UserInfo::default(),
+            object: None,
+            old_object: None,
+            dry_run: None,
+            options: None,
+        };
+        request.name()?;
+        Some(Review {
+            api_version: self.api_version()?,
+            request,
+        })
+    }
+
+    fn into_review(self) -> Option<Review<'a>> {
+        let api_version = self.api_version()?;
+        let f = self.f;
+        let request = Request {
+            uid: f.uid?,
+            kind: f.kind?,
+            resource: f.resource.unwrap_or_default(),
+            sub_resource: f.sub_resource.flatten(),
+            name: f.name.flatten(),
+            namespace: f.namespace.flatten(),
+            operation: f.operation?,
+            user_info: f.user_info.unwrap_or_default(),
+            object: f.object.flatten(),
+            old_object: f.old_object.flatten(),
+            dry_run: f.dry_run.flatten(),
+            options: f.options.flatten(),
+        };
+        Some(Review {
+            api_version,
+            request,
+        })
+    }
+}
+
+/// The whole review with the scanner; `None` for anything it does not take.
+fn scan_review(text: &str) -> Option<Review<'_>> {
+    let mut scan = ReviewScan::new(text);
+    scan.top(&mut Entries::Start, Extent::Whole)?;
+    if !scan.scanner.at_end() {
         return None;
     }
-    let api_version = api_version?;
-    if kind.as_deref() != Some("AdmissionReview")
-        || (api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1")
-    {
-        return None;
-    }
-    let request = request?;
-    if extent == Extent::Head && request.name().is_none() {
-        return None;
-    }
-    Some(Review {
-        api_version,
-        request,
-    })
+    scan.into_review()
 }
 
 /// Sets a field read once; `None` when it was already set (serde rejects a repeated field).
@@ -292,8 +528,8 @@ fn nullable_object<'a>(scanner: &mut Scanner<'a>) -> Option<Option<RawObject<'a>
     }
 }
 
-/// An object of string fields (`kind`, `resource`): the first three keys of `keys`, in any
-/// order, each at most once; other keys are stepped over.
+/// An object of string fields (`kind`, `resource`): the three keys of `keys`, in any order,
+/// each at most once; other keys are stepped over.
 fn string_fields<'a>(scanner: &mut Scanner<'a>, keys: [&str; 3]) -> Option<[Cow<'a, str>; 3]> {
     let mut found: [Option<Cow<'a, str>>; 3] = Default::default();
     scanner.each_entry(|scanner, key| {
@@ -306,127 +542,11 @@ fn string_fields<'a>(scanner: &mut Scanner<'a>, keys: [&str; 3]) -> Option<[Cow<
     Some(found.map(Option::unwrap_or_default))
 }
 
-/// The request object at the scanner; `true` when the head was all that was asked for and the
-/// scanner stopped at the user.
-fn scan_request<'a>(scanner: &mut Scanner<'a>, extent: Extent) -> Option<(Request<'a>, bool)> {
-    #[derive(Default)]
-    struct Fields<'a> {
-        uid: Option<Cow<'a, str>>,
-        kind: Option<GroupVersionKind<'a>>,
-        resource: Option<GroupVersionResource<'a>>,
-        sub_resource: Option<Option<Cow<'a, str>>>,
-        name: Option<Option<Cow<'a, str>>>,
-        namespace: Option<Option<Cow<'a, str>>>,
-        operation: Option<Operation>,
-        user_info: Option<UserInfo<'a>>,
-        object: Option<Option<RawObject<'a>>>,
-        old_object: Option<Option<RawObject<'a>>>,
-        dry_run: Option<Option<bool>>,
-        options: Option<Option<RequestOptions<'a>>>,
-    }
-    let mut f = Fields::default();
-    // Stopping early is only safe when the keys come in the API server's order: then no head
-    // field can follow `userInfo`. Bodies in any other order are read to the end.
-    let mut in_order = true;
-    let mut last_rank = None;
-    let stopped = scanner.each_entry(|scanner, key| {
-        let rank = GO_ORDER.iter().position(|k| *k == key);
-        in_order &= rank.is_some() && rank > last_rank;
-        last_rank = rank;
-        let head = extent == Extent::Head;
-        match &*key {
-            "userInfo" | "object" | "oldObject" if head && in_order && f.operation.is_some() => {
-                return Some(Flow::Stop)
-            }
-            "userInfo" | "object" | "oldObject" | "dryRun" | "options" if head => {
-                scanner.skip_value()?
-            }
-            "uid" => once(&mut f.uid, string(scanner.value_text()?)?)?,
-            "kind" => {
-                let [group, version, kind] = string_fields(scanner, ["group", "version", "kind"])?;
-                once(
-                    &mut f.kind,
-                    GroupVersionKind {
-                        group,
-                        version,
-                        kind,
-                    },
-                )?
-            }
-            "resource" => {
-                let [group, version, resource] =
-                    string_fields(scanner, ["group", "version", "resource"])?;
-                once(
-                    &mut f.resource,
-                    GroupVersionResource {
-                        group,
-                        version,
-                        resource,
-                    },
-                )?
-            }
-            "subResource" => once(&mut f.sub_resource, nullable_string(scanner)?)?,
-            "name" => once(&mut f.name, nullable_string(scanner)?)?,
-            "namespace" => once(&mut f.namespace, nullable_string(scanner)?)?,
-            "operation" => {
-                let operation = match &*string(scanner.value_text()?)? {
-                    "CREATE" => Operation::Create,
-                    "UPDATE" => Operation::Update,
-                    "DELETE" => Operation::Delete,
-                    "CONNECT" => Operation::Connect,
-                    _ => return None,
-                };
-                once(&mut f.operation, operation)?
-            }
-            // Small and rare: serde reads them from their text.
-            "userInfo" => once(
-                &mut f.user_info,
-                serde_json::from_str(scanner.value_text()?).ok()?,
-            )?,
-            "options" => once(
-                &mut f.options,
-                serde_json::from_str(scanner.value_text()?).ok()?,
-            )?,
-            "object" => once(&mut f.object, nullable_object(scanner)?)?,
-            "oldObject" => once(&mut f.old_object, nullable_object(scanner)?)?,
-            "dryRun" => {
-                let dry_run = match scanner.value_text()? {
-                    "true" => Some(true),
-                    "false" => Some(false),
-                    "null" => None,
-                    _ => return None,
-                };
-                once(&mut f.dry_run, dry_run)?
-            }
-            _ => scanner.skip_value()?,
-        }
-        Some(Flow::Next)
-    })?;
-    let request = Request {
-        uid: f.uid?,
-        kind: f.kind?,
-        resource: f.resource.unwrap_or_default(),
-        sub_resource: f.sub_resource.flatten(),
-        name: f.name.flatten(),
-        namespace: f.namespace.flatten(),
-        operation: f.operation?,
-        user_info: f.user_info.unwrap_or_default(),
-        object: f.object.flatten(),
-        old_object: f.old_object.flatten(),
-        dry_run: f.dry_run.flatten(),
-        options: f.options.flatten(),
-    };
-    Some((request, stopped))
-}
-
-/// The whole review. Read with the scanner ([`scan_review`]): the objects are stepped over
-/// once and left as text for [`decide`](crate::decide) to read as far as it needs. A body the
-/// scanner does not take is parsed with serde, which says what is wrong with it.
+/// The whole review. Read with the scanner: the objects are stepped over once and left as
+/// text for [`decide`](crate::decide) to read as far as it needs. A body the scanner does not
+/// take is parsed with serde, which says what is wrong with it.
 pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    if let Some(review) = std::str::from_utf8(body)
-        .ok()
-        .and_then(|text| scan_review(text, Extent::Whole))
-    {
+    if let Some(review) = std::str::from_utf8(body).ok().and_then(scan_review) {
         return Ok(review);
     }
     parse_review_with_serde(body)
@@ -681,12 +801,18 @@ mod tests {
     /// rejects; the head is the full review's.
     fn assert_scanned_as_serde_parses(body: &[u8]) -> bool {
         let serde = parse_review_with_serde(body);
-        let scanned = std::str::from_utf8(body)
-            .ok()
-            .and_then(|text| scan_review(text, Extent::Whole));
+        let scanned = std::str::from_utf8(body).ok().and_then(scan_review);
         if let Some(scanned) = &scanned {
             let serde = serde.as_ref().expect("serde reads what the scanner reads");
             assert_eq!(format!("{scanned:?}"), format!("{serde:?}"));
+        }
+        // Read on from the head: the same review, or the same refusal.
+        if let Some(head) = read_head(body) {
+            match (head.rest(), &serde) {
+                (Ok(rest), Ok(serde)) => assert_eq!(format!("{rest:?}"), format!("{serde:?}")),
+                (Err(rest), Err(serde)) => assert_eq!(&rest, serde),
+                (rest, serde) => panic!("read on from the head: {rest:?}, serde: {serde:?}"),
+            }
         }
         // And the scanner takes every UTF-8 review serde does: the serde path is for errors.
         assert!(scanned.is_some() || serde.is_err() || std::str::from_utf8(body).is_err());
@@ -733,7 +859,11 @@ mod tests {
             assert!(assert_scanned_as_serde_parses(body.as_bytes()));
             let go = go_order(body);
             assert!(assert_scanned_as_serde_parses(go.as_bytes()));
-            // In Go's order the head is read, and the scan stops at the user.
+            // In Go's order the head is read, and the scan stops at the user, to read on
+            // from there.
+            if let Some(head) = read_head(go.as_bytes()) {
+                assert!(head.stopped.is_some());
+            }
             let head = parse_head(go.as_bytes());
             let named = serde_json::from_str::<serde_json::Value>(body).unwrap()["request"]["name"]
                 .as_str()
@@ -755,6 +885,7 @@ mod tests {
         padded.extend_from_slice(&body[at..]);
         assert!(parse_head(&padded).is_some());
         assert!(parse_review(&padded).is_err());
+        assert!(read_head(&padded).unwrap().rest().is_err());
         body.truncate(at);
         assert!(parse_review(&body).is_err());
     }

@@ -14,6 +14,15 @@ pub(crate) struct Scanner<'a> {
     pub(crate) pos: usize,
 }
 
+/// Where [`Scanner::next_entry`] is in an object.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Entries {
+    /// At the object's `{`.
+    Start,
+    /// After an entry's value.
+    AfterValue,
+}
+
 /// What [`Scanner::each_entry`] does after an entry.
 #[derive(PartialEq)]
 pub(crate) enum Flow {
@@ -27,6 +36,15 @@ impl<'a> Scanner<'a> {
             text,
             bytes: text.as_bytes(),
             pos: 0,
+        }
+    }
+
+    /// At `pos` in `text`: to read on from where a scanner of a prefix of `text` stopped.
+    pub(crate) fn at(text: &'a str, pos: usize) -> Self {
+        Scanner {
+            text,
+            bytes: text.as_bytes(),
+            pos,
         }
     }
 
@@ -73,38 +91,52 @@ impl<'a> Scanner<'a> {
         &mut self,
         mut entry: impl FnMut(&mut Self, Cow<'a, str>) -> Option<Flow>,
     ) -> Option<bool> {
+        let mut entries = Entries::Start;
+        while let Some(key) = self.next_entry(&mut entries)? {
+            if entry(self, key)? == Flow::Stop {
+                return Some(true);
+            }
+        }
+        Some(false)
+    }
+
+    /// The next key of an object, with the scanner moved to its value: `Some(None)` after the
+    /// object's end, `None` when the text is not an object. `entries` says where the scanner
+    /// is (at the `{`, or after a value), so a read can stop at any entry and go on later.
+    pub(crate) fn next_entry(&mut self, entries: &mut Entries) -> Option<Option<Cow<'a, str>>> {
         self.skip_whitespace();
-        if self.bytes.get(self.pos) != Some(&b'{') {
+        match std::mem::replace(entries, Entries::AfterValue) {
+            Entries::Start => {
+                if self.bytes.get(self.pos) != Some(&b'{') {
+                    return None;
+                }
+                self.pos += 1;
+                self.skip_whitespace();
+                if self.bytes.get(self.pos) == Some(&b'}') {
+                    self.pos += 1;
+                    return Some(None);
+                }
+            }
+            Entries::AfterValue => match self.bytes.get(self.pos)? {
+                b',' => {
+                    self.pos += 1;
+                    self.skip_whitespace();
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return Some(None);
+                }
+                _ => return None,
+            },
+        }
+        let key = self.key()?;
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) != Some(&b':') {
             return None;
         }
         self.pos += 1;
         self.skip_whitespace();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            return Some(false);
-        }
-        loop {
-            self.skip_whitespace();
-            let key = self.key()?;
-            self.skip_whitespace();
-            if self.bytes.get(self.pos) != Some(&b':') {
-                return None;
-            }
-            self.pos += 1;
-            self.skip_whitespace();
-            if entry(self, key)? == Flow::Stop {
-                return Some(true);
-            }
-            self.skip_whitespace();
-            match self.bytes.get(self.pos)? {
-                b',' => self.pos += 1,
-                b'}' => {
-                    self.pos += 1;
-                    return Some(false);
-                }
-                _ => return None,
-            }
-        }
+        Some(Some(key))
     }
 
     /// From an opening quote to after its closing quote.

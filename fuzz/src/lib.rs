@@ -17,7 +17,7 @@ use helm_locker::release::{
     decode_data_release, decode_helm_payload, decode_release_json, parse_release_file,
     ReleaseSecret, SecretRef, Status,
 };
-use helm_locker::review::{parse_head, parse_review, render_response};
+use helm_locker::review::{parse_head, parse_review, read_head, render_response};
 use serde_json::Value;
 
 /// The `shop` release as recorded after `helm upgrade` (revision 2 deployed: a Deployment,
@@ -70,7 +70,17 @@ pub fn review(data: &[u8]) {
             }
         }
     }
-    let Ok(review) = parse_review(data) else {
+    // Reading on from the head gives the review a read from the start gives, or the same
+    // refusal.
+    let parsed = parse_review(data);
+    if let Some(head) = read_head(data) {
+        match (head.rest(), &parsed) {
+            (Ok(rest), Ok(whole)) => assert_eq!(format!("{rest:?}"), format!("{whole:?}")),
+            (Err(rest), Err(whole)) => assert_eq!(&rest, whole),
+            (rest, whole) => panic!("read on from the head: {rest:?}, from the start: {whole:?}"),
+        }
+    }
+    let Ok(review) = parsed else {
         return;
     };
     let request = &review.request;

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 use crate::decide::{confirm, decide, decide_head, Decision};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
-use crate::review::{parse_head, parse_review, render_response, Review};
+use crate::review::{parse_review, read_head, render_response, Head, Review};
 use crate::server::state::AppState;
 
 #[derive(Clone, Copy)]
@@ -120,13 +120,15 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     };
     let started = Instant::now();
     // The fast path: an object no release owns, known from the review's head.
-    if let Some(head) = parse_head(&body) {
+    let head = read_head(&body);
+    if let Some(head) = &head {
         let index = state.index.snapshot();
-        if let Ok(Some(decision)) = decide_head(&index, &head.request) {
-            return respond(state, endpoint, &head, &decision, started);
+        if let Ok(Some(decision)) = decide_head(&index, &head.review.request) {
+            return respond(state, endpoint, &head.review, &decision, started);
         }
     }
-    let review = match parse_review(&body) {
+    // Otherwise the whole review, read on from where the head stopped.
+    let review = match head.map_or_else(|| parse_review(&body), Head::rest) {
         Ok(review) => review,
         Err(e) => {
             state.metrics.bad_requests.inc();
