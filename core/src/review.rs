@@ -1,7 +1,10 @@
 //! AdmissionReview in and out (admission.k8s.io/v1, and v1beta1 which has the same shape).
 //!
-//! Parsing borrows from the request body and leaves `object`/`oldObject` as raw JSON: most
-//! requests are for objects no release owns and are answered from the header fields alone.
+//! Reading borrows from the request body and leaves `object`/`oldObject` as raw JSON: most
+//! requests are for objects no release owns and are answered from the head alone
+//! ([`read_head`]); the rest of the review is then read on from where the head stopped. Both
+//! are read with the one-pass scanner ([`crate::scan`]); serde reads what the scanner declines,
+//! to say what is wrong with it.
 //! Responses are written by hand-rolled serde structs: a mutating response's `patch` must be a
 //! base64 string (kube-rs's `AdmissionResponse` writes a number array, kube-rs#1781).
 
