@@ -7,7 +7,7 @@
 //! than `{}` and `[]`, anchors, aliases, tags, directives, multi-line plain or quoted scalars,
 //! block scalars with an indentation indicator or `+` chomping, folded scalars with
 //! more-indented lines, tabs or carriage returns where they could matter, keys that are not
-//! plain strings, merge keys, nesting deeper than [`MAX_DEPTH`], and any indentation it does not
+//! plain strings, merge keys, nesting deeper than `MAX_DEPTH`, and any indentation it does not
 //! expect. What it accepts, it reads as the reference parser does; a unit test and the `yaml`
 //! fuzz target check that.
 
