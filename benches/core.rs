@@ -77,56 +77,6 @@ const RECORDED_LOCKED: &[&str] = &[
     "108", "109", "113", "114",
 ];
 
-/// A review as kube-apiserver writes it: keys in Go's field order, compact (the recorded
-/// fixtures have sorted keys), as scripts/go_order.py rewrites them for the load runs.
-fn go_order(body: &str) -> String {
-    const REVIEW: &[&str] = &["kind", "apiVersion", "request"];
-    const REQUEST: &[&str] = &[
-        "uid",
-        "kind",
-        "resource",
-        "subResource",
-        "requestKind",
-        "requestResource",
-        "requestSubResource",
-        "name",
-        "namespace",
-        "operation",
-        "userInfo",
-        "object",
-        "oldObject",
-        "dryRun",
-        "options",
-    ];
-    fn ordered(
-        map: &serde_json::Map<String, serde_json::Value>,
-        order: &[&str],
-        inner: Option<(&str, &[&str])>,
-    ) -> String {
-        let mut keys: Vec<&String> = map.keys().collect();
-        keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(order.len()));
-        let members: Vec<String> = keys
-            .into_iter()
-            .map(|k| {
-                let value = match (inner, &map[k]) {
-                    (Some((at, order)), serde_json::Value::Object(m)) if at == k => {
-                        ordered(m, order, None)
-                    }
-                    (_, v) => v.to_string(),
-                };
-                format!("{}:{value}", serde_json::to_string(k).unwrap())
-            })
-            .collect();
-        format!("{{{}}}", members.join(","))
-    }
-    let review: serde_json::Value = serde_json::from_str(body).unwrap();
-    ordered(
-        review.as_object().unwrap(),
-        REVIEW,
-        Some(("request", REQUEST)),
-    )
-}
-
 fn benches(c: &mut Criterion) {
     let index = cluster(1_000, 30);
     let config = Config::default();
@@ -249,7 +199,10 @@ fn benches(c: &mut Criterion) {
     );
     // What the server does for each of them, from the body as the API server sends it (keys in
     // Go's field order): the head, the full parse, the decision.
-    let go_ordered: Vec<String> = recorded_bodies.iter().map(|b| go_order(b)).collect();
+    let go_ordered: Vec<String> = recorded_bodies
+        .iter()
+        .map(|b| helm_locker_core::test_util::go_order(b))
+        .collect();
     group.bench_function(
         "server path: 17 recorded locked writes, head + parse + decide",
         |b| {

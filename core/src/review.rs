@@ -178,7 +178,7 @@ pub enum ReviewError {
 
 /// The keys of an AdmissionRequest in the order the API server writes them (Go's field order,
 /// which encoding/json always follows).
-const GO_ORDER: &[&str] = &[
+pub const GO_ORDER: &[&str] = &[
     "uid",
     "kind",
     "resource",
@@ -682,6 +682,7 @@ pub fn render_allowed(api_version: &str, uid: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::go_order;
 
     #[test]
     fn the_head_is_read_without_the_objects_when_keys_come_in_the_api_servers_order() {
@@ -760,30 +761,6 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("hunter2"));
-    }
-
-    /// A review as the API server sends it: keys in Go's field order, compact.
-    fn go_order(body: &str) -> String {
-        fn ordered(map: &serde_json::Map<String, serde_json::Value>, order: &[&str]) -> String {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(order.len()));
-            let members: Vec<String> = keys
-                .into_iter()
-                .map(|k| {
-                    let value = match &map[k] {
-                        serde_json::Value::Object(m) if k == "request" => ordered(m, GO_ORDER),
-                        v => v.to_string(),
-                    };
-                    format!("{}:{value}", serde_json::to_string(k).unwrap())
-                })
-                .collect();
-            format!("{{{}}}", members.join(","))
-        }
-        let review: serde_json::Value = serde_json::from_str(body).unwrap();
-        ordered(
-            review.as_object().unwrap(),
-            &["kind", "apiVersion", "request"],
-        )
     }
 
     fn recorded_reviews() -> Vec<String> {
