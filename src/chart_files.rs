@@ -84,10 +84,12 @@ impl ReadChartFiles for FolderChartFiles {
     }
 }
 
-/// What was read per revision: its chart files, or that it has none.
-type Revisions = HashMap<(ReleaseKey, u64), Option<Arc<ChartFiles>>>;
+/// Per revision: what was read (its chart files, or that it has none), or the read under way.
+type Revisions = HashMap<(ReleaseKey, u64), Arc<tokio::sync::OnceCell<Option<Arc<ChartFiles>>>>>;
 
-/// Revisions read so far, at most [`CACHED_REVISIONS`] (then it starts over).
+/// Revisions read so far, at most [`CACHED_REVISIONS`] (then it starts over). Denials of the
+/// same revision that arrive together share one read (a rollout's pods, a loop of `kubectl
+/// apply`): the API server sees one GET, not one per denial.
 pub struct ChartFilesCache {
     source: Box<dyn ReadChartFiles>,
     read: Mutex<Revisions>,
@@ -103,22 +105,25 @@ impl ChartFilesCache {
         }
     }
 
-    /// The chart files of a revision; `None` when it has none or they cannot be read now.
+    /// The chart files of a revision; `None` when it has none or they cannot be read now. A
+    /// failed read is not kept: the next denial tries again.
     pub async fn get(&self, release: &ReleaseKey, revision: u64) -> Option<Arc<ChartFiles>> {
         let key = (release.clone(), revision);
-        if let Some(found) = self.lock().get(&key) {
-            return found.clone();
-        }
-        match self.source.read(release, revision).await {
-            Ok(files) => {
-                let files = files.map(Arc::new);
-                let mut read = self.lock();
-                if read.len() >= CACHED_REVISIONS {
-                    read.clear();
-                }
-                read.insert(key, files.clone());
-                files
+        let cell = {
+            let mut read = self.lock();
+            if read.len() >= CACHED_REVISIONS && !read.contains_key(&key) {
+                read.clear();
             }
+            Arc::clone(read.entry(key).or_default())
+        };
+        let read = cell
+            .get_or_try_init(|| async {
+                let files = self.source.read(release, revision).await?;
+                Ok::<_, String>(files.map(Arc::new))
+            })
+            .await;
+        match read {
+            Ok(files) => files.clone(),
             Err(e) => {
                 tracing::warn!(release = %release, revision, error = %e, "cannot read the release's chart to trace values keys");
                 None
@@ -178,6 +183,50 @@ mod tests {
         assert!(cache.get(&shop, 3).await.is_none());
         assert!(cache.get(&shop, 3).await.is_none());
         assert_eq!(reads.load(Ordering::SeqCst), 4, "an error is not kept");
+    }
+
+    /// A read that takes a while, counted.
+    struct Slow(Arc<AtomicUsize>);
+
+    impl ReadChartFiles for Slow {
+        fn read<'a>(
+            &'a self,
+            _: &'a ReleaseKey,
+            _: u64,
+        ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                Ok(Some(ChartFiles {
+                    chart: "shop".into(),
+                    ..Default::default()
+                }))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn denials_that_arrive_together_share_one_read() {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let cache = Arc::new(ChartFilesCache::new(Box::new(Slow(reads.clone()))));
+        let shop = ReleaseKey {
+            namespace: "shop".into(),
+            name: "shop".into(),
+        };
+        let denials: Vec<_> = (0..8)
+            .map(|_| {
+                let (cache, shop) = (cache.clone(), shop.clone());
+                tokio::spawn(async move { cache.get(&shop, 1).await })
+            })
+            .collect();
+        for denial in denials {
+            assert_eq!(denial.await.unwrap().unwrap().chart, "shop");
+        }
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            1,
+            "one read for eight denials"
+        );
     }
 
     /// The folder source finds the revision among the release files.
