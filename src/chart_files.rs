@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Counts reads; revision 1 has files, 2 has none, 3 fails.
+    /// Counts reads, each taking 20 ms; revision 1 has files, 2 has none, 3 fails.
     struct Fake(Arc<AtomicUsize>);
     impl ReadChartFiles for Fake {
         fn read<'a>(
@@ -151,6 +151,8 @@ mod tests {
         ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
+                // Slow enough for reads that start together to overlap.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 match revision {
                     1 => Ok(Some(ChartFiles {
                         chart: "shop".into(),
@@ -185,30 +187,10 @@ mod tests {
         assert_eq!(reads.load(Ordering::SeqCst), 4, "an error is not kept");
     }
 
-    /// A read that takes a while, counted.
-    struct Slow(Arc<AtomicUsize>);
-
-    impl ReadChartFiles for Slow {
-        fn read<'a>(
-            &'a self,
-            _: &'a ReleaseKey,
-            _: u64,
-        ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async move {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                Ok(Some(ChartFiles {
-                    chart: "shop".into(),
-                    ..Default::default()
-                }))
-            })
-        }
-    }
-
     #[tokio::test]
     async fn denials_that_arrive_together_share_one_read() {
         let reads = Arc::new(AtomicUsize::new(0));
-        let cache = Arc::new(ChartFilesCache::new(Box::new(Slow(reads.clone()))));
+        let cache = Arc::new(ChartFilesCache::new(Box::new(Fake(reads.clone()))));
         let shop = ReleaseKey {
             namespace: "shop".into(),
             name: "shop".into(),
