@@ -32,7 +32,7 @@ def release_values():
         doc = json.loads(path.read_text())
         for item in doc.get("items", [doc]):
             yield path, item["data"]["release"]
-    for path in sorted((FIXTURES / "helm3-releases").glob("*.yaml")):
+    for path in sorted((FIXTURES / "helm3-style").glob("*.yaml")):
         for line in path.read_text().splitlines():
             if line.strip().startswith("release:"):
                 yield path, line.split(":", 1)[1].strip()
@@ -42,7 +42,7 @@ def main():
     out = pathlib.Path(sys.argv[1])
     for path in sorted((FIXTURES / "cluster-capture" / "reviews").glob("*.json")):
         write(out, "review", path.read_bytes())
-    for path in sorted((FIXTURES / "helm3-releases").glob("*.yaml")):
+    for path in sorted((FIXTURES / "helm3-style").glob("*.yaml")):
         write(out, "release", path.read_bytes())
     for path in sorted((FIXTURES / "cluster-capture" / "releases").glob("*.json")):
         write(out, "release", path.read_bytes())

@@ -28,61 +28,296 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_release_fixture_decodes() {
+    use helm_locker::release::{decode_data_release, release_data};
     let mut decoded = 0;
-    for dir in ["helm3-releases", "cluster-capture/releases"] {
+    for dir in ["helm3-style", "cluster-capture/releases"] {
         for file in sorted_files(&fixtures().join(dir)) {
             if file.extension().is_some_and(|e| e == "md") {
                 continue;
             }
-            let entries = parse_release_file(&std::fs::read_to_string(&file).unwrap()).unwrap();
-            assert!(!entries.is_empty(), "{}", file.display());
-            for entry in entries {
-                let secret =
-                    entry.unwrap_or_else(|(s, e)| panic!("{}: {s:?}: {e}", file.display()));
-                let manifest = helm_locker::manifest::parse_manifest(&secret.release.manifest);
+            let text = std::fs::read_to_string(&file).unwrap();
+            // Every payload decodes and its manifest parses whole.
+            let payloads = release_data(&text);
+            assert!(!payloads.is_empty(), "{}", file.display());
+            for data in &payloads {
+                let release = decode_data_release(&data.data)
+                    .unwrap_or_else(|e| panic!("{}: {:?}: {e}", file.display(), data.secret));
+                let manifest = helm_locker::manifest::parse_manifest(&release.manifest);
                 assert!(!manifest.objects.is_empty(), "{}", file.display());
                 assert_eq!(manifest.skipped, [], "{}", file.display());
                 decoded += 1;
             }
+            // Read as Secrets, each is taken, unless its release names another namespace than
+            // the Secret's (namespace-mismatch.yaml): whether that one is taken is the locker's
+            // trust rule, not a decoding question.
+            let entries = parse_release_file(&text).unwrap();
+            assert_eq!(entries.len(), payloads.len(), "{}", file.display());
+            for entry in entries {
+                if let Err((secret, e)) = entry {
+                    let foreign = payloads.iter().any(|d| {
+                        d.secret == secret
+                            && decode_data_release(&d.data).is_ok_and(|r| {
+                                secret.as_ref().is_some_and(|s| s.namespace != r.namespace)
+                            })
+                    });
+                    assert!(foreign, "{}: {secret:?}: {e}", file.display());
+                }
+            }
         }
     }
-    assert_eq!(decoded, 8 + 11);
+    // helm3-style: 8 files, one of them a List of 2 Secrets.
+    assert_eq!(decoded, 9 + 11);
+}
+
+/// The Secrets of `tests/fixtures/helm3-style/<name>` (made by scripts/make-release-fixtures.py;
+/// its README says which quirk each file carries).
+fn helm3_style(name: &str) -> Vec<helm_locker::release::ReleaseSecret> {
+    let text = std::fs::read_to_string(fixtures().join("helm3-style").join(name)).unwrap();
+    parse_release_file(&text)
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.unwrap_or_else(|(s, e)| panic!("{name}: {s:?}: {e}")))
+        .collect()
+}
+
+/// The chart's content of a locked object, as JSON.
+fn locked_content(
+    index: &Index,
+    (group, kind, namespace, name): (&str, &str, Option<&str>, &str),
+) -> Value {
+    let object = index
+        .lookup(group, kind, namespace, name)
+        .unwrap_or_else(|| panic!("{kind} {namespace:?}/{name} is not locked"));
+    serde_json::to_value(object.content()).unwrap()
 }
 
 #[test]
 fn helm3_fixtures_have_the_documented_content() {
-    let read = |name: &str| {
-        let text = std::fs::read_to_string(fixtures().join("helm3-releases").join(name)).unwrap();
-        parse_release_file(&text).unwrap().remove(0).unwrap()
-    };
-    let double = read("deckhouse-releaseWithDoubleFields.yaml");
+    use helm_locker::release::{decode_data_release, release_data, Status};
+    use serde_json::json;
+
+    // Helm 3 wrote every one: no `apply_method` (Helm 4's), whatever else differs.
+    let names = [
+        "block-scalars.yaml",
+        "crd-in-manifest.yaml",
+        "deprecated-apis.yaml",
+        "duplicate-key.yaml",
+        "failed-install.yaml",
+        "labels-disagree.yaml",
+        "namespace-mismatch.yaml",
+        "plain-json.yaml",
+    ];
+    let on_disk: Vec<_> = sorted_files(&fixtures().join("helm3-style"))
+        .into_iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".yaml"))
+        .collect();
+    assert_eq!(on_disk, names);
+    for name in names {
+        let text = std::fs::read_to_string(fixtures().join("helm3-style").join(name)).unwrap();
+        for data in release_data(&text) {
+            let release = decode_data_release(&data.data).unwrap();
+            assert_eq!(release.apply_method, None, "{name}");
+            assert_eq!(
+                data.secret.unwrap().name,
+                format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+                "{name}"
+            );
+        }
+    }
+
+    // The Secret lives in `finance`, its payload says `books`. Decode-level facts only: whether
+    // the locker takes such a Secret is its trust rule, not this fixture's.
+    let text =
+        std::fs::read_to_string(fixtures().join("helm3-style/namespace-mismatch.yaml")).unwrap();
+    let [data] = <[_; 1]>::try_from(release_data(&text)).ok().unwrap();
+    assert_eq!(data.secret.unwrap().namespace, "finance");
+    let ledger = decode_data_release(&data.data).unwrap();
     assert_eq!(
         (
-            double.release.name.as_str(),
-            double.release.namespace.as_str()
+            ledger.name.as_str(),
+            ledger.namespace.as_str(),
+            ledger.status
         ),
-        ("fooing", "d8-system")
+        ("ledger", "books", Status::Deployed)
     );
-    let index = Index::from_secrets([double]);
-    let ingress = index
-        .lookup("networking.k8s.io", "Ingress", Some("d8-system"), "foo")
-        .expect("the Ingress is locked");
-    // The duplicated `spec:` keeps its last value, as lenient parsers (and the API server) do.
-    assert!(ingress.content().get("spec").is_some());
+    assert!(
+        !text.contains("version:"),
+        "the Secret has no version label"
+    );
 
-    let deprecated = read("deckhouse-helm3ReleaseWithDeprecated.yaml");
-    assert_eq!(deprecated.secret.namespace, "appns");
-    assert_eq!(deprecated.release.namespace, "default");
-    let not_deployed = read("deckhouse-helm3NotDeployed.yaml");
-    // Helm reads the payload, not the Secret's labels.
-    assert_eq!(not_deployed.labels["status"], "superseded");
+    // Both Secrets' labels say `deployed`; Helm (and the locker) go by the payloads.
+    let tally = helm3_style("labels-disagree.yaml");
+    let statuses: Vec<_> = tally
+        .iter()
+        .map(|s| {
+            (
+                s.release.revision,
+                s.labels["status"].as_str(),
+                s.release.status,
+            )
+        })
+        .collect();
     assert_eq!(
-        not_deployed.release.status,
-        helm_locker::release::Status::Deployed
+        statuses,
+        [
+            (1, "deployed", Status::Superseded),
+            (2, "deployed", Status::Failed)
+        ]
     );
-    let configmap = read("kots-test-chart-2.yaml");
-    assert_eq!(configmap.release.revision, 1);
-    assert_eq!(configmap.release.apply_method, None);
+    let index = Index::from_secrets(tally);
+    let state = index
+        .release(&helm_locker::release::ReleaseKey::new("counting", "tally"))
+        .unwrap();
+    assert_eq!(state.status(), Status::Failed);
+    let limits = locked_content(&index, ("", "ConfigMap", Some("counting"), "tally-limits"));
+    assert_eq!(limits["data"]["limit"], "25");
+
+    // `data:` twice in the ConfigMap and `spec:` twice in the Service: the last one is kept, as
+    // lenient parsers (and the API server) do.
+    let index = Index::from_secrets(helm3_style("duplicate-key.yaml"));
+    let config = locked_content(&index, ("", "ConfigMap", Some("edge"), "relay-config"));
+    assert_eq!(
+        config["data"],
+        json!({"upstream": "relay-backend.edge.svc", "retries": "5", "timeout": "30s"})
+    );
+    let service = locked_content(&index, ("", "Service", Some("edge"), "relay"));
+    assert_eq!(service["spec"]["type"], "NodePort");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "relay", "port": 8080, "nodePort": 30080}])
+    );
+
+    // APIs Kubernetes removed are still what the release says.
+    let [archive] = <[_; 1]>::try_from(helm3_style("deprecated-apis.yaml")).unwrap();
+    let kinds: Vec<_> = helm_locker::manifest::parse_manifest(&archive.release.manifest)
+        .objects
+        .iter()
+        .map(|o| format!("{}/{} {}", o.group, o.version, o.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "apiextensions.k8s.io/v1beta1 CustomResourceDefinition",
+            "extensions/v1beta1 Deployment",
+            "extensions/v1beta1 Ingress",
+            "policy/v1beta1 PodDisruptionBudget",
+        ]
+    );
+    let index = Index::from_secrets([archive]);
+    let ingress = locked_content(
+        &index,
+        ("extensions", "Ingress", Some("records"), "archive-web"),
+    );
+    assert_eq!(
+        ingress["spec"]["backend"],
+        json!({"serviceName": "archive-web", "servicePort": "http"})
+    );
+    assert_eq!(
+        ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"],
+        json!({"serviceName": "archive-api", "servicePort": 9000})
+    );
+    locked_content(
+        &index,
+        (
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "snapshots.records.example.org",
+        ),
+    );
+
+    // A CRD rendered from templates/ is in the manifest (one from crds/ would not be); so are a
+    // resource of it, a ClusterRole, and a Deployment the chart puts in another namespace.
+    let [gauges] = <[_; 1]>::try_from(helm3_style("crd-in-manifest.yaml")).unwrap();
+    assert_eq!(gauges.labels["createdAt"], "1");
+    let index = Index::from_secrets([gauges]);
+    let crd = locked_content(
+        &index,
+        (
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gauges.metrics.example.org",
+        ),
+    );
+    assert_eq!(crd["spec"]["names"]["kind"], "Gauge");
+    let gauge = locked_content(
+        &index,
+        (
+            "metrics.example.org",
+            "Gauge",
+            Some("metrics"),
+            "queue-depth",
+        ),
+    );
+    assert_eq!(gauge["spec"]["threshold"], 1000);
+    locked_content(
+        &index,
+        (
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            None,
+            "gauges-reader",
+        ),
+    );
+    locked_content(
+        &index,
+        (
+            "apps",
+            "Deployment",
+            Some("metrics-system"),
+            "gauge-operator",
+        ),
+    );
+    assert!(index
+        .lookup("apps", "Deployment", Some("metrics"), "gauge-operator")
+        .is_none());
+
+    // Multi-line values in each block style; the template ended without a newline, Helm's
+    // manifest has one after the last block scalar.
+    let [notes] = <[_; 1]>::try_from(helm3_style("block-scalars.yaml")).unwrap();
+    assert!(notes.release.manifest.ends_with("    of the manifest\n"));
+    let index = Index::from_secrets([notes]);
+    let text = locked_content(&index, ("", "ConfigMap", Some("docs"), "notes-text"));
+    assert_eq!(
+        text["data"],
+        json!({
+            "motd": "Welcome to the notes service.\nBe kind to each other.\n",
+            "banner": "Notes are kept for thirty days.",
+            "script": "#!/bin/sh\nset -eu\n\nexec notes-server --port 7070",
+            "trailing": "kept\n\n",
+            "footer": "last line\nof the manifest\n",
+        })
+    );
+
+    // Helm's base64 holds the JSON itself (no gzip), which Helm still reads.
+    let text = std::fs::read_to_string(fixtures().join("helm3-style/plain-json.yaml")).unwrap();
+    let [data] = <[_; 1]>::try_from(release_data(&text)).ok().unwrap();
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let payload = b64.decode(b64.decode(&data.data).unwrap()).unwrap();
+    assert!(payload.starts_with(b"{\"name\":\"pilot\""));
+    let [pilot] = <[_; 1]>::try_from(helm3_style("plain-json.yaml")).unwrap();
+    assert_eq!(pilot.release.hooks.len(), 1);
+    assert_eq!(pilot.release.hooks[0].kind, "Job");
+    assert!(pilot.release.notes.contains("<lab> & reports"));
+    let index = Index::from_secrets([pilot]);
+    locked_content(&index, ("", "ServiceAccount", Some("lab"), "pilot"));
+    // Hooks are not part of the manifest and are never locked.
+    assert!(index
+        .lookup("batch", "Job", Some("lab"), "pilot-preflight")
+        .is_none());
+
+    // A failed first install, as Helm 3 leaves it.
+    let [beacon] = <[_; 1]>::try_from(helm3_style("failed-install.yaml")).unwrap();
+    assert_eq!(beacon.release.status, Status::Failed);
+    assert_eq!(beacon.labels["status"], "failed");
+    assert_eq!(beacon.release.chart, "beacon-0.2.0");
+    assert!(beacon
+        .release
+        .description
+        .starts_with("Release \"beacon\" failed"));
 }
 
 struct Recorded {

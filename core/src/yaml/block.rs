@@ -708,7 +708,7 @@ mod tests {
     fn every_recorded_manifest_is_read_like_the_reference() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
         let (mut docs, mut taken) = (0, 0);
-        for folder in ["cluster-capture/releases", "helm3-releases"] {
+        for folder in ["cluster-capture/releases", "helm3-style"] {
             let Ok(entries) = std::fs::read_dir(dir.join(folder)) else {
                 continue;
             };
