@@ -1,6 +1,8 @@
 //! Rule 7's fresh read: before a deny or a repair, the release's newest revision is read again
-//! from its source of truth, so a write racing Helm's own start is not denied. The server asks
-//! through this trait; the Kubernetes source and the reverter provide and use it.
+//! from its source of truth, so a write racing Helm's own start is not denied; and, for a
+//! request that does not hold the stored object's metadata (a `Scale`, an `Eviction`), the
+//! release the stored object's annotations name. The server asks through this trait; the
+//! Kubernetes source and the reverter provide and use it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,4 +19,23 @@ pub trait Confirm: Send + Sync {
         &'a self,
         release: &'a ReleaseKey,
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>>;
+
+    /// The release the stored object's `meta.helm.sh/release-name`/`-namespace` annotations
+    /// name (`None`: it carries none, or is gone). `resource` is the object's own resource as
+    /// an admission request names it (`apps/v1` `deployments` for a `deployments/scale`).
+    fn owner_of<'a>(
+        &'a self,
+        resource: &'a StoredObject,
+    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, String>>;
+}
+
+/// An object as an admission request addresses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredObject {
+    pub group: String,
+    pub version: String,
+    /// The plural resource name (`deployments`).
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: String,
 }

@@ -221,14 +221,21 @@ fn review(operation: &str, kind: &str, name: &str, object: Value, old: Value) ->
         .body()
 }
 
+/// What Helm writes on every object it creates: the locker locks only objects that carry it.
+fn helm_annotations() -> Value {
+    json!({"meta.helm.sh/release-name": "leaky", "meta.helm.sh/release-namespace": "leak"})
+}
+
 fn configmap(token: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": "leaky-config", "namespace": "leak"}, "data": {"token": token}})
+           "metadata": {"name": "leaky-config", "namespace": "leak", "annotations": helm_annotations()},
+           "data": {"token": token}})
 }
 
 fn secret(name: &str, password: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret",
-           "metadata": {"name": name, "namespace": "leak"}, "data": {"password": password}})
+           "metadata": {"name": name, "namespace": "leak", "annotations": helm_annotations()},
+           "data": {"password": password}})
 }
 
 /// Sends every kind of request; returns the responses' bodies.

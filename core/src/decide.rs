@@ -4,6 +4,8 @@
 //! block or rewrite a write says so through [`Decision::needs_confirmation`], and the server
 //! calls [`confirm`] with what it read.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::index::{Index, LockedObject, ReleaseKey};
@@ -35,6 +37,11 @@ pub enum Allowed {
     Exempt { release: ReleaseKey, user: String },
     /// Rule 6: no locked field changes away from the chart.
     NoLockedChange { release: ReleaseKey },
+    /// The release renders the object, but the stored object (a CREATE's object) does not
+    /// carry the release's `meta.helm.sh/release-name`/`-namespace` annotations: Helm neither
+    /// made nor adopted it, so the release's word does not reach it (a release Secret is
+    /// written by whoever may create Secrets in its namespace).
+    Unproven { release: ReleaseKey },
     /// The mutating endpoint only repairs; denials and warnings are the validating one's.
     LeftToValidation,
 }
@@ -52,6 +59,21 @@ pub struct Locked {
     pub delete: bool,
     pub changes: Vec<Change>,
     pub message: String,
+    /// Whether the request showed that the stored object is the release's.
+    pub proof: OwnerProof,
+}
+
+/// What shows that a locked object is the release's: Helm writes the release's
+/// `meta.helm.sh/release-name` and `-namespace` annotations on every object it creates or
+/// adopts, and only those who may write the object can put them there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerProof {
+    /// The stored object (`oldObject`) names the release; for a CREATE, the new object does,
+    /// or it is created in the release's own namespace.
+    Shown,
+    /// The request holds no metadata of the stored object (a `Scale`, an `Eviction`): the
+    /// server reads the object's annotations before a deny stands ([`prove`]).
+    ToRead,
 }
 
 impl Locked {
@@ -183,6 +205,9 @@ impl Decision {
             Decision::Allow(Allowed::NoLockedChange { release }) => {
                 format!("allowed: the object belongs to release {release}, but no field the chart sets changes")
             }
+            Decision::Allow(Allowed::Unproven { release }) => {
+                format!("allowed: release {release} renders this object, but the object does not carry the release's meta.helm.sh annotations (Helm neither made nor adopted it)")
+            }
             Decision::Allow(Allowed::LeftToValidation) => {
                 "allowed here: the validating webhook decides".into()
             }
@@ -190,6 +215,23 @@ impl Decision {
             Decision::Warn(l) => format!("allowed with a warning: {}", l.message),
             Decision::Repair(l, _) => format!("allowed with locked fields put back: {}", l.message),
         }
+    }
+}
+
+/// The object's annotations as the server read them from the API server, for a decision whose
+/// request could not show them ([`OwnerProof::ToRead`]): a deny (or repair) stands only when
+/// they name the release. `read`: the release they name, `None` when the object carries none
+/// or is gone.
+pub fn prove(decision: Decision, read: Option<&ReleaseKey>) -> Decision {
+    match &decision {
+        Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)
+            if l.proof == OwnerProof::ToRead && read != Some(&l.release) =>
+        {
+            Decision::Allow(Allowed::Unproven {
+                release: l.release.clone(),
+            })
+        }
+        _ => decision,
     }
 }
 
@@ -334,6 +376,25 @@ pub fn decide(
             user: user.username.to_string(),
         }));
     }
+    // The object proves its owner: only an object that carries the release's annotations is the
+    // release's (Helm's own rule for adoption). A CREATE has no stored object: the new one
+    // claims the release, or is made in the release's own namespace, where the release
+    // Secret's author could write it herself; anywhere else a release must not block others.
+    let proof = if scale || evict {
+        OwnerProof::ToRead
+    } else {
+        let (stored, create) = match request.operation {
+            Operation::Create => (request.object(), true),
+            _ => (request.old_object().or(request.object()), false),
+        };
+        let in_own_namespace = create
+            && request.namespace() == Some(release.namespace.as_str())
+            && object.namespace.is_some();
+        if !in_own_namespace && !names_release(stored, &release) {
+            return Ok(Decision::Allow(Allowed::Unproven { release }));
+        }
+        OwnerProof::Shown
+    };
     // A Secret's values stay out of the message: it reaches users who may write the Secret
     // without being allowed to read it, kubectl's output and the API server's audit log.
     let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
@@ -371,6 +432,7 @@ pub fn decide(
             delete,
             changes,
             message,
+            proof,
         }
     };
     if request.operation == Operation::Delete || evict {
@@ -701,8 +763,30 @@ fn find_object<'i>(
         .find_map(|kind| index.lookup(group, kind, namespace, name)))
 }
 
+/// Whether an object's Helm annotations name `release`. Read with the scanner up to
+/// `metadata.annotations` (near the start of what the API server sends); serde reads the
+/// whole object only when the scanner gives up.
+fn names_release(object: Option<crate::review::RawObject<'_>>, release: &ReleaseKey) -> bool {
+    let Some(object) = object else {
+        return false;
+    };
+    match crate::scan::member_at(object.get(), &["metadata", "annotations"]) {
+        Some(None) => false,
+        Some(Some(annotations)) => serde_json::from_str::<
+            std::collections::HashMap<Cow<'_, str>, Cow<'_, str>>,
+        >(annotations)
+        .is_ok_and(|a| {
+            a.get(crate::ownership::RELEASE_NAME_ANNOTATION)
+                .is_some_and(|n| *n == release.name)
+                && a.get(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)
+                    .is_some_and(|n| *n == release.namespace)
+        }),
+        None => annotated_release(Some(object)).as_ref() == Some(release),
+    }
+}
+
 /// The release an object's `meta.helm.sh/release-name` and `-namespace` annotations name.
-fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
+pub fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
     #[derive(serde::Deserialize)]
     struct Annotated {
         metadata: Option<Meta>,
@@ -1023,7 +1107,8 @@ mod tests {
     }
 
     fn deployment(replicas: i64, image: &str) -> Value {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+                                                                              "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"}},
                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "web", "image": image, "imagePullPolicy": "IfNotPresent"}]}}}})
     }
 
@@ -1416,7 +1501,7 @@ mod tests {
             Decision::Allow(Allowed::NotOwned)
         );
         let mut annotated = deployment(3, "nginx:1.25");
-        annotated["metadata"]["annotations"] = json!({"note": "hello"});
+        annotated["metadata"]["annotations"]["note"] = json!("hello");
         let d = decide_json(
             &index(Status::Deployed),
             &Config::default(),
@@ -1448,6 +1533,160 @@ mod tests {
             "{}",
             l.message
         );
+    }
+
+    /// The trust boundary (issue 24): a release's word reaches only objects that carry its
+    /// annotations, which only those who may write the object can put there.
+    #[test]
+    fn only_an_object_carrying_the_releases_annotations_is_locked() {
+        let chart = format!("{CHART}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: victim-config, namespace: victim}}\ndata: {{mode: forged}}\n");
+        let idx = index_of(&chart);
+        let config = Config::default();
+        let plain = |replicas| {
+            let mut d = deployment(replicas, "nginx:1.25");
+            d["metadata"].as_object_mut().unwrap().remove("annotations");
+            d
+        };
+        // Stored without the annotations (made by someone else, or before Helm 3.2): free.
+        let d = decide_json(&idx, &config, &deploy_update("alice", plain(7), plain(3)));
+        assert!(
+            matches!(&d, Decision::Allow(Allowed::Unproven { release }) if release.name == "shop"),
+            "{d:?}"
+        );
+        assert!(d
+            .explain()
+            .contains("does not carry the release's meta.helm.sh annotations"));
+        // Naming another release: not this one's either.
+        let other = annotated(plain(3), "other");
+        let d = decide_json(&idx, &config, &deploy_update("alice", plain(7), other));
+        assert!(
+            matches!(d, Decision::Allow(Allowed::Unproven { .. })),
+            "{d:?}"
+        );
+        // Adding the release's annotations to an object that lacks them claims nothing stored.
+        let claimed = annotated(plain(7), "shop");
+        assert!(
+            decide_json(&idx, &config, &deploy_update("alice", claimed, plain(3))).is_allowed()
+        );
+        // Stored with them: locked, and removing them is a change of what Helm owns.
+        let d = decide_json(
+            &idx,
+            &config,
+            &deploy_update("alice", plain(3), deployment(3, "nginx:1.25")),
+        );
+        assert!(
+            matches!(&d, Decision::Deny(l) if l.proof == OwnerProof::Shown),
+            "{d:?}"
+        );
+
+        let configmap = |data: &str, annotations: Option<(&str, &str)>| {
+            let mut c = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "victim-config", "namespace": "victim"}, "data": {"mode": data}});
+            if let Some((name, namespace)) = annotations {
+                c["metadata"]["annotations"] = json!({"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": namespace});
+            }
+            c
+        };
+        let write = |op: &str, user: &str, new: Value, old: Value| {
+            review(
+                op,
+                json!({"group": "", "version": "v1", "kind": "ConfigMap"}),
+                json!({"group": "", "version": "v1", "resource": "configmaps"}),
+                None,
+                "victim-config",
+                Some("victim"),
+                user,
+                new,
+                old,
+            )
+        };
+        // Another team's own ConfigMap in another namespace: its writes and its delete are free.
+        let theirs = configmap("theirs", None);
+        for (op, new) in [
+            ("UPDATE", configmap("changed", None)),
+            ("DELETE", Value::Null),
+        ] {
+            let d = decide_json(&idx, &config, &write(op, "bob", new, theirs.clone()));
+            assert!(
+                matches!(d, Decision::Allow(Allowed::Unproven { .. })),
+                "{op}: {d:?}"
+            );
+        }
+        // A CREATE outside the release's namespace is locked only when it claims the release.
+        let d = decide_json(
+            &idx,
+            &config,
+            &write("CREATE", "bob", configmap("theirs", None), Value::Null),
+        );
+        assert!(
+            matches!(d, Decision::Allow(Allowed::Unproven { .. })),
+            "{d:?}"
+        );
+        let d = decide_json(
+            &idx,
+            &config,
+            &write(
+                "CREATE",
+                "bob",
+                configmap("theirs", Some(("shop", "shop"))),
+                Value::Null,
+            ),
+        );
+        assert!(matches!(d, Decision::Deny(_)), "{d:?}");
+        // In the release's own namespace, a CREATE is compared with the chart as before.
+        let create = review(
+            "CREATE",
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            None,
+            "web",
+            Some("shop"),
+            "alice",
+            plain(7),
+            Value::Null,
+        );
+        assert!(matches!(
+            decide_json(&idx, &config, &create),
+            Decision::Deny(_)
+        ));
+    }
+
+    /// A Scale or an Eviction holds no annotations: the server reads them before a deny.
+    #[test]
+    fn a_scale_is_denied_only_once_the_stored_object_proves_its_owner() {
+        let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": r}});
+        let body = review(
+            "UPDATE",
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            Some("scale"),
+            "web",
+            Some("shop"),
+            "admin",
+            scale(5),
+            scale(3),
+        );
+        let d = decide_json(&index(Status::Deployed), &Config::default(), &body);
+        assert!(
+            matches!(&d, Decision::Deny(l) if l.proof == OwnerProof::ToRead),
+            "{d:?}"
+        );
+        let shop = ReleaseKey::new("shop", "shop");
+        assert_eq!(prove(d.clone(), Some(&shop)), d);
+        for read in [None, Some(&ReleaseKey::new("shop", "other"))] {
+            assert!(matches!(
+                prove(d.clone(), read),
+                Decision::Allow(Allowed::Unproven { .. })
+            ));
+        }
+        // A decision the request already proved is not read again.
+        let update = deploy_update(
+            "admin",
+            deployment(7, "nginx:1.25"),
+            deployment(3, "nginx:1.25"),
+        );
+        let d = decide_json(&index(Status::Deployed), &Config::default(), &update);
+        assert_eq!(prove(d.clone(), None), d);
     }
 
     #[test]
@@ -1610,7 +1849,10 @@ mod tests {
             if let Some(p) = password {
                 data["password"] = json!(p);
             }
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "shop"}, "data": data})
+            annotated(
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "shop"}, "data": data}),
+                "shop",
+            )
         };
         for new in [object(Some("c3RvbGVu")), object(None)] {
             let body = review(
@@ -1723,7 +1965,7 @@ mod tests {
 
     #[test]
     fn a_malformed_object_is_an_error_not_a_panic() {
-        let body = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apps","kind":"Deployment"},"name":"web","namespace":"shop","operation":"UPDATE","userInfo":{"username":"admin"},"object":"not an object but a string","oldObject":[1]}}"#;
+        let body = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"apps","kind":"Deployment"},"name":"web","namespace":"shop","operation":"UPDATE","userInfo":{"username":"admin"},"object":"not an object but a string","oldObject":{"metadata":{"annotations":{"meta.helm.sh/release-name":"shop","meta.helm.sh/release-namespace":"shop"}}}}}"#;
         let d = decide_json(&index(Status::Deployed), &Config::default(), body);
         // A string where an object belongs changes every locked field: it is denied, not a crash.
         assert!(!d.is_allowed());
@@ -1742,9 +1984,12 @@ mod tests {
     fn another_group_serving_the_kind_reaches_the_same_locked_object() {
         let idx = index_of(IDENTITY_CHART);
         let ingress = |class: &str| {
-            json!({"apiVersion": "extensions/v1beta1", "kind": "Ingress",
+            annotated(
+                json!({"apiVersion": "extensions/v1beta1", "kind": "Ingress",
             "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
-            "spec": {"ingressClassName": class}})
+            "spec": {"ingressClassName": class}}),
+                "shop",
+            )
         };
         let write = |group: &str, version: &str, new: Value| {
             review(
@@ -1807,7 +2052,7 @@ mod tests {
                 ns,
                 "admin",
                 Value::Null,
-                json!({"metadata": {"name": name}}),
+                annotated(json!({"metadata": {"name": name}}), "shop"),
             )
         };
         for (group, kind, name) in [

@@ -380,6 +380,11 @@ pub enum SecretError {
     NotAReleaseSecret { kind: String, secret_type: String },
     #[error("Secret has no data.release")]
     NoReleaseData,
+    /// The release JSON names another namespace than the Secret's own. Helm reads a release
+    /// only from Secrets in the release's namespace; a Secret elsewhere that names it is a
+    /// forgery (whoever may create Secrets in one namespace could otherwise speak for another).
+    #[error("the release it holds names namespace {release_namespace:?}, not the Secret's own; ignored: a release Secret speaks only for its own namespace")]
+    ForeignNamespace { release_namespace: String },
     #[error(transparent)]
     Decode(#[from] DecodeError),
 }
@@ -537,6 +542,20 @@ fn bare_secret(release: Release) -> ReleaseSecret {
     }
 }
 
+/// The trust rule of a release Secret: the release's namespace is the Secret's. A release JSON
+/// without a namespace takes the Secret's; one naming another namespace is refused. A Secret
+/// without a namespace (a document of a release file written by hand) keeps the JSON's.
+pub fn own_namespace(release: &mut Release, secret_namespace: &str) -> Result<(), SecretError> {
+    if release.namespace.is_empty() {
+        release.namespace = secret_namespace.to_string();
+    } else if !secret_namespace.is_empty() && release.namespace != secret_namespace {
+        return Err(SecretError::ForeignNamespace {
+            release_namespace: std::mem::take(&mut release.namespace),
+        });
+    }
+    Ok(())
+}
+
 /// A release Secret as a Kubernetes client returns it: `data.release` already decoded from the
 /// Secret's base64, so `helm_payload` is Helm's own layer.
 pub fn release_secret_from_parts(
@@ -545,9 +564,7 @@ pub fn release_secret_from_parts(
     helm_payload: &[u8],
 ) -> Result<ReleaseSecret, SecretError> {
     let mut release = decode_helm_payload(helm_payload)?;
-    if release.namespace.is_empty() {
-        release.namespace = secret.namespace.clone();
-    }
+    own_namespace(&mut release, &secret.namespace)?;
     Ok(ReleaseSecret {
         secret,
         labels,
@@ -580,8 +597,8 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         Ok(release) => release,
         Err(e) => return fail(e.into()),
     };
-    if release.namespace.is_empty() {
-        release.namespace = secret_ref.namespace.clone();
+    if let Err(e) = own_namespace(&mut release, &secret_ref.namespace) {
+        return fail(e);
     }
     let labels = secret
         .pointer("/metadata/labels")
@@ -756,5 +773,68 @@ mod tests {
             parse_release_file("- 1\n- 2\n"),
             Err(FileError::UnexpectedShape)
         ));
+    }
+
+    /// The trust boundary (issue 24): a Secret in `tenant` that names a release of `ledger`
+    /// speaks for nothing; one without a namespace in its JSON speaks for its own.
+    #[test]
+    fn a_release_secret_speaks_only_for_its_own_namespace() {
+        let secret = |namespace: &str, json: &str| {
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                "metadata": {"name": "sh.helm.release.v1.web.v3", "namespace": namespace},
+                "data": {"release": encode(json, true)}
+            })
+        };
+        let forged = decode_secret(&secret("tenant", MINIMAL));
+        match forged {
+            Err((Some(s), SecretError::ForeignNamespace { release_namespace })) => {
+                assert_eq!(
+                    (s.namespace.as_str(), release_namespace.as_str()),
+                    ("tenant", "shop")
+                );
+            }
+            other => panic!("a foreign release was not refused: {other:?}"),
+        }
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let helm_layer = b64.decode(encode(MINIMAL, false)).unwrap();
+        let parts = release_secret_from_parts(
+            SecretRef {
+                namespace: "tenant".into(),
+                name: "sh.helm.release.v1.web.v3".into(),
+            },
+            BTreeMap::new(),
+            &helm_layer,
+        );
+        assert!(matches!(parts, Err(SecretError::ForeignNamespace { .. })));
+        assert!(SecretError::ForeignNamespace {
+            release_namespace: "shop".into()
+        }
+        .to_string()
+        .contains("speaks only for its own namespace"));
+
+        assert_eq!(
+            decode_secret(&secret("shop", MINIMAL))
+                .unwrap()
+                .release
+                .namespace,
+            "shop"
+        );
+        let no_namespace = MINIMAL.replace(r#""namespace":"shop","#, "");
+        assert_eq!(
+            decode_secret(&secret("tenant", &no_namespace))
+                .unwrap()
+                .release
+                .namespace,
+            "tenant"
+        );
+        // A release file's Secret written without a namespace, and a bare value: the JSON's.
+        assert_eq!(
+            decode_secret(&secret("", MINIMAL))
+                .unwrap()
+                .release
+                .namespace,
+            "shop"
+        );
     }
 }

@@ -11,7 +11,8 @@ use axum::routing::post;
 use axum::Router;
 use http_body_util::BodyExt;
 
-use crate::decide::{confirm, decide, decide_head, Decision};
+use crate::confirm::StoredObject;
+use crate::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::review::{parse_review, read_head, render_response, Head, Review};
 use crate::server::state::AppState;
@@ -151,6 +152,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
         Endpoint::Mutate => decision.for_mutation(),
     };
     let decision = confirm_if_needed(state, decision).await;
+    let decision = prove_if_needed(state, request, decision).await;
     let decision = with_values_advice(state, decision).await;
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
@@ -169,6 +171,12 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
         );
         record_attempt(state, request, &decision, locked);
     } else {
+        if matches!(
+            decision,
+            Decision::Allow(crate::decide::Allowed::Unproven { .. })
+        ) {
+            state.metrics.unproven_claims_allowed.inc();
+        }
         tracing::debug!(uid = %request.uid, "{}", decision.explain());
     }
     respond(state, endpoint, &review, &decision, started)
@@ -264,6 +272,50 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
         locked.add_chart_advice(&files);
     }
     decision
+}
+
+/// A decision against an object whose annotations the request does not hold (a `Scale`, an
+/// `Eviction`) stands only once the stored object is read and names the release. When the read
+/// fails the decision stands: the request already named an object of a deployed release.
+async fn prove_if_needed(
+    state: &AppState,
+    request: &crate::review::Request<'_>,
+    decision: Decision,
+) -> Decision {
+    let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {
+        return decision;
+    };
+    if l.proof != OwnerProof::ToRead {
+        return decision;
+    }
+    let Some(confirmer) = &state.confirmer else {
+        return decision;
+    };
+    let stored = StoredObject {
+        group: request.resource.group.to_string(),
+        version: request.resource.version.to_string(),
+        resource: request.resource.resource.to_string(),
+        namespace: request.namespace().map(str::to_string),
+        name: l.target.name.clone(),
+    };
+    let timeout: Duration = state.settings.confirm_timeout;
+    match tokio::time::timeout(timeout, confirmer.owner_of(&stored)).await {
+        Ok(Ok(owner)) => {
+            let proved = prove(decision, owner.as_ref());
+            if matches!(proved, Decision::Allow(_)) {
+                tracing::info!(uid = %request.uid, object = ?stored, "the stored object does not carry the release's annotations; allowed");
+            }
+            proved
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(object = ?stored, error = %e, "could not read the object's annotations; keeping the decision");
+            decision
+        }
+        Err(_) => {
+            tracing::warn!(object = ?stored, ?timeout, "reading the object's annotations timed out; keeping the decision");
+            decision
+        }
+    }
 }
 
 /// Rule 7: before a deny or a repair, read the release's newest revision from the API server.
