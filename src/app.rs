@@ -199,6 +199,14 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_REVERT", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     revert: bool,
+    /// Let the reverter create a locked object that was deleted, when it saw the object carry
+    /// the release's meta.helm.sh annotations before it went, or a HelmRelease in the
+    /// registration namespace vouches for the release. Others are only reported (a Warning
+    /// Event on the release Secret, helm_locker_missing_objects) and left to helm upgrade.
+    /// --recreate=false reports every deleted object and needs no create permission.
+    #[arg(long, env = "HELM_LOCKER_RECREATE", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    recreate: bool,
     /// Record every denial, warning and repair as a Warning Event on the object (who, which
     /// paths), at most one per object, reason and user every 30 s; dry runs are not recorded.
     /// Needs create and patch on events.
@@ -621,6 +629,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     }
     let controller = crate::controller::ControllerSettings {
         revert: args.revert,
+        recreate: args.recreate,
         lease_namespace: args.lease_namespace.unwrap_or_else(|| {
             std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
                 .map(|ns| ns.trim().to_string())

@@ -53,6 +53,10 @@ pub struct Metrics {
     pub schema_kinds: Gauge,
     pub schema_refreshes: Family<ResultLabels, Counter>,
     pub ownership_mismatches: Counter,
+    pub foreign_release_secrets: Counter,
+    pub unproven_claims_allowed: Counter,
+    pub unproven_objects: Gauge,
+    pub missing_objects: Gauge,
 }
 
 impl Default for Metrics {
@@ -145,6 +149,30 @@ impl Metrics {
             "Live objects whose managedFields entry for Helm differs from what helm-locker locks (a schema gap; see the log)",
             ownership_mismatches.clone(),
         );
+        let foreign_release_secrets = Counter::default();
+        registry.register(
+            "foreign_release_secrets",
+            "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
+            foreign_release_secrets.clone(),
+        );
+        let unproven_claims_allowed = Counter::default();
+        registry.register(
+            "unproven_claims_allowed",
+            "Writes allowed because the object a release renders does not carry that release's meta.helm.sh annotations (Helm neither made nor adopted it)",
+            unproven_claims_allowed.clone(),
+        );
+        let unproven_objects = Gauge::default();
+        registry.register(
+            "unproven_objects",
+            "Live objects that releases render but that do not carry the release's meta.helm.sh annotations: neither locked nor reverted (seen by the reverter's watches)",
+            unproven_objects.clone(),
+        );
+        let missing_objects = Gauge::default();
+        registry.register(
+            "missing_objects",
+            "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
+            missing_objects.clone(),
+        );
         let watch_restarts = Counter::default();
         registry.register(
             "watch_restarts",
@@ -201,6 +229,10 @@ impl Metrics {
             schema_kinds,
             schema_refreshes,
             ownership_mismatches,
+            foreign_release_secrets,
+            unproven_claims_allowed,
+            unproven_objects,
+            missing_objects,
             admissions,
             admission_seconds,
             bad_requests,

@@ -12,6 +12,8 @@ use std::time::Duration;
 pub struct ControllerSettings {
     /// Revert drift (the Lease holder only).
     pub revert: bool,
+    /// Create deleted objects again (only those proven to be the release's).
+    pub recreate: bool,
     /// Namespace and name of the leader-election Lease.
     pub lease_namespace: String,
     pub lease_name: String,

@@ -4,6 +4,14 @@
 //! manager (see [`crate::revert_plan`]); a deleted object is created again, unless the chart gives it
 //! owners (then the garbage collector deleted it with them).
 //!
+//! It writes nothing a release's author could not (docs/security.md): a release Secret is
+//! written by whoever may create Secrets in its namespace, yet the reverter may write every
+//! kind everywhere. So it patches only objects that carry the release's `meta.helm.sh`
+//! annotations (or carried them when it last saw the same object), and creates a deleted object
+//! only when it saw the object carry them before it went, or a HelmRelease in the registration
+//! namespace (which only the admin may write) vouches for the release. Anything else is
+//! reported: a Warning Event on the release Secret and `helm_locker_missing_objects`.
+//!
 //! Every replica watches and queues; only the Lease holder writes, and it checks leadership
 //! right before each write. A write happens only after a fresh read of the release's newest
 //! revision from the API server agrees with the index (deployed, same revision), so the
@@ -25,7 +33,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
-use crate::index::{Index, LockedObject, ReleaseState};
+use crate::index::{Index, LockedObject, ReleaseKey, ReleaseState};
 use crate::metrics::{Metrics, ResultLabels};
 use crate::ownership::Change;
 use crate::policy::{Config, Mode};
@@ -95,6 +103,46 @@ pub struct Reverter {
     resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
     /// The time of Helm's managedFields entry last compared with the lock, per object.
     attributions: std::sync::Mutex<HashMap<ObjectKey, String>>,
+    /// Create deleted objects again (`--recreate`).
+    recreate: bool,
+    /// What the watches saw of each locked object's ownership.
+    proofs: Mutex<Proofs>,
+}
+
+/// What the watches saw of locked objects' `meta.helm.sh` annotations.
+#[derive(Default)]
+struct Proofs {
+    /// The uid of each object when it was last seen carrying its release's annotations. Kept
+    /// after a delete: the object was the release's, so creating it again is Helm's job done.
+    carried: HashMap<ObjectKey, String>,
+    /// Live objects a release renders that are not proven to be its own.
+    unproven: HashSet<ObjectKey>,
+    /// Deleted objects the reverter leaves to helm upgrade, each reported once.
+    missing: HashSet<ObjectKey>,
+}
+
+impl Proofs {
+    /// Whether `live` is the release's: it carries the release's annotations, or it is the same
+    /// object (uid) the watches saw carry them. Records what it saw.
+    fn observe(&mut self, key: &ObjectKey, release: &ReleaseKey, live: &Value) -> bool {
+        let uid = live
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let proven = if crate::ownership::live_owner(live).as_ref() == Some(release) {
+            self.carried.insert(key.clone(), uid.to_string());
+            true
+        } else {
+            !uid.is_empty() && self.carried.get(key).is_some_and(|seen| seen == uid)
+        };
+        if proven {
+            self.unproven.remove(key);
+        } else {
+            self.unproven.insert(key.clone());
+        }
+        self.missing.remove(key);
+        proven
+    }
 }
 
 enum Outcome {
@@ -116,6 +164,7 @@ impl Reverter {
         leader: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
         recorder: Recorder,
+        recreate: bool,
     ) -> Self {
         Reverter {
             client,
@@ -128,6 +177,8 @@ impl Reverter {
             recorder,
             resources: Mutex::new(HashMap::new()),
             attributions: std::sync::Mutex::new(HashMap::new()),
+            recreate,
+            proofs: Mutex::new(Proofs::default()),
         }
     }
 
@@ -280,8 +331,18 @@ impl Reverter {
                 Ok(WatchEvent::Delete(object)) => {
                     let index = self.index.snapshot();
                     if let Some(locked) = self.locked(&index, &gvk, &object) {
+                        let live = serde_json::to_value(&object).ok();
+                        if let Some(live) = &live {
+                            // Seen carrying the release's annotations as it went: it was the
+                            // release's, and may be created again.
+                            let mut proofs = self.proofs();
+                            proofs.observe(&ObjectKey::of(locked), &locked.release, live);
+                            proofs.unproven.remove(&ObjectKey::of(locked));
+                            self.metrics
+                                .unproven_objects
+                                .set(proofs.unproven.len() as i64);
+                        }
                         if revertable(&self.config, &index, locked).is_some() {
-                            let live = serde_json::to_value(&object).ok();
                             let apply_method = index
                                 .release(&locked.release)
                                 .and_then(|s| s.newest())
@@ -337,6 +398,9 @@ impl Reverter {
         let Ok(live) = serde_json::to_value(object) else {
             return;
         };
+        if !self.observe(locked, &live) {
+            return;
+        }
         let schema = self.schema.load();
         self.check_attribution(&schema, locked, &live);
         let ignore = index.ignored_paths(&self.config, locked);
@@ -347,6 +411,68 @@ impl Reverter {
                 writer: None,
                 delayed: false,
             });
+        }
+    }
+
+    fn proofs(&self) -> std::sync::MutexGuard<'_, Proofs> {
+        self.proofs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a live locked object is proven to be its release's ([`Proofs::observe`]); keeps
+    /// the gauges current.
+    fn observe(&self, locked: &LockedObject, live: &Value) -> bool {
+        let mut proofs = self.proofs();
+        let proven = proofs.observe(&ObjectKey::of(locked), &locked.release, live);
+        self.metrics
+            .unproven_objects
+            .set(proofs.unproven.len() as i64);
+        self.metrics
+            .missing_objects
+            .set(proofs.missing.len() as i64);
+        if !proven {
+            tracing::debug!(object = %locked.describe(), release = %locked.release, "does not carry the release's meta.helm.sh annotations; neither locked nor reverted");
+        }
+        proven
+    }
+
+    /// A deleted object the reverter will not create: reported once (while it stays missing) as
+    /// a Warning Event on the release's newest Secret, and counted.
+    async fn report_missing(&self, state: &ReleaseState, object: &LockedObject, why: &str) {
+        let key = ObjectKey::of(object);
+        {
+            let mut proofs = self.proofs();
+            let new = proofs.missing.insert(key);
+            self.metrics
+                .missing_objects
+                .set(proofs.missing.len() as i64);
+            if !new {
+                return;
+            }
+        }
+        tracing::warn!(object = %object.describe(), release = %object.release, why, "locked object is missing; left to helm upgrade");
+        let Some(secret) = state.newest().map(|r| r.secret.clone()) else {
+            return;
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Secret".into()),
+            namespace: Some(secret.namespace),
+            name: Some(secret.name),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "LockedObjectMissing".into(),
+            note: Some(format!(
+                "{} of release {} does not exist; helm-locker does not create it ({why}). Run helm upgrade to create it.",
+                object.describe(),
+                object.release
+            )),
+            action: "Report".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
         }
     }
 
@@ -534,6 +660,11 @@ impl Reverter {
         let ignore = index.ignored_paths(&self.config, &object);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
+            Some(live) if !self.observe(&object, live) => {
+                return Ok(Outcome::Skipped(
+                    "does not carry the release's meta.helm.sh annotations",
+                ))
+            }
             Some(live) => {
                 let changes = revert_plan::drift(&self.schema.load(), &object, live, &ignore);
                 if changes.is_empty() {
@@ -548,7 +679,22 @@ impl Reverter {
             None if !revert_plan::recreate_when_deleted(&object) => {
                 return Ok(Outcome::Skipped("deleted with its owner"))
             }
-            None => vec![],
+            None => {
+                let seen = self.proofs().carried.contains_key(key);
+                let vouched = index.registration(&object.release).is_some();
+                let why = if !self.recreate {
+                    Some("recreation is off (--recreate=false)")
+                } else if !seen && !vouched {
+                    Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    self.report_missing(state, &object, why).await;
+                    return Ok(Outcome::Skipped("missing; left to helm upgrade"));
+                }
+                vec![]
+            }
         };
         // Helm may be at work, or the index behind: the API server has the last word.
         match self.confirm.newest_revision(&object.release).await? {

@@ -28,6 +28,10 @@ pub struct ReleaseStatus {
     pub missing_objects: usize,
     /// Objects that could not be read (not counted above).
     pub unreadable_objects: usize,
+    /// Live objects the release renders that do not carry its `meta.helm.sh` annotations:
+    /// Helm neither made nor adopted them, so they are neither locked nor reverted (not
+    /// counted above).
+    pub unproven_objects: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -44,8 +48,14 @@ pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObject
             let newest = state.newest();
             let lock = lock_state(index, config, state);
             let (mut drifted_fields, mut missing_objects, mut unreadable_objects) = (0, 0, 0);
+            let mut unproven_objects = 0;
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
+                    Some(Live::Found(value))
+                        if crate::ownership::live_owner(value).as_ref() != Some(&state.key) =>
+                    {
+                        unproven_objects += 1;
+                    }
                     Some(Live::Found(value)) => {
                         let ignore = index.ignored_paths(config, object);
                         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
@@ -68,6 +78,7 @@ pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObject
                 drifted_fields,
                 missing_objects,
                 unreadable_objects,
+                unproven_objects,
             }
         })
         .collect();
@@ -98,6 +109,9 @@ pub fn render_text(report: &StatusReport) -> String {
         }
         if r.unreadable_objects > 0 {
             drift.push_str(&format!(" ({} unreadable)", r.unreadable_objects));
+        }
+        if r.unproven_objects > 0 {
+            drift.push_str(&format!(" ({} not the release's)", r.unproven_objects));
         }
         rows.push(vec![
             r.namespace.clone(),
@@ -147,6 +161,28 @@ mod tests {
         assert!(
             text.contains("shop       shop     2         deployed  yes     deny  3        2"),
             "{text}"
+        );
+    }
+
+    /// An object the release renders that does not carry its annotations is not the release's:
+    /// shown apart, its differences not counted as drift.
+    #[test]
+    fn an_object_without_the_releases_annotations_is_shown_not_counted() {
+        let index = index(Status::Deployed);
+        let mut theirs = live_deployment(7, "nginx:1.27");
+        theirs["metadata"]["annotations"] = serde_json::json!({"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "shop"});
+        let report = status(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &live(&index, theirs),
+        );
+        let r = &report.releases[0];
+        assert_eq!((r.drifted_fields, r.unproven_objects), (0, 1));
+        assert!(
+            render_text(&report).contains("0 (1 not the release's)"),
+            "{}",
+            render_text(&report)
         );
     }
 

@@ -400,6 +400,7 @@ fn start_controllers(
     let registration_ns = state.config.registration_namespace.clone();
     let settings = settings.unwrap_or_else(|| crate::controller::ControllerSettings {
         revert: false,
+        recreate: false,
         lease_namespace: String::new(),
         lease_name: String::new(),
         identity: String::new(),
@@ -446,6 +447,7 @@ fn start_controllers(
             leader_rx.clone(),
             state.metrics.clone(),
             recorder.clone(),
+            settings.recreate,
         ));
         let readiness = state.readiness.clone();
         tasks.spawn("the drift reverter", async move {

@@ -1,22 +1,23 @@
 //! Release Secrets from the API server: a watch on `owner=helm` Secrets of type
 //! `helm.sh/release.v1` (all namespaces, or the configured ones), and the fresh read of rule 7.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
-use kube::Client;
+use kube::{Client, Resource};
 
-use crate::confirm::{BoxFuture, Confirm};
+use crate::confirm::{BoxFuture, Confirm, StoredObject};
 use crate::index::ReleaseKey;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
-use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef, Status};
+use crate::release::{release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status};
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
@@ -30,20 +31,75 @@ fn secret_ref(secret: &Secret) -> SecretRef {
 
 /// Decodes a watched Secret; failures are logged by name only, never with content.
 fn decode(secret: &Secret, metrics: &Metrics) -> Option<ReleaseSecret> {
+    decode_or_foreign(secret, metrics).ok().flatten()
+}
+
+/// [`decode`], but a Secret that names another namespace's release is returned as the
+/// reason to warn about it.
+fn decode_or_foreign(secret: &Secret, metrics: &Metrics) -> Result<Option<ReleaseSecret>, String> {
     let reference = secret_ref(secret);
     let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
     let Some(payload) = secret.data.as_ref().and_then(|d| d.get("release")) else {
         metrics.release_decode_errors.inc();
         tracing::warn!(secret = %reference, "release Secret has no data.release; skipped");
-        return None;
+        return Ok(None);
     };
     match release_secret_from_parts(reference.clone(), labels, &payload.0) {
-        Ok(decoded) => Some(decoded),
+        Ok(decoded) => Ok(Some(decoded)),
+        Err(e @ SecretError::ForeignNamespace { .. }) => {
+            metrics.foreign_release_secrets.inc();
+            tracing::warn!(secret = %reference, error = %e, "release Secret ignored");
+            Err(e.to_string())
+        }
         Err(e) => {
             metrics.release_decode_errors.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret does not decode; skipped (its release keeps its other revisions)");
-            None
+            Ok(None)
         }
+    }
+}
+
+/// Warning Events on release Secrets that name another namespace's release: one per Secret
+/// (by uid) for the life of the process.
+struct ForeignWarnings {
+    recorder: Recorder,
+    warned: HashSet<String>,
+}
+
+impl ForeignWarnings {
+    fn new(client: &Client) -> Self {
+        ForeignWarnings {
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: "helm-locker".into(),
+                    instance: std::env::var("HOSTNAME").ok(),
+                },
+            ),
+            warned: HashSet::new(),
+        }
+    }
+
+    /// Decodes `secret`; warns once on it when it names another namespace's release.
+    async fn decode(&mut self, secret: &Secret, metrics: &Metrics) -> Option<ReleaseSecret> {
+        let note = match decode_or_foreign(secret, metrics) {
+            Ok(decoded) => return decoded,
+            Err(note) => note,
+        };
+        let uid = secret.metadata.uid.clone().unwrap_or_default();
+        if self.warned.insert(uid) {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "ForeignRelease".into(),
+                note: Some(format!("helm-locker ignores this release Secret: {note}")),
+                action: "Ignore".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &secret.object_ref(&())).await {
+                tracing::debug!(error = %e, "could not record the ForeignRelease event");
+            }
+        }
+        None
     }
 }
 
@@ -70,6 +126,7 @@ pub async fn watch(
     let config = watcher::Config::default().labels(LABELS).fields(FIELDS);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Option<Vec<ReleaseSecret>> = None;
+    let mut foreign = ForeignWarnings::new(&client);
     let mut first_list_done = false;
     loop {
         let event = match stream.next().await {
@@ -82,13 +139,15 @@ pub async fn watch(
             None => return,
         };
         match event {
-            Event::Init => listing = Some(Vec::new()),
-            Event::InitApply(secret) => {
-                if let (Some(list), Some(decoded)) = (listing.as_mut(), decode(&secret, &metrics)) {
+            WatchEvent::Init => listing = Some(Vec::new()),
+            WatchEvent::InitApply(secret) => {
+                if let (Some(list), Some(decoded)) =
+                    (listing.as_mut(), foreign.decode(&secret, &metrics).await)
+                {
                     list.push(decoded);
                 }
             }
-            Event::InitDone => {
+            WatchEvent::InitDone => {
                 let list = listing.take().unwrap_or_default();
                 let count = list.len();
                 let scope = namespace.clone();
@@ -119,14 +178,14 @@ pub async fn watch(
                     readiness.scope_listed();
                 }
             }
-            Event::Apply(secret) => {
-                if let Some(decoded) = decode(&secret, &metrics) {
+            WatchEvent::Apply(secret) => {
+                if let Some(decoded) = foreign.decode(&secret, &metrics).await {
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
                     let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
                 }
             }
-            Event::Delete(secret) => {
+            WatchEvent::Delete(secret) => {
                 let reference = secret_ref(&secret);
                 let report = shared
                     .update(move |index| index.remove_secret(&reference))
@@ -199,6 +258,32 @@ impl Confirm for KubeConfirm {
                 })
                 .max_by_key(|(version, _)| *version);
             Ok(newest.map(|(version, status)| (version, Status::parse(&status))))
+        })
+    }
+
+    fn owner_of<'a>(
+        &'a self,
+        object: &'a StoredObject,
+    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, String>> {
+        Box::pin(async move {
+            let resource = kube::core::ApiResource {
+                group: object.group.clone(),
+                version: object.version.clone(),
+                api_version: crate::manifest::api_version(&object.group, &object.version),
+                kind: String::new(),
+                plural: object.resource.clone(),
+            };
+            let api: Api<kube::core::DynamicObject> = match &object.namespace {
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+                None => Api::all_with(self.client.clone(), &resource),
+            };
+            let meta = api
+                .get_metadata_opt(&object.name)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(meta.and_then(|m| {
+                crate::ownership::annotated_release_key(m.metadata.annotations.as_ref()?)
+            }))
         })
     }
 }
