@@ -50,6 +50,15 @@ pub struct InspectObject {
     pub template: Option<String>,
     /// The values keys its fields are read from.
     pub values: Vec<String>,
+    /// The object lies outside the release's namespace (another namespace, or cluster-scoped):
+    /// a CREATE of it is locked only when it names the release in its annotations. Like every
+    /// object, it is locked only while it carries the release's `meta.helm.sh` annotations.
+    pub outside_release_namespace: bool,
+}
+
+/// Whether `object` lies outside its release's namespace.
+fn outside(object: &crate::locked::LockedObject) -> bool {
+    object.namespace.as_deref() != Some(object.release.namespace.as_str())
 }
 
 pub fn inspect(index: &Index, charts: &Charts) -> InspectOutput {
@@ -81,6 +90,7 @@ pub fn inspect(index: &Index, charts: &Charts) -> InspectOutput {
                             name: o.name.clone(),
                             template,
                             values,
+                            outside_release_namespace: outside(o),
                         }
                     })
                     .collect(),
@@ -129,8 +139,13 @@ pub fn render_text(index: &Index, charts: &Charts) -> String {
                 values => format!("  ({template}; values: {})", values.join(", ")),
             })
             .unwrap_or_default();
+            let outside = if outside(object) {
+                "  [outside the release's namespace]"
+            } else {
+                ""
+            };
             out.push_str(&format!(
-                "  {} {} {id}{traced}\n",
+                "  {} {} {id}{traced}{outside}\n",
                 object.api_version(),
                 object.kind
             ));
@@ -150,6 +165,13 @@ pub fn render_text(index: &Index, charts: &Charts) -> String {
                 skipped.reason
             ));
         }
+    }
+    if index
+        .releases()
+        .iter()
+        .any(|s| s.objects.iter().flatten().any(|o| outside(o)))
+    {
+        out.push_str("Objects are locked only while they carry their release's meta.helm.sh/release-name and -namespace annotations; outside the release's namespace a CREATE is locked only when it names the release (README: Trust boundary).\n");
     }
     for conflict in index.conflicts() {
         out.push_str(&format!(
