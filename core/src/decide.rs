@@ -584,10 +584,9 @@ pub fn decide(
         // No entry of that manager can exist unless its name is somewhere in the object's text
         // (API servers write it as a JSON string): most writes are not server-side applies.
         let applied = |manager: &str| {
-            let quoted = serde_json::to_string(manager).unwrap_or_default();
-            request
-                .object()
-                .is_some_and(|o| o.get().contains(&quoted) && o.get().contains("\"Apply\""))
+            request.object().is_some_and(|o| {
+                crate::scan::may_contain_string(o.get(), manager) && o.get().contains("\"Apply\"")
+            })
         };
         if let Some(manager) = manager.filter(|m| applied(m)) {
             let mut shared = co_owner_claims(schema, root, &chart, helm, manager, request);
@@ -1221,6 +1220,35 @@ mod tests {
         ]);
         assert!(claims("helm-controller", &renamed, None).is_empty());
         assert_eq!(claims("kubectl", &renamed, None), ["f:data.f:greeting"]);
+    }
+
+    /// kube-apiserver writes JSON with Go's encoder, which escapes `<`, `>`, `&` and U+2028/9:
+    /// a manager named `ops&sre` appears as `ops\u0026sre` in the review, and is still found.
+    #[test]
+    fn a_co_owner_is_found_whatever_its_name_and_however_it_is_escaped() {
+        for manager in ["ops-sre", "ops&sre", "<ops>", "ops\u{2028}sre"] {
+            let mut new = deployment(3, "nginx:1.25");
+            new["metadata"]["managedFields"] = json!([
+                {"manager": "helm", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:spec": {"f:replicas": {}}}},
+                {"manager": manager, "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]);
+            let body = crate::test_util::review("UPDATE", "apps/v1", "Deployment", "deployments")
+                .uid("u")
+                .name(Some("shop"), "web")
+                .user("alice")
+                .field_manager(manager)
+                .object(new)
+                .old_object(deployment(3, "nginx:1.25"))
+                .body();
+            let body = crate::test_util::go_order(&String::from_utf8(body).unwrap());
+            if manager != "ops-sre" {
+                assert!(!body.contains(manager), "not escaped: {body}");
+            }
+            let d = decide_json(&index(Status::Deployed), &Config::default(), &body);
+            let Decision::Deny(l) = &d else {
+                panic!("{manager}: {d:?}")
+            };
+            assert!(l.message.contains("/spec/replicas"), "{}", l.message);
+        }
     }
 
     fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {

@@ -295,6 +295,22 @@ pub(crate) fn member_at<'a>(text: &'a str, path: &[&str]) -> Option<Option<&'a s
     Some(Some(&text[start..scanner.pos]))
 }
 
+/// Whether the JSON text `text` may hold the string `s` as a JSON string, whichever encoder
+/// wrote it: a search for its quoted plain form when no encoder would escape any of its
+/// characters, else `true` (Go escapes `<`, `>`, `&` and U+2028/U+2029, serde_json does not;
+/// either may escape controls and quotes): the caller then reads the text properly. A search of
+/// raw bytes for a decoded string is only ever a pre-filter.
+pub(crate) fn may_contain_string(text: &str, s: &str) -> bool {
+    let plain = !s
+        .chars()
+        .any(|c| matches!(c, '<' | '>' | '&' | '"' | '\\' | '\u{2028}' | '\u{2029}') || c < ' ');
+    if !plain {
+        return true;
+    }
+    let needle = format!("\"{s}\"");
+    text.contains(&needle)
+}
+
 /// The texts of the items of the JSON list `text`; `None` when it is not a list.
 #[cfg(test)]
 pub(crate) fn elements(text: &str) -> Option<Vec<&str>> {

@@ -176,10 +176,28 @@ pub fn go_order(body: &str) -> String {
         format!("{{{}}}", members.join(","))
     }
     let review: Value = serde_json::from_str(body).expect("a JSON review");
-    match review.as_object() {
+    go_escape(&match review.as_object() {
         Some(map) => ordered(map, &["kind", "apiVersion", "request"]),
         None => review.to_string(),
+    })
+}
+
+/// JSON text as Go's `encoding/json` writes it (what kube-apiserver sends): `<`, `>` and `&`
+/// as `\u003c`, `\u003e`, `\u0026`, and U+2028/U+2029 escaped. These characters only occur
+/// inside strings, so the whole text can be rewritten.
+pub fn go_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
     }
+    out
 }
 
 #[cfg(test)]
