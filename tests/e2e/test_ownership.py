@@ -1,6 +1,9 @@
-"""What Helm owns, checked against the API server itself (issue 14), on public charts.
+"""What Helm owns, checked against the API server itself (issue 14), on charts written the way
+widely used ones are.
 
-Charts: the three vendored public charts in charts/ (podinfo, metrics-server, ingress-nginx),
+Charts, all written in this repository: charts/webapp, charts/metrics-agent and
+charts/edge-proxy (helpers, `toYaml` blocks, `range`, capability branches; the kinds and field
+shapes of a web service, a cluster-wide agent and an ingress controller, see charts/README.md),
 charts/edges (the shapes they lack: stringData, a Namespace, finalizers, a YAML null, octal
 modes, a custom resource with set/map/atomic lists) and charts/shop. Helm is real (Helm 4's Go
 SDK: server-side apply as field manager "python"), and so is the API server (1.20).
@@ -21,7 +24,7 @@ SDK: server-side apply as field manager "python"), and so is the API server (1.2
 The rows' expectations come from the rules of issue 14 (what server-side apply attributes to
 Helm's field manager, list and map semantics from the API's schema); where the API server
 disagrees with a rule as first written, the row's note says so. What the API server taught:
-  - a scalar the chart renders as null (podinfo's `ingressClassName:`) IS owned by Helm 4: it
+  - a scalar the chart renders as null (webapp's `ingressClassName:`) IS owned by Helm 4: it
     applies the null, managedFields list the field, and another value makes the next upgrade
     conflict; a null map owns nothing;
   - `emptyDir: {}` is NOT in Helm's managedFields on 1.20 (no leaf for an empty map), yet
@@ -71,7 +74,7 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "IngressClas
 VOLATILE_META = ("resourceVersion", "managedFields", "generation")
 VOLATILE_ANNOTATIONS = ("deployment.kubernetes.io/revision",)
 
-STORY_NAMESPACES = ["own-story-pi", "own-story-ms", "own-story-ing", "own-story-ed"]
+STORY_NAMESPACES = ["own-story-wa", "own-story-ma", "own-story-px", "own-story-ed"]
 
 
 def chart_values(chart, release):
@@ -80,22 +83,19 @@ def chart_values(chart, release):
     return {
         "shop": {"replicas": 2},
         "edges": {},
-        "podinfo": {
+        "webapp": {
             "replicaCount": 2,
             "hpa": {"enabled": True, "cpu": 80, "maxReplicas": 4},
             "ingress": {"enabled": True},  # className "" renders `ingressClassName:` (null)
             "serviceAccount": {"enabled": True},
-            "redis": {"enabled": True},
+            "cache": {"enabled": True},
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}],
-            "extraEnvs": [{"name": "OTEL_SERVICE_NAME", "value": "podinfo"}],
+            "extraEnvs": [{"name": "OTEL_SERVICE_NAME", "value": "webapp"}],
             "podDisruptionBudget": {"maxUnavailable": 1},
         },
-        # The APIService is left out: this control plane's kube-apiserver panics on a
-        # server-side apply of an APIService ("FieldManager must be installed to run apply").
-        "metrics-server": {"args": ["--kubelet-insecure-tls"], "apiService": {"create": False}},
-        "ingress-nginx": {
+        "metrics-agent": {"args": ["--kubelet-insecure-tls"]},
+        "edge-proxy": {
             "controller": {
-                "admissionWebhooks": {"patch": {"enabled": False}, "failurePolicy": "Ignore"},
                 "networkPolicy": {"enabled": True},
                 "ingressClassResource": {"name": release},
             },
@@ -109,9 +109,9 @@ def chart_values(chart, release):
 PROBES = {
     "shop": ("configmap/{r}-config", {"data": {"greeting": "probe"}}),
     "edges": ("configmap/{r}-settings", {"data": {"level": "probe"}}),
-    "podinfo": ("deploy/{r}-podinfo", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
-    "metrics-server": ("deploy/{r}-metrics-server", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
-    "ingress-nginx": ("configmap/{r}-ingress-nginx-controller", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
+    "webapp": ("deploy/{r}-webapp", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
+    "metrics-agent": ("deploy/{r}-metrics-agent", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
+    "edge-proxy": ("configmap/{r}-edge-proxy-controller", {"metadata": {"labels": {"helm.sh/chart": "probe"}}}),
 }
 
 
@@ -555,142 +555,142 @@ ROWS = [
             user="system:serviceaccount:own-t-shop:rollout-bot")),
     Row("shop", "configmap/{r}-hook", "a hook's ConfigMap (hooks are never locked)", ALLOW, MP({"data": {"note": "edited"}})),
 
-    # --- podinfo: Deployments, HPA, Ingress, Service, PDB, ServiceAccount, ConfigMap
-    Row("podinfo", "deploy/{r}-podinfo", "kubectl scale: replicas, which the chart leaves to the HPA", ALLOW,
-        K("scale", "deploy/{r}-podinfo", "--replicas=3")),
-    Row("podinfo", "deploy/{r}-podinfo", "the HPA controller scales through the scale subresource", ALLOW,
+    # --- webapp: Deployments, HPA, Ingress, Service, PDB, ServiceAccount, ConfigMap
+    Row("webapp", "deploy/{r}-webapp", "kubectl scale: replicas, which the chart leaves to the HPA", ALLOW,
+        K("scale", "deploy/{r}-webapp", "--replicas=3")),
+    Row("webapp", "deploy/{r}-webapp", "the HPA controller scales through the scale subresource", ALLOW,
         Sub("scale", {"spec": {"replicas": 2}}, user="system:serviceaccount:kube-system:horizontal-pod-autoscaler")),
-    Row("podinfo", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-podinfo", "merge patch: maxReplicas 4 -> 8", DENY, MP({"spec": {"maxReplicas": 8}})),
-    Row("podinfo", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-podinfo", "merge patch: behavior, which the chart does not set", ALLOW,
+    Row("webapp", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-webapp", "merge patch: maxReplicas 4 -> 8", DENY, MP({"spec": {"maxReplicas": 8}})),
+    Row("webapp", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-webapp", "merge patch: behavior, which the chart does not set", ALLOW,
         MP({"spec": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}})),
-    Row("podinfo", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-podinfo", "json patch: the CPU target 80 -> 50 (metrics: atomic)", DENY,
+    Row("webapp", "horizontalpodautoscalers.v2beta2.autoscaling/{r}-webapp", "json patch: the CPU target 80 -> 50 (metrics: atomic)", DENY,
         JP(("replace", "/spec/metrics/0/resource/target/averageUtilization", 50))),
-    Row("podinfo", "hpa/{r}-podinfo", "merge patch through autoscaling/v1 (kubectl's default): targetCPUUtilizationPercentage 80 -> 50", DENY,
+    Row("webapp", "hpa/{r}-webapp", "merge patch through autoscaling/v1 (kubectl's default): targetCPUUtilizationPercentage 80 -> 50", DENY,
         MP({"spec": {"targetCPUUtilizationPercentage": 50}}),
         note="the chart writes autoscaling/v2beta2 metrics; the review comes in autoscaling/v1"),
-    Row("podinfo", "ingresses.v1beta1.networking.k8s.io/{r}-podinfo", "json patch through networking.k8s.io/v1beta1: the backend's servicePort", DENY,
-        JP(("replace", "/spec/rules/0/http/paths/0/backend/servicePort", 8080))),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: one more toleration (tolerations: atomic)", DENY,
+    Row("webapp", "ingresses.v1beta1.networking.k8s.io/{r}-webapp", "json patch through networking.k8s.io/v1beta1: the backend's servicePort", DENY,
+        JP(("replace", "/spec/rules/0/http/paths/0/backend/servicePort", 8081))),
+    Row("webapp", "deploy/{r}-webapp", "json patch: one more toleration (tolerations: atomic)", DENY,
         JP(("add", "/spec/template/spec/tolerations/-", {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}))),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: the chart's toleration removed", DENY,
+    Row("webapp", "deploy/{r}-webapp", "json patch: the chart's toleration removed", DENY,
         JP(("remove", "/spec/template/spec/tolerations/0"))),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: one more word in the chart's command (atomic)", DENY,
-        JP(("add", "/spec/template/spec/containers[name=podinfo]/command/-", "--level=debug"))),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: the chart's emptyDir: {} volume replaced by a hostPath", DENY,
+    Row("webapp", "deploy/{r}-webapp", "json patch: one more word in the chart's command (atomic)", DENY,
+        JP(("add", "/spec/template/spec/containers[name=webapp]/command/-", "--log-level=debug"))),
+    Row("webapp", "deploy/{r}-webapp", "json patch: the chart's emptyDir: {} volume replaced by a hostPath", DENY,
         JP(("replace", "/spec/template/spec/volumes[name=data]", {"name": "data", "hostPath": {"path": "/tmp"}})),
         note="the API server's managedFields do not list emptyDir: {} (1.20 records no leaf for an "
              "empty map), yet the next upgrade fails: 'may not specify more than 1 volume type'"),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: medium: Memory inside the chart's emptyDir: {}", ALLOW,
+    Row("webapp", "deploy/{r}-webapp", "json patch: medium: Memory inside the chart's emptyDir: {}", ALLOW,
         JP(("add", "/spec/template/spec/volumes[name=data]/emptyDir/medium", "Memory"))),
-    Row("podinfo", "deploy/{r}-podinfo", "strategic patch: a new volume and its mount", ALLOW,
+    Row("webapp", "deploy/{r}-webapp", "strategic patch: a new volume and its mount", ALLOW,
         MP({"spec": {"template": {"spec": {"volumes": [{"name": "cache", "emptyDir": {}}],
-                                           "containers": [{"name": "podinfo", "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}]}}}}, "strategic")),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: readinessProbe.periodSeconds 10 -> 30", DENY,
-        JP(("replace", "/spec/template/spec/containers[name=podinfo]/readinessProbe/periodSeconds", 30))),
-    Row("podinfo", "deploy/{r}-podinfo", "kubectl set resources: a memory limit (the chart sets requests only)", ALLOW,
-        K("set", "resources", "deploy/{r}-podinfo", "-c", "podinfo", "--limits=memory=64Mi")),
-    Row("podinfo", "deploy/{r}-podinfo", "json patch: the pod annotation prometheus.io/scrape -> \"false\"", DENY,
+                                           "containers": [{"name": "webapp", "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}]}}}}, "strategic")),
+    Row("webapp", "deploy/{r}-webapp", "json patch: readinessProbe.periodSeconds 10 -> 30", DENY,
+        JP(("replace", "/spec/template/spec/containers[name=webapp]/readinessProbe/periodSeconds", 30))),
+    Row("webapp", "deploy/{r}-webapp", "kubectl set resources: a memory limit (the chart sets requests only)", ALLOW,
+        K("set", "resources", "deploy/{r}-webapp", "-c", "webapp", "--limits=memory=64Mi")),
+    Row("webapp", "deploy/{r}-webapp", "json patch: the pod annotation prometheus.io/scrape -> \"false\"", DENY,
         JP(("replace", "/spec/template/metadata/annotations/prometheus.io~1scrape", "false"))),
-    Row("podinfo", "deploy/{r}-podinfo", "kubectl rollout restart (a new pod template annotation)", ALLOW,
-        K("rollout", "restart", "deploy/{r}-podinfo")),
-    Row("podinfo", "deploy/{r}-podinfo", "merge patch: maxUnavailable 1 -> \"25%\" (int-or-string)", DENY,
+    Row("webapp", "deploy/{r}-webapp", "kubectl rollout restart (a new pod template annotation)", ALLOW,
+        K("rollout", "restart", "deploy/{r}-webapp")),
+    Row("webapp", "deploy/{r}-webapp", "merge patch: maxUnavailable 1 -> \"25%\" (int-or-string)", DENY,
         MP({"spec": {"strategy": {"rollingUpdate": {"maxUnavailable": "25%"}}}})),
-    Row("podinfo", "ingress/{r}-podinfo", "json patch: one more rule (rules: atomic)", DENY,
+    Row("webapp", "ingress/{r}-webapp", "json patch: one more rule (rules: atomic)", DENY,
         JP(("add", "/spec/rules/-", {"host": "evil.example", "http": {"paths": [{"path": "/", "pathType": "Prefix",
-            "backend": {"service": {"name": "{r}-podinfo", "port": {"number": 9898}}}}]}}))),
-    Row("podinfo", "ingress/{r}-podinfo", "merge patch: ingressClassName, which the chart renders as null", DENY,
-        MP({"spec": {"ingressClassName": "nginx"}}),
+            "backend": {"service": {"name": "{r}-webapp", "port": {"number": 8080}}}}]}}))),
+    Row("webapp", "ingress/{r}-webapp", "merge patch: ingressClassName, which the chart renders as null", DENY,
+        MP({"spec": {"ingressClassName": "edge"}}),
         note="against the rule 'a YAML null owns nothing': Helm 4 applies the null, the API server "
              "gives Helm f:ingressClassName, and after this write the next upgrade fails with "
              "conflict with \"kubectl-patch\": .spec.ingressClassName"),
-    Row("podinfo", "ingress/{r}-podinfo", "kubectl annotate: a new annotation", ALLOW,
-        K("annotate", "ingress/{r}-podinfo", "nginx.ingress.kubernetes.io/rewrite-target=/")),
-    Row("podinfo", "ingress/{r}-podinfo", "an ingress controller publishes its address (status)", ALLOW,
+    Row("webapp", "ingress/{r}-webapp", "kubectl annotate: a new annotation", ALLOW,
+        K("annotate", "ingress/{r}-webapp", "edge-proxy.example.com/rewrite-target=/")),
+    Row("webapp", "ingress/{r}-webapp", "an ingress controller publishes its address (status)", ALLOW,
         Sub("status", {"status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.99"}]}}},
-            user="system:serviceaccount:own-t-ing:ing-ingress-nginx")),
-    Row("podinfo", "service/{r}-podinfo", "merge patch: type ClusterIP -> NodePort", DENY, MP({"spec": {"type": "NodePort"}})),
-    Row("podinfo", "service/{r}-podinfo", "json patch: the chart's port renamed http -> web", DENY,
-        JP(("replace", "/spec/ports[port=9898]/name", "web"))),
-    Row("podinfo", "pdb/{r}-podinfo", "merge patch: maxUnavailable 1 -> 2", DENY, MP({"spec": {"maxUnavailable": 2}})),
-    Row("podinfo", "configmap/{r}-podinfo-redis", "kubectl edit: redis.conf", DENY,
-        Edit(("replace", "/data/redis.conf", "maxmemory 1gb\n"))),
-    Row("podinfo", "deploy/{r}-podinfo-redis", "kubectl set resources: cpu limit 1, the chart's 1000m", ALLOW,
-        K("set", "resources", "deploy/{r}-podinfo-redis", "-c", "redis", "--limits=cpu=1,memory=128Mi")),
-    Row("podinfo", "deploy/{r}-podinfo-redis", "json patch: a configMap volume's items path (items: atomic)", DENY,
+            user="system:serviceaccount:own-t-px:px-edge-proxy")),
+    Row("webapp", "service/{r}-webapp", "merge patch: type ClusterIP -> NodePort", DENY, MP({"spec": {"type": "NodePort"}})),
+    Row("webapp", "service/{r}-webapp", "json patch: the chart's port renamed http -> web", DENY,
+        JP(("replace", "/spec/ports[port=8080]/name", "web"))),
+    Row("webapp", "pdb/{r}-webapp", "merge patch: maxUnavailable 1 -> 2", DENY, MP({"spec": {"maxUnavailable": 2}})),
+    Row("webapp", "configmap/{r}-webapp-cache", "kubectl edit: cache.conf", DENY,
+        Edit(("replace", "/data/cache.conf", "maxmemory 1gb\n"))),
+    Row("webapp", "deploy/{r}-webapp-cache", "kubectl set resources: cpu limit 1, the chart's 1000m", ALLOW,
+        K("set", "resources", "deploy/{r}-webapp-cache", "-c", "cache", "--limits=cpu=1,memory=128Mi")),
+    Row("webapp", "deploy/{r}-webapp-cache", "json patch: a configMap volume's items path (items: atomic)", DENY,
         JP(("replace", "/spec/template/spec/volumes[name=config]/configMap/items/0/path", "other.conf"))),
-    Row("podinfo", "serviceaccount/{r}-podinfo", "kubectl label: a new label", ALLOW, K("label", "serviceaccount/{r}-podinfo", "team=web")),
-    Row("podinfo", "deploy/{r}-podinfo", "kubectl set env: the chart's PODINFO_UI_COLOR", DENY,
-        K("set", "env", "deploy/{r}-podinfo", "-c", "podinfo", "PODINFO_UI_COLOR=#000000")),
+    Row("webapp", "serviceaccount/{r}-webapp", "kubectl label: a new label", ALLOW, K("label", "serviceaccount/{r}-webapp", "team=web")),
+    Row("webapp", "deploy/{r}-webapp", "kubectl set env: the chart's WEBAPP_UI_COLOR", DENY,
+        K("set", "env", "deploy/{r}-webapp", "-c", "webapp", "WEBAPP_UI_COLOR=#000000")),
 
-    # --- metrics-server: RBAC (cluster-wide and in kube-system), Deployment, Service
-    Row("metrics-server", "clusterrolebinding/system:{r}-metrics-server", "json patch: one more subject (subjects: atomic; an escalation)", DENY,
+    # --- metrics-agent: RBAC (cluster-wide and in kube-system), Deployment, Service
+    Row("metrics-agent", "clusterrolebinding/system:{r}-metrics-agent", "json patch: one more subject (subjects: atomic; an escalation)", DENY,
         JP(("add", "/subjects/-", {"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"}))),
-    Row("metrics-server", "clusterrolebindings.v1beta1.rbac.authorization.k8s.io/system:{r}-metrics-server", "json patch through rbac v1beta1: one more subject", DENY,
+    Row("metrics-agent", "clusterrolebindings.v1beta1.rbac.authorization.k8s.io/system:{r}-metrics-agent", "json patch through rbac v1beta1: one more subject", DENY,
         JP(("add", "/subjects/-", {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"}))),
-    Row("metrics-server", "clusterrolebinding/system:{r}-metrics-server", "json patch: the subject's namespace changed", DENY,
+    Row("metrics-agent", "clusterrolebinding/system:{r}-metrics-agent", "json patch: the subject's namespace changed", DENY,
         JP(("replace", "/subjects/0/namespace", "default"))),
-    Row("metrics-server", "clusterrolebinding/{r}-metrics-server:system:auth-delegator", "kubectl label: a new label", ALLOW,
-        K("label", "clusterrolebinding/{r}-metrics-server:system:auth-delegator", "audited=true")),
-    Row("metrics-server", "clusterrole/system:{r}-metrics-server-aggregated-reader", "kubectl label: the chart's aggregate-to-view removed", DENY,
-        K("label", "clusterrole/system:{r}-metrics-server-aggregated-reader", "rbac.authorization.k8s.io/aggregate-to-view-")),
-    Row("metrics-server", "clusterrole/system:{r}-metrics-server", "json patch: one more verb", DENY,
+    Row("metrics-agent", "clusterrolebinding/{r}-metrics-agent:system:auth-delegator", "kubectl label: a new label", ALLOW,
+        K("label", "clusterrolebinding/{r}-metrics-agent:system:auth-delegator", "audited=true")),
+    Row("metrics-agent", "clusterrole/system:{r}-metrics-agent-aggregated-reader", "kubectl label: the chart's aggregate-to-view removed", DENY,
+        K("label", "clusterrole/system:{r}-metrics-agent-aggregated-reader", "rbac.authorization.k8s.io/aggregate-to-view-")),
+    Row("metrics-agent", "clusterrole/system:{r}-metrics-agent", "json patch: one more verb", DENY,
         JP(("add", "/rules/1/verbs/-", "delete"))),
-    Row("metrics-server", "rolebinding/{r}-metrics-server-auth-reader@kube-system", "json patch: one more subject (in kube-system)", DENY,
+    Row("metrics-agent", "rolebinding/{r}-metrics-agent-auth-reader@kube-system", "json patch: one more subject (in kube-system)", DENY,
         JP(("add", "/subjects/-", {"kind": "ServiceAccount", "name": "default", "namespace": "default"}))),
-    Row("metrics-server", "deploy/{r}-metrics-server", "json patch: --kubelet-insecure-tls dropped from args (atomic)", DENY,
-        JP(("remove", "/spec/template/spec/containers[name=metrics-server]/args[=--kubelet-insecure-tls]"))),
-    Row("metrics-server", "deploy/{r}-metrics-server", "json patch: NET_RAW added to capabilities.drop (atomic)", DENY,
-        JP(("add", "/spec/template/spec/containers[name=metrics-server]/securityContext/capabilities/drop/-", "NET_RAW"))),
-    Row("metrics-server", "deploy/{r}-metrics-server", "json patch: priorityClassName system-cluster-critical -> system-node-critical", DENY,
+    Row("metrics-agent", "deploy/{r}-metrics-agent", "json patch: --kubelet-insecure-tls dropped from args (atomic)", DENY,
+        JP(("remove", "/spec/template/spec/containers[name=metrics-agent]/args[=--kubelet-insecure-tls]"))),
+    Row("metrics-agent", "deploy/{r}-metrics-agent", "json patch: NET_RAW added to capabilities.drop (atomic)", DENY,
+        JP(("add", "/spec/template/spec/containers[name=metrics-agent]/securityContext/capabilities/drop/-", "NET_RAW"))),
+    Row("metrics-agent", "deploy/{r}-metrics-agent", "json patch: priorityClassName system-cluster-critical -> system-node-critical", DENY,
         JP(("replace", "/spec/template/spec/priorityClassName", "system-node-critical"))),
-    Row("metrics-server", "deploy/{r}-metrics-server", "json patch: livenessProbe.initialDelaySeconds 0 -> 5 (0 is not stored)", DENY,
-        JP(("add", "/spec/template/spec/containers[name=metrics-server]/livenessProbe/initialDelaySeconds", 5))),
-    Row("metrics-server", "deploy/{r}-metrics-server", "kubectl apply --server-side --force-conflicts: replicas 3", DENY,
+    Row("metrics-agent", "deploy/{r}-metrics-agent", "json patch: livenessProbe.initialDelaySeconds 0 -> 5 (0 is not stored)", DENY,
+        JP(("add", "/spec/template/spec/containers[name=metrics-agent]/livenessProbe/initialDelaySeconds", 5))),
+    Row("metrics-agent", "deploy/{r}-metrics-agent", "kubectl apply --server-side --force-conflicts: replicas 3", DENY,
         Apply(("add", "/spec/replicas", 3), server_side=True, force=True)),
-    Row("metrics-server", "service/{r}-metrics-server", "kubectl annotate: a new annotation", ALLOW,
-        K("annotate", "service/{r}-metrics-server", "team=platform")),
-    Row("metrics-server", "serviceaccount/{r}-metrics-server", "the token controller adds a token Secret", ALLOW,
-        MP({"secrets": [{"name": "{r}-metrics-server-token-x"}]}, user=KCM)),
+    Row("metrics-agent", "service/{r}-metrics-agent", "kubectl annotate: a new annotation", ALLOW,
+        K("annotate", "service/{r}-metrics-agent", "team=platform")),
+    Row("metrics-agent", "serviceaccount/{r}-metrics-agent", "the token controller adds a token Secret", ALLOW,
+        MP({"secrets": [{"name": "{r}-metrics-agent-token-x"}]}, user=KCM)),
 
-    # --- ingress-nginx: webhook configuration, NetworkPolicy, Role, Secret, IngressClass, ...
-    Row("ingress-nginx", "validatingwebhookconfiguration/{r}-ingress-nginx-admission", "a CA injector fills in caBundle (not in the chart)", ALLOW,
+    # --- edge-proxy: webhook configuration, NetworkPolicy, Role, Secret, IngressClass, ...
+    Row("edge-proxy", "validatingwebhookconfiguration/{r}-edge-proxy-admission", "a CA injector fills in caBundle (not in the chart)", ALLOW,
         JP(("add", "/webhooks/0/clientConfig/caBundle", base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()),
            user="system:serviceaccount:cert-manager:cert-manager-cainjector"), note=UNSEEN),
-    Row("ingress-nginx", "validatingwebhookconfiguration/{r}-ingress-nginx-admission", "json patch: namespaceSelector, which the chart leaves to the API's default", ALLOW,
+    Row("edge-proxy", "validatingwebhookconfiguration/{r}-edge-proxy-admission", "json patch: namespaceSelector, which the chart leaves to the API's default", ALLOW,
         JP(("add", "/webhooks/0/namespaceSelector", {"matchExpressions": [{"key": "e2e-skip", "operator": "DoesNotExist"}]})), note=UNSEEN),
-    Row("ingress-nginx", "networkpolicy/{r}-ingress-nginx-controller", "json patch: one more ingress port (ingress: atomic)", DENY,
+    Row("edge-proxy", "networkpolicy/{r}-edge-proxy-controller", "json patch: one more ingress port (ingress: atomic)", DENY,
         JP(("add", "/spec/ingress/0/ports/-", {"protocol": "TCP", "port": 22}))),
-    Row("ingress-nginx", "networkpolicy/{r}-ingress-nginx-controller", "json patch: egress [{}] emptied (the {} item removed)", DENY,
+    Row("edge-proxy", "networkpolicy/{r}-edge-proxy-controller", "json patch: egress [{}] emptied (the {} item removed)", DENY,
         JP(("replace", "/spec/egress", []))),
-    Row("ingress-nginx", "networkpolicy/{r}-ingress-nginx-controller", "merge patch: a podSelector key (LabelSelector: atomic)", DENY,
+    Row("edge-proxy", "networkpolicy/{r}-edge-proxy-controller", "merge patch: a podSelector key (LabelSelector: atomic)", DENY,
         MP({"spec": {"podSelector": {"matchLabels": {"extra": "x"}}}})),
-    Row("ingress-nginx", "networkpolicy/{r}-ingress-nginx-controller", "kubectl label: a new label", ALLOW,
-        K("label", "networkpolicy/{r}-ingress-nginx-controller", "audited=true")),
-    Row("ingress-nginx", "role/{r}-ingress-nginx", "json patch: update granted on secrets (rules: atomic)", DENY,
+    Row("edge-proxy", "networkpolicy/{r}-edge-proxy-controller", "kubectl label: a new label", ALLOW,
+        K("label", "networkpolicy/{r}-edge-proxy-controller", "audited=true")),
+    Row("edge-proxy", "role/{r}-edge-proxy", "json patch: update granted on secrets (rules: atomic)", DENY,
         JP(("add", "/rules/1/verbs/-", "update"))),
-    Row("ingress-nginx", "rolebinding/{r}-ingress-nginx", "kubectl annotate: a new annotation", ALLOW,
-        K("annotate", "rolebinding/{r}-ingress-nginx", "team=edge")),
-    Row("ingress-nginx", "secret/{r}-ingress-nginx-controller", "kubectl edit: data dhparam.pem", DENY,
+    Row("edge-proxy", "rolebinding/{r}-edge-proxy", "kubectl annotate: a new annotation", ALLOW,
+        K("annotate", "rolebinding/{r}-edge-proxy", "team=edge")),
+    Row("edge-proxy", "secret/{r}-edge-proxy-controller", "kubectl edit: data dhparam.pem", DENY,
         Edit(("replace", "/data/dhparam.pem", "b3RoZXI="))),
-    Row("ingress-nginx", "secret/{r}-ingress-nginx-controller", "merge patch: a new data key", ALLOW,
+    Row("edge-proxy", "secret/{r}-edge-proxy-controller", "merge patch: a new data key", ALLOW,
         MP({"data": {"extra.pem": "eA=="}})),
-    Row("ingress-nginx", "ingressclass/{r}", "kubectl annotate: is-default-class", ALLOW,
+    Row("edge-proxy", "ingressclass/{r}", "kubectl annotate: is-default-class", ALLOW,
         K("annotate", "ingressclass/{r}", "ingressclass.kubernetes.io/is-default-class=true")),
-    Row("ingress-nginx", "deploy/{r}-ingress-nginx-controller", "json patch: the preStop hook's command", DENY,
+    Row("edge-proxy", "deploy/{r}-edge-proxy-controller", "json patch: the preStop hook's command", DENY,
         JP(("replace", "/spec/template/spec/containers[name=controller]/lifecycle/preStop/exec/command", ["/bin/true"]))),
-    Row("ingress-nginx", "deploy/{r}-ingress-nginx-controller", "json patch: the chart's LD_PRELOAD variable removed", DENY,
+    Row("edge-proxy", "deploy/{r}-edge-proxy-controller", "json patch: the chart's LD_PRELOAD variable removed", DENY,
         JP(("remove", "/spec/template/spec/containers[name=controller]/env[name=LD_PRELOAD]"))),
-    Row("ingress-nginx", "deploy/{r}-ingress-nginx-controller", "strategic patch: one more nodeSelector key (a granular map)", ALLOW,
+    Row("edge-proxy", "deploy/{r}-edge-proxy-controller", "strategic patch: one more nodeSelector key (a granular map)", ALLOW,
         MP({"spec": {"template": {"spec": {"nodeSelector": {"node-role/edge": "true"}}}}}, "strategic")),
-    Row("ingress-nginx", "deploy/{r}-ingress-nginx-controller", "strategic patch: nodeSelector kubernetes.io/os linux -> windows", DENY,
+    Row("edge-proxy", "deploy/{r}-edge-proxy-controller", "strategic patch: nodeSelector kubernetes.io/os linux -> windows", DENY,
         MP({"spec": {"template": {"spec": {"nodeSelector": {"kubernetes.io/os": "windows"}}}}}, "strategic")),
-    Row("ingress-nginx", "service/{r}-ingress-nginx-controller", "a load-balancer controller publishes the address (status)", ALLOW,
+    Row("edge-proxy", "service/{r}-edge-proxy-controller", "a load-balancer controller publishes the address (status)", ALLOW,
         Sub("status", {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}},
             user="system:serviceaccount:kube-system:service-controller")),
-    Row("ingress-nginx", "service/{r}-ingress-nginx-controller", "json patch: another nodePort (allocated by the API server; the chart sets none)", ALLOW,
+    Row("edge-proxy", "service/{r}-edge-proxy-controller", "json patch: another nodePort (allocated by the API server; the chart sets none)", ALLOW,
         JP(("replace", "/spec/ports[port=80]/nodePort", 31080))),
-    Row("ingress-nginx", "configmap/{r}-ingress-nginx-controller", "merge patch: a new key", ALLOW, MP({"data": {"use-gzip": "true"}})),
-    Row("ingress-nginx", "configmap/{r}-ingress-nginx-controller", "merge patch: the chart's ssl-dh-param", DENY,
+    Row("edge-proxy", "configmap/{r}-edge-proxy-controller", "merge patch: a new key", ALLOW, MP({"data": {"use-gzip": "true"}})),
+    Row("edge-proxy", "configmap/{r}-edge-proxy-controller", "merge patch: the chart's ssl-dh-param", DENY,
         MP({"data": {"ssl-dh-param": "other/secret"}})),
 
     # --- edges: stringData, finalizers, a null, octal modes, quantities, Namespace, a mutating
@@ -1029,7 +1029,7 @@ class Ownership(unittest.TestCase):
         """`helm-locker owned-fields` against every object of every chart right after install:
         what it locks must be exactly Helm's managedFields entry."""
         releases = [self.install(chart, name, f"own-of-{name}") for chart, name in
-                    (("shop", "osh"), ("podinfo", "opi"), ("metrics-server", "oms"), ("ingress-nginx", "oing"), ("edges", "oed"))]
+                    (("shop", "osh"), ("webapp", "owa"), ("metrics-agent", "oma"), ("edge-proxy", "opx"), ("edges", "oed"))]
         try:
             folder = tempfile.mkdtemp(prefix="owned-fields-", dir=self.plane.dir)
             # The API server publishes a new CRD's schema in /openapi/v2 a moment after it is
@@ -1078,8 +1078,8 @@ class Ownership(unittest.TestCase):
 
     def test_2_table_of_writes(self):
         """Every row of ROWS on the real control plane, with both invariants."""
-        names = {"shop": "sh", "podinfo": "pi", "metrics-server": "ms", "ingress-nginx": "ing", "edges": "ed"}
-        spaces = {"shop": "own-t-shop", "podinfo": "own-t-pi", "metrics-server": "own-t-ms", "ingress-nginx": "own-t-ing", "edges": "own-t-ed"}
+        names = {"shop": "sh", "webapp": "wa", "metrics-agent": "ma", "edge-proxy": "px", "edges": "ed"}
+        spaces = {"shop": "own-t-shop", "webapp": "own-t-wa", "metrics-agent": "own-t-ma", "edge-proxy": "own-t-px", "edges": "own-t-ed"}
         started = time.time()
         releases = {chart: self.install(chart, names[chart], spaces[chart]) for chart in names}
         try:
@@ -1134,7 +1134,7 @@ class Ownership(unittest.TestCase):
         print(f"\n  random JSON patches: E2E_SEED={seed} E2E_RANDOM_PATCHES={count}")
         rng = random.Random(seed)
         releases = [self.install(chart, name, f"own-r-{name}") for chart, name in
-                    (("shop", "rsh"), ("podinfo", "rpi"), ("edges", "red"))]
+                    (("shop", "rsh"), ("webapp", "rwa"), ("edges", "red"))]
         try:
             for release in releases:
                 release.wait_locked()
@@ -1169,27 +1169,27 @@ class Ownership(unittest.TestCase):
         Writes to webhook configurations never reach an admission webhook (the API server does
         not send them), so for those the reverter is the lock: they land, and are put back."""
         stories = [
-            dict(chart="podinfo", name="spi", namespace="own-story-pi",
+            dict(chart="webapp", name="swa", namespace="own-story-wa",
                  changed={"ui": {"color": "#ff0000"}},
-                 field=("deploy/{r}-podinfo", '{.spec.template.spec.containers[0].env[?(@.name=="PODINFO_UI_COLOR")].value}', "#34577c", "#ff0000"),
-                 edit=("deploy/{r}-podinfo", [("replace", "/spec/template/spec/containers[name=podinfo]/image", "ghcr.io/evil/podinfo:1")]),
-                 exempt_drift=("horizontalpodautoscalers.v2beta2.autoscaling/{r}-podinfo", {"spec": {"maxReplicas": 9}}),
-                 away_drift=("configmap/{r}-podinfo-redis", {"data": {"redis.conf": "maxmemory 1gb\n"}})),
-            dict(chart="metrics-server", name="sms", namespace="own-story-ms",
-                 changed={"replicas": 2}, field=("deploy/{r}-metrics-server", "{.spec.replicas}", "1", "2"),
-                 edit=("clusterrolebinding/system:{r}-metrics-server",
+                 field=("deploy/{r}-webapp", '{.spec.template.spec.containers[0].env[?(@.name=="WEBAPP_UI_COLOR")].value}', "#3a6ea5", "#ff0000"),
+                 edit=("deploy/{r}-webapp", [("replace", "/spec/template/spec/containers[name=webapp]/image", "ghcr.io/evil/webapp:1")]),
+                 exempt_drift=("horizontalpodautoscalers.v2beta2.autoscaling/{r}-webapp", {"spec": {"maxReplicas": 9}}),
+                 away_drift=("configmap/{r}-webapp-cache", {"data": {"cache.conf": "maxmemory 1gb\n"}})),
+            dict(chart="metrics-agent", name="sma", namespace="own-story-ma",
+                 changed={"replicas": 2}, field=("deploy/{r}-metrics-agent", "{.spec.replicas}", "1", "2"),
+                 edit=("clusterrolebinding/system:{r}-metrics-agent",
                        [("add", "/subjects/-", {"kind": "User", "name": "mallory", "apiGroup": "rbac.authorization.k8s.io"})]),
-                 exempt_drift=("deploy/{r}-metrics-server", {"spec": {"replicas": 5}}),
-                 away_drift=("clusterrole/system:{r}-metrics-server", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})),
-            dict(chart="ingress-nginx", name="sing", namespace="own-story-ing",
-                 changed={"controller": dict(chart_values("ingress-nginx", "sing")["controller"], config={"use-gzip": "true"})},
-                 field=("configmap/{r}-ingress-nginx-controller", "{.data.use-gzip}", "", "true"),
-                 edit=("networkpolicy/{r}-ingress-nginx-controller", [("replace", "/spec/podSelector", {})]),
-                 exempt_drift=("networkpolicy/{r}-ingress-nginx-controller", {"spec": {"policyTypes": ["Ingress"]}}),
-                 away_drift=("secret/{r}-ingress-nginx-controller", {"data": {"dhparam.pem": "b3RoZXI="}}),
-                 unseen=[("validatingwebhookconfiguration/{r}-ingress-nginx-admission",
+                 exempt_drift=("deploy/{r}-metrics-agent", {"spec": {"replicas": 5}}),
+                 away_drift=("clusterrole/system:{r}-metrics-agent", {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]})),
+            dict(chart="edge-proxy", name="spx", namespace="own-story-px",
+                 changed={"controller": dict(chart_values("edge-proxy", "spx")["controller"], config={"use-gzip": "true"})},
+                 field=("configmap/{r}-edge-proxy-controller", "{.data.use-gzip}", "", "true"),
+                 edit=("networkpolicy/{r}-edge-proxy-controller", [("replace", "/spec/podSelector", {})]),
+                 exempt_drift=("networkpolicy/{r}-edge-proxy-controller", {"spec": {"policyTypes": ["Ingress"]}}),
+                 away_drift=("secret/{r}-edge-proxy-controller", {"data": {"dhparam.pem": "b3RoZXI="}}),
+                 unseen=[("validatingwebhookconfiguration/{r}-edge-proxy-admission",
                           [("replace", "/webhooks/0/failurePolicy", "Fail")]),
-                         ("validatingwebhookconfiguration/{r}-ingress-nginx-admission",
+                         ("validatingwebhookconfiguration/{r}-edge-proxy-admission",
                           [("add", "/webhooks/0/rules/0/operations/-", "DELETE")])]),
             dict(chart="edges", name="sed", namespace="own-story-ed",
                  changed={"level": "debug"}, field=("configmap/{r}-settings", "{.data.level}", "info", "debug"),

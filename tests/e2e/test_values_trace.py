@@ -1,7 +1,8 @@
 """A denial names the values key that sets the field and the `helm upgrade --set` that changes
-it the right way: on a real control plane, with a public chart installed by real Helm (the
-vendored podinfo: values on the line with `default`, `toYaml` under a key, `with` blocks,
-`include` helpers), kubectl denied, then the suggested upgrade done and found to work.
+it the right way: on a real control plane, with a chart written the way published ones are,
+installed by real Helm (charts/webapp, written in this repository: values on the line with
+`default`, `toYaml` under a key, `with` blocks, `include` helpers), kubectl denied, then the
+suggested upgrade done and found to work.
 
 Run through scripts/e2e.sh, or alone:
   HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest tests/e2e/test_values_trace.py -v
@@ -16,10 +17,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import DENIED, ControlPlane, Locker, eventually, register_webhook  # noqa: E402
 
-PODINFO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "charts", "podinfo")
+WEBAPP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "charts", "webapp")
 NS = "vt"
-DEPLOY = "deploy/vt-podinfo"
-VALUES = {"replicaCount": 2, "redis": {"enabled": False}}
+DEPLOY = "deploy/vt-webapp"
+VALUES = {"replicaCount": 2, "cache": {"enabled": False}}
 
 
 class ValuesTrace(unittest.TestCase):
@@ -29,7 +30,7 @@ class ValuesTrace(unittest.TestCase):
         cls.locker = Locker(cls.plane, "vt").wait_ready()
         register_webhook(cls.plane, cls.locker, "vt")
         cls.helm = cls.plane.helm(NS)
-        cls.helm.install(PODINFO, NS, VALUES, create_namespace=True)
+        cls.helm.install(WEBAPP, NS, VALUES, create_namespace=True)
         locked = eventually(lambda: cls.plane.kubectl(
             "-n", NS, "scale", DEPLOY, "--replicas=9", "--dry-run=server").returncode != 0, 20, 0.2)
         assert locked, "the release was never locked"
@@ -49,11 +50,11 @@ class ValuesTrace(unittest.TestCase):
         message = self.denied("scale", DEPLOY, "--replicas=5")
         self.assertIn("/spec/replicas is 2 in the chart, this request sets 5", message)
         self.assertIn("In the chart: /spec/replicas comes from values replicaCount.", message)
-        self.assertIn("helm upgrade vt <podinfo chart> -n vt --reuse-values --set replicaCount=5", message)
+        self.assertIn("helm upgrade vt <webapp chart> -n vt --reuse-values --set replicaCount=5", message)
 
     def test_a_field_under_to_yaml_gets_the_rest_of_its_path(self):
         patch = {"spec": {"template": {"spec": {"containers": [
-            {"name": "podinfo", "resources": {"requests": {"cpu": "250m"}}}]}}}}
+            {"name": "webapp", "resources": {"requests": {"cpu": "250m"}}}]}}}}
         message = self.denied("patch", DEPLOY, "--type=strategic", "-p", json.dumps(patch))
         self.assertIn("comes from values resources.requests.cpu", message)
         self.assertIn("--set resources.requests.cpu=250m", message)
@@ -61,7 +62,7 @@ class ValuesTrace(unittest.TestCase):
     def test_a_field_no_value_sets_names_the_template_line(self):
         message = self.denied("patch", DEPLOY, "--type=merge", "-p",
                               json.dumps({"spec": {"strategy": {"rollingUpdate": {"maxUnavailable": 3}}}}))
-        self.assertIn("/spec/strategy/rollingUpdate/maxUnavailable is set in podinfo/templates/deployment.yaml line 15",
+        self.assertIn("/spec/strategy/rollingUpdate/maxUnavailable is set in webapp/templates/deployment.yaml line 15",
                       message)
         self.assertNotIn("--set", message)
 
@@ -69,7 +70,7 @@ class ValuesTrace(unittest.TestCase):
         message = self.denied("scale", DEPLOY, "--replicas=4")
         self.assertIn("--set replicaCount=4", message)
         # What --reuse-values --set replicaCount=4 means, through the Go SDK.
-        self.helm.upgrade(PODINFO, NS, dict(VALUES, replicaCount=4))
+        self.helm.upgrade(WEBAPP, NS, dict(VALUES, replicaCount=4))
         replicas = self.plane.kubectl("-n", NS, "get", DEPLOY, "-o", "jsonpath={.spec.replicas}").stdout
         self.assertEqual(replicas, "4")
         # The Events recording the denials carry the same advice (one per object, reason and
