@@ -212,6 +212,7 @@ fn benches(c: &mut Criterion) {
                     let head = helm_locker::review::read_head(body).unwrap();
                     assert!(helm_locker::decide::decide_head(
                         &recorded_index,
+                        &schema,
                         &head.review.request
                     )
                     .unwrap()

@@ -74,6 +74,11 @@ enum Command {
         /// resources and kinds newer than the embedded Kubernetes 1.20 schema.
         #[arg(long)]
         openapi: Option<PathBuf>,
+        /// CustomResourceDefinitions (YAML or JSON, several documents or a List; repeatable):
+        /// which kind a resource's `scale` writes and through which `specReplicasPath`, as the
+        /// server learns it from the API server. CRDs in the releases' manifests are read too.
+        #[arg(long = "crd")]
+        crds: Vec<PathBuf>,
     },
     /// Compare what helm-locker locks in live objects with what the API server attributes to
     /// Helm's field manager (the `Apply` entry of `metadata.managedFields`).
@@ -314,6 +319,7 @@ pub fn main() -> ExitCode {
             mode,
             explain,
             openapi,
+            crds,
         } => {
             // `review --releases A B REVIEW.json`: the greedy list holds the review last.
             match review.or_else(|| {
@@ -330,6 +336,7 @@ pub fn main() -> ExitCode {
                     mode,
                     explain,
                     openapi.as_deref(),
+                    &crds,
                 ),
                 None => Err("give the AdmissionReview file after the release paths".into()),
             }
@@ -374,6 +381,31 @@ fn load_index(paths: &[PathBuf]) -> Result<Index, String> {
         return Err("no release Secret could be read".into());
     }
     Ok(Index::from_secrets(loaded.secrets))
+}
+
+/// CustomResourceDefinitions from YAML or JSON files: documents, Lists, anything else skipped.
+fn read_crds(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, String> {
+    let mut out = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .map_err(|e| format!("{}: not YAML or JSON: {e}", path.display()))?;
+        let mut pending = documents;
+        while let Some(document) = pending.pop() {
+            match document.get("kind").and_then(|k| k.as_str()) {
+                Some("List") => pending.extend(
+                    document
+                        .get("items")
+                        .and_then(|i| i.as_array())
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+                Some("CustomResourceDefinition") => out.push(document),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn load_schema(openapi: Option<&std::path::Path>) -> Result<Arc<Schema>, String> {
@@ -516,6 +548,7 @@ fn run_review(
     mode: Option<Mode>,
     explain: bool,
     openapi: Option<&std::path::Path>,
+    crd_files: &[PathBuf],
 ) -> Result<(), String> {
     let mut config = load_config(config)?;
     if let Some(mode) = mode {
@@ -529,7 +562,24 @@ fn run_review(
     }
     .map_err(|e| format!("{}: {e}", review.display()))?;
     let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
-    let schema = load_schema(openapi)?;
+    let mut crds = read_crds(crd_files)?;
+    for state in index.releases() {
+        for object in state.objects.iter().flatten() {
+            if object.group.as_ref() == "apiextensions.k8s.io"
+                && object.kind.as_ref() == "CustomResourceDefinition"
+            {
+                crds.push(object.content().to_json());
+            }
+        }
+    }
+    let schema = match openapi {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Schema::from_openapi_v2(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => Schema::snapshot().map_err(|e| e.to_string())?,
+    }
+    .with_scale_paths(crds.iter());
     let mut decision = decide(&index, &schema, &config, &parsed.request)
         .map_err(|e| format!("{}: {e}", review.display()))?;
     // As the server does: the message says where the chart sets the fields.

@@ -247,3 +247,65 @@ fn deployment_with_extra_owned_field(mut deployment: Value) -> Value {
     fields["f:paused"] = serde_json::json!({});
     deployment
 }
+
+/// `review --crd`: a custom resource's `scale` is decided as the server decides it, the CRD
+/// saying which kind the resource is (an irregular plural) and which field `scale` writes.
+#[test]
+fn review_reads_crds_for_a_custom_resources_scale() {
+    use helm_locker_core::test_util::{release_json, release_secret_json};
+    let dir = tempfile::tempdir().unwrap();
+    let manifest =
+        "apiVersion: zoo.example.com/v1\nkind: Mouse\nmetadata: {name: m}\nspec: {size: 2}\n";
+    let release = release_json(
+        "zoo",
+        "zoo",
+        1,
+        helm_locker::release::Status::Deployed,
+        manifest,
+    );
+    let releases = dir.path().join("releases.json");
+    std::fs::write(&releases, release_secret_json(&release).to_string()).unwrap();
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: mice.zoo.example.com}\nspec:\n  group: zoo.example.com\n  names: {plural: mice, kind: Mouse}\n  versions:\n  - name: v1\n    subresources:\n      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.size}\n",
+    )
+    .unwrap();
+    let scale = |r: i64| serde_json::json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "m", "namespace": "zoo"}, "spec": {"replicas": r}});
+    let review =
+        helm_locker_core::test_util::review("UPDATE", "zoo.example.com/v1", "Scale", "mice")
+            .kind("autoscaling/v1", "Scale")
+            .sub_resource("scale")
+            .uid("u")
+            .name(Some("zoo"), "m")
+            .user("alice")
+            .object(scale(9))
+            .old_object(scale(2));
+    let body = dir.path().join("review.json");
+    std::fs::write(&body, review.body()).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "review",
+            "--releases",
+            releases.to_str().unwrap(),
+            body.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // Without the CRD, nothing says that `mice` are Mice: not found, allowed.
+    assert_eq!(run(&[])["response"]["allowed"], true);
+    let denied = run(&["--crd", crd.to_str().unwrap()]);
+    assert_eq!(denied["response"]["allowed"], false);
+    let message = denied["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/spec/size is 2 in the chart, this request sets 9"),
+        "{message}"
+    );
+}

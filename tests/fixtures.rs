@@ -409,7 +409,11 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         if let Some(head) = parse_head(review.body.as_bytes()) {
             assert_eq!(head.request.uid, parsed.request.uid);
             assert_eq!(head.api_version, parsed.api_version);
-            if let Ok(Some(fast)) = helm_locker::decide::decide_head(&index, &head.request) {
+            if let Ok(Some(fast)) = helm_locker::decide::decide_head(
+                &index,
+                &helm_locker::schema::Schema::builtin(),
+                &head.request,
+            ) {
                 assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
                 fast_path += 1;
             }

@@ -274,7 +274,11 @@ enum Located<'i> {
 
 /// The locked object a request writes, and through which door; or the answer when there is
 /// none to find.
-fn locate<'i>(index: &'i Index, request: &Request) -> Result<Located<'i>, DecideError> {
+fn locate<'i>(
+    index: &'i Index,
+    schema: &Schema,
+    request: &Request,
+) -> Result<Located<'i>, DecideError> {
     if request.operation == Operation::Connect {
         return Ok(Located::Answered(Allowed::NotOwned));
     }
@@ -304,7 +308,7 @@ fn locate<'i>(index: &'i Index, request: &Request) -> Result<Located<'i>, Decide
         let name = request.name().unwrap_or_default();
         index.lookup("", "Pod", request.namespace(), name)
     } else {
-        find_object(index, request, door.scale)?
+        find_object(index, schema, request, door.scale)?
     };
     Ok(match found {
         Some(object) => Located::Locked(object, door),
@@ -315,8 +319,12 @@ fn locate<'i>(index: &'i Index, request: &Request) -> Result<Located<'i>, Decide
 /// What a review's head (everything but `object` and `oldObject`) decides on its own: an
 /// object no release owns, or a subresource never locked (the fast path). `None` when the
 /// object is locked and the whole review is needed.
-pub fn decide_head(index: &Index, request: &Request) -> Result<Option<Decision>, DecideError> {
-    Ok(match locate(index, request)? {
+pub fn decide_head(
+    index: &Index,
+    schema: &Schema,
+    request: &Request,
+) -> Result<Option<Decision>, DecideError> {
+    Ok(match locate(index, schema, request)? {
         Located::Answered(allowed) => Some(Decision::Allow(allowed)),
         Located::Locked(..) => None,
     })
@@ -336,7 +344,7 @@ pub fn decide(
             status,
             evict,
         },
-    ) = match locate(index, request)? {
+    ) = match locate(index, schema, request)? {
         Located::Answered(allowed) => return Ok(Decision::Allow(allowed)),
         Located::Locked(object, door) => (object, door),
     };
@@ -699,6 +707,7 @@ fn co_owner_claims(
 /// DELETE issued by a collection delete (namespace controller) has its name only in `oldObject`.
 fn find_object<'i>(
     index: &'i Index,
+    schema: &Schema,
     request: &Request,
     scale: bool,
 ) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
@@ -756,10 +765,17 @@ fn find_object<'i>(
         }
         return Ok(first);
     }
+    // A Scale names its parent by resource: the API server's schema (and each CRD's `names`)
+    // says which kind that is.
     let (group, plural) = (&request.resource.group, request.resource.resource.as_ref());
+    if let Some(kind) = schema.kind_of_resource(group, plural) {
+        return Ok(index.lookup(group, kind, namespace, name));
+    }
+    // Nothing says (an offline decision about a custom resource whose CRD was not given): the
+    // kinds the plural may stand for.
     Ok(singular_candidates(plural)
         .into_iter()
-        .find_map(|kind| index.lookup(group, kind, namespace, name)))
+        .find_map(|kind| index.lookup(group, &kind, namespace, name)))
 }
 
 /// Whether an object's Helm annotations name `release`. Read with the scanner up to
@@ -806,15 +822,19 @@ pub fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option
     ))
 }
 
-/// Kinds a plural resource name may stand for (`deployments` -> `deployment`; the index
-/// compares kinds without case), the inverse of kubectl's guess from kind to resource.
-fn singular_candidates(plural: &str) -> Vec<&str> {
-    let mut out = Vec::with_capacity(2);
+/// Kinds a plural resource name may stand for (`deployments` -> `deployment`, `registries` ->
+/// `registry`; the index compares kinds without case), the inverse of the usual English plural
+/// CRDs are given; only when nothing states the kind.
+fn singular_candidates(plural: &str) -> Vec<Cow<'_, str>> {
+    let mut out = Vec::with_capacity(3);
+    if let Some(stem) = plural.strip_suffix("ies") {
+        out.push(Cow::Owned(format!("{stem}y")));
+    }
     if let Some(stem) = plural.strip_suffix("es") {
-        out.push(stem);
+        out.push(Cow::Borrowed(stem));
     }
     if let Some(stem) = plural.strip_suffix('s') {
-        out.push(stem);
+        out.push(Cow::Borrowed(stem));
     }
     out
 }
@@ -2168,6 +2188,81 @@ mod tests {
         let mut object = scale(5);
         json_patch::patch(&mut object, &patch).unwrap();
         assert_eq!(object["spec"]["replicas"], 3);
+    }
+
+    /// A Scale names its parent by resource; the schema (the API server's paths, a CRD's
+    /// `names`) says which kind that is, irregular plurals included.
+    #[test]
+    fn a_scale_finds_its_parent_by_the_kind_the_api_server_names() {
+        let chart = "apiVersion: goharbor.io/v1\nkind: Registry\nmetadata: {name: r}\nspec: {replicas: 2}\n---\napiVersion: zoo.example.com/v1\nkind: Mouse\nmetadata: {name: m}\nspec: {replicas: 2}\n";
+        let idx = index_of(chart);
+        let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "x"}, "spec": {"replicas": r}});
+        let body = |group: &str, resource: &str, name: &str| {
+            review(
+                "UPDATE",
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+                json!({"group": group, "version": "v1", "resource": resource}),
+                Some("scale"),
+                name,
+                Some("shop"),
+                "admin",
+                scale(0),
+                scale(2),
+            )
+        };
+        let decide_with = |schema: &Schema, body: String| {
+            decide(
+                &idx,
+                schema,
+                &Config::default(),
+                &parse_review(body.as_bytes()).unwrap().request,
+            )
+            .unwrap()
+        };
+        let crd = |group: &str, plural: &str, kind: &str| json!({"spec": {"group": group, "names": {"plural": plural, "kind": kind}}});
+        let crds = [
+            crd("goharbor.io", "registries", "Registry"),
+            crd("zoo.example.com", "mice", "Mouse"),
+        ];
+        let with_crds = Schema::empty().with_scale_paths(crds.iter());
+        assert!(matches!(
+            decide_with(&with_crds, body("goharbor.io", "registries", "r")),
+            Decision::Deny(_)
+        ));
+        assert!(matches!(
+            decide_with(&with_crds, body("zoo.example.com", "mice", "m")),
+            Decision::Deny(_)
+        ));
+        // Without the CRDs: a regular plural is still read right; an irregular one is not known.
+        assert!(matches!(
+            decide_with(&Schema::empty(), body("goharbor.io", "registries", "r")),
+            Decision::Deny(_)
+        ));
+        assert!(decide_with(&Schema::empty(), body("zoo.example.com", "mice", "m")).is_allowed());
+        // The API server's own paths say the same for every kind it serves.
+        let openapi = json!({"definitions": {}, "paths": {
+            "/apis/zoo.example.com/v1/namespaces/{namespace}/mice/{name}": {"get": {"x-kubernetes-group-version-kind": {"group": "zoo.example.com", "version": "v1", "kind": "Mouse"}}},
+            "/apis/zoo.example.com/v1/namespaces/{namespace}/mice/{name}/scale": {"get": {"x-kubernetes-group-version-kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}}}}});
+        let served = Schema::from_openapi_v2(openapi.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            served.kind_of_resource("zoo.example.com", "mice"),
+            Some("Mouse")
+        );
+        assert_eq!(
+            served.kind_of_resource("apps", "statefulsets"),
+            Some("StatefulSet")
+        );
+        assert!(matches!(
+            decide_with(&served, body("zoo.example.com", "mice", "m")),
+            Decision::Deny(_)
+        ));
+        // The fast path reads the same schema.
+        let head = body("zoo.example.com", "mice", "m");
+        let request = parse_review(head.as_bytes()).unwrap().request;
+        assert_eq!(decide_head(&idx, &served, &request).unwrap(), None);
+        assert!(decide_head(&idx, &Schema::empty(), &request)
+            .unwrap()
+            .is_some());
     }
 
     #[test]

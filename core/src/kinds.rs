@@ -148,6 +148,18 @@ pub fn same_group(a: &str, b: &str, kind: &str) -> bool {
     a == b || canonical_group(a, kind) == canonical_group(b, kind)
 }
 
+/// The built-in kinds served with a `scale` subresource, by (group, plural resource): what a
+/// `scale` request names when the schema has no `/openapi/v2` paths (the embedded snapshot).
+pub fn builtin_kind_of_resource(group: &str, resource: &str) -> Option<&'static str> {
+    Some(match (group, resource) {
+        ("apps" | "extensions", "deployments") => "Deployment",
+        ("apps" | "extensions", "replicasets") => "ReplicaSet",
+        ("apps", "statefulsets") => "StatefulSet",
+        ("", "replicationcontrollers") => "ReplicationController",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

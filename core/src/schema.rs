@@ -106,6 +106,9 @@ pub struct Schema {
     /// Custom resources whose `scale` subresource writes another field than `/spec/replicas`
     /// (their CRD's `specReplicasPath`), as JSON pointers.
     replicas_pointers: HashMap<GroupKind, Box<str>>,
+    /// (group, plural resource) -> kind, as the API server serves them: the paths of its
+    /// `/openapi/v2` and each CRD's `names`. A `scale` request names only the resource.
+    resources: HashMap<(Box<str>, Box<str>), Box<str>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +124,34 @@ pub enum SchemaError {
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// (group, plural) -> kind from an `/openapi/v2` document's `paths`: each object path
+/// (`/apis/apps/v1/namespaces/{namespace}/deployments/{name}`, `/api/v1/nodes/{name}`) names its
+/// resource, and its operations the kind (`x-kubernetes-group-version-kind`).
+fn resources_of_paths(paths: Option<&Value>) -> HashMap<(Box<str>, Box<str>), Box<str>> {
+    let mut out = HashMap::new();
+    for (path, item) in paths.and_then(Value::as_object).into_iter().flatten() {
+        let Some(rest) = path.strip_suffix("/{name}") else {
+            continue;
+        };
+        let Some(resource) = rest.rsplit('/').next().filter(|r| !r.starts_with('{')) else {
+            continue;
+        };
+        let gvk = item
+            .as_object()
+            .into_iter()
+            .flat_map(|ops| ops.values())
+            .find_map(|op| op.get("x-kubernetes-group-version-kind"));
+        let (Some(group), Some(kind)) = (
+            gvk.and_then(|g| g.get("group")).and_then(Value::as_str),
+            gvk.and_then(|g| g.get("kind")).and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        out.insert((group.into(), resource.into()), kind.into());
+    }
+    out
+}
 
 /// Kubernetes 1.20's `/openapi/v2`, definitions only, descriptions removed, gzip
 /// (`scripts/openapi_snapshot.py` makes it from a running API server).
@@ -142,6 +173,11 @@ impl Schema {
             .clone()
     }
 
+    /// The embedded snapshot as a schema of its own, to extend ([`Schema::with_scale_paths`]).
+    pub fn snapshot() -> Result<Schema, SchemaError> {
+        Self::decode_snapshot()
+    }
+
     fn decode_snapshot() -> Result<Schema, SchemaError> {
         let mut json = Vec::new();
         flate2::read::GzDecoder::new(BUILTIN_SNAPSHOT)
@@ -158,6 +194,7 @@ impl Schema {
             unknown_kind: TypeId::DEDUCED,
             keyed: vec![false, false],
             replicas_pointers: HashMap::new(),
+            resources: HashMap::new(),
         }
     }
 
@@ -218,6 +255,7 @@ impl Schema {
             unknown_kind,
             keyed,
             replicas_pointers: HashMap::new(),
+            resources: resources_of_paths(doc.get("paths")),
         })
     }
 
@@ -235,6 +273,13 @@ impl Schema {
             let (Some(group), Some(kind)) = (group, kind) else {
                 continue;
             };
+            if let Some(plural) = spec
+                .and_then(|s| s.pointer("/names/plural"))
+                .and_then(Value::as_str)
+            {
+                self.resources
+                    .insert((group.into(), plural.into()), kind.into());
+            }
             let per_version = spec
                 .and_then(|s| s.get("versions"))
                 .and_then(Value::as_array)
@@ -252,6 +297,16 @@ impl Schema {
             }
         }
         self
+    }
+
+    /// The kind the API server serves as `resource` (plural) in `group`: from its `/openapi/v2`
+    /// paths, the CRDs given, and the built-in kinds with a `scale` subresource (the embedded
+    /// snapshot has no paths). `None` when nothing says.
+    pub fn kind_of_resource(&self, group: &str, resource: &str) -> Option<&str> {
+        self.resources
+            .get(&(Box::from(group), Box::from(resource)))
+            .map(|k| &**k)
+            .or_else(|| crate::kinds::builtin_kind_of_resource(group, resource))
     }
 
     /// The field a write through `scale` changes on an object of this kind.

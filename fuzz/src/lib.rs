@@ -60,7 +60,11 @@ pub fn review(data: &[u8]) {
     let mut fast = [false; 2];
     if let Some(head) = &head {
         for (config, fast) in configs().iter().zip(&mut fast) {
-            if let Ok(Some(decision)) = helm_locker::decide::decide_head(index(), &head.request) {
+            if let Ok(Some(decision)) = helm_locker::decide::decide_head(
+                index(),
+                &helm_locker::schema::Schema::builtin(),
+                &head.request,
+            ) {
                 let _ = config;
                 *fast = true;
                 let body =

@@ -124,7 +124,8 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     let head = read_head(&body);
     if let Some(head) = &head {
         let index = state.index.snapshot();
-        if let Ok(Some(decision)) = decide_head(&index, &head.review.request) {
+        if let Ok(Some(decision)) = decide_head(&index, &state.schema.load(), &head.review.request)
+        {
             return respond(state, endpoint, &head.review, &decision, started);
         }
     }
