@@ -859,7 +859,7 @@ spec:
     }
 
     /// The chart's templates as Helm stores them, read from a chart folder.
-    fn vendored(chart: &str) -> Templates {
+    fn chart_folder(chart: &str) -> Templates {
         fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Templates) {
             for entry in std::fs::read_dir(dir).unwrap() {
                 let path = entry.unwrap().path();
@@ -883,96 +883,97 @@ spec:
         out
     }
 
-    /// Public charts vendored for the end-to-end tests (tests/e2e/charts/README.md).
+    /// The end-to-end tests' charts written the way published charts are: helpers, `toYaml`
+    /// blocks, `with`, `range`, nested values (tests/e2e/charts/README.md).
     #[test]
-    fn public_charts_trace_their_common_knobs() {
+    fn e2e_charts_trace_their_common_knobs() {
         let cases = [
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/replicas",
                 "replicaCount",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/spec/containers/0/resources/limits/cpu",
                 "resources.limits.cpu",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/spec/tolerations/0/key",
                 "tolerations[0].key",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/spec/nodeSelector/disktype",
                 "nodeSelector.disktype",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/spec/containers/0/imagePullPolicy",
                 "image.pullPolicy",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/metadata/annotations/team",
                 "podAnnotations.team",
             ),
             (
-                "podinfo",
+                "webapp",
                 "deployment.yaml",
                 "/spec/template/metadata/annotations/prometheus.io~1port",
                 "service.httpPort",
             ),
             (
-                "metrics-server",
+                "metrics-agent",
                 "deployment.yaml",
                 "/spec/replicas",
                 "replicas",
             ),
             (
-                "metrics-server",
+                "metrics-agent",
                 "deployment.yaml",
                 "/spec/template/spec/containers/0/image",
                 "image.repository",
             ),
             (
-                "metrics-server",
+                "metrics-agent",
                 "deployment.yaml",
                 "/spec/template/spec/containers/0/resources/requests/cpu",
                 "resources.requests.cpu",
             ),
             (
-                "ingress-nginx",
+                "edge-proxy",
                 "controller-deployment.yaml",
                 "/spec/replicas",
                 "controller.replicaCount",
             ),
             (
-                "ingress-nginx",
+                "edge-proxy",
                 "controller-deployment.yaml",
                 "/spec/template/spec/dnsPolicy",
                 "controller.dnsPolicy",
             ),
             (
-                "ingress-nginx",
+                "edge-proxy",
                 "controller-deployment.yaml",
                 "/spec/template/spec/terminationGracePeriodSeconds",
                 "controller.terminationGracePeriodSeconds",
             ),
             (
-                "ingress-nginx",
+                "edge-proxy",
                 "controller-deployment.yaml",
                 "/spec/template/spec/containers/0/resources/requests/memory",
                 "controller.resources.requests.memory",
             ),
             (
-                "ingress-nginx",
+                "edge-proxy",
                 "controller-deployment.yaml",
                 "/spec/template/spec/nodeSelector/kubernetes.io~1os",
                 "controller.nodeSelector.kubernetes\\.io/os",
@@ -980,7 +981,7 @@ spec:
         ];
         let mut wrong = Vec::new();
         for (chart, file, path, key) in cases {
-            let templates = vendored(chart);
+            let templates = chart_folder(chart);
             let t = trace(
                 &templates,
                 &format!("{chart}/templates/{file}"),
