@@ -60,6 +60,8 @@ class FaultsOnARealControlPlane(unittest.TestCase):
         cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "big"},
               "data": {"blob": blob, "mode": "on"}}
         secret = release_secret("big", "big", [cm])
+        # As Helm creates it: the locker locks only objects that carry their release's annotations.
+        cm["metadata"]["annotations"] = {"meta.helm.sh/release-name": "big", "meta.helm.sh/release-namespace": "big"}
         size = len(json.dumps(secret))
         self.assertGreater(size, 900_000)
         out = self.k("create", "-f", "-", input=json.dumps(cm))
