@@ -98,7 +98,7 @@ impl Metrics {
         let releases_by_status = Family::<StatusLabels, Gauge>::default();
         registry.register(
             "releases_by_status",
-            "Indexed Helm releases by the status of their newest revision; only deployed ones are locked (failed: the last install, upgrade or rollback failed, and the release stays open until one succeeds)",
+            "Indexed Helm releases by the status of their newest revision; deployed and failed ones are locked (failed: the last install, upgrade or rollback failed; locked at that revision, not reverted, until one succeeds)",
             releases_by_status.clone(),
         );
         let certificate_expiry = Gauge::default();

@@ -435,9 +435,16 @@ async fn a_changed_release_folder_is_picked_up() {
     assert_eq!(reply["response"]["allowed"], false);
     // The release turns pending (helm upgrade started): its objects open.
     let dir = server._releases.path();
-    std::fs::copy(
-        fixture("releases/03-after-upgrade-after-drift.json"),
+    let pending = helm_locker_core::test_util::release_json(
+        "shop",
+        "shop",
+        3,
+        helm_locker::release::Status::PendingUpgrade,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop-web}\nspec: {replicas: 3}\n",
+    );
+    std::fs::write(
         dir.join("shop.json"),
+        helm_locker_core::test_util::release_secret_json(&pending).to_string(),
     )
     .unwrap();
     let mut opened = false;

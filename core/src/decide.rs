@@ -362,7 +362,7 @@ pub fn decide(
             confirmed: false,
         }));
     }
-    if newest.status != Status::Deployed {
+    if !newest.status.locks() {
         let reason = format!(
             "its newest revision {} is {}",
             newest.revision, newest.status
@@ -1499,12 +1499,7 @@ mod tests {
                 Decision::Allow(Allowed::HelmAtWork { .. })
             ));
         }
-        for status in [
-            Status::Failed,
-            Status::Superseded,
-            Status::Uninstalled,
-            Status::Unknown,
-        ] {
+        for status in [Status::Superseded, Status::Uninstalled, Status::Unknown] {
             assert!(matches!(
                 decide_json(&index(status), &Config::default(), &body),
                 Decision::Allow(Allowed::NotLocked { .. })
@@ -2263,6 +2258,25 @@ mod tests {
         assert!(decide_head(&idx, &Schema::empty(), &request)
             .unwrap()
             .is_some());
+    }
+
+    /// A failed upgrade leaves what Helm applied in place: the release stays locked at the
+    /// failed revision until a helm upgrade or rollback (pending while it works) succeeds.
+    #[test]
+    fn a_release_whose_newest_revision_failed_stays_locked() {
+        let body = deploy_update(
+            "alice",
+            deployment(7, "nginx:1.25"),
+            deployment(3, "nginx:1.25"),
+        );
+        let Decision::Deny(l) = decide_json(&index(Status::Failed), &Config::default(), &body)
+        else {
+            panic!()
+        };
+        assert!(l.message.contains("(revision 2, failed)"), "{}", l.message);
+        for status in [Status::PendingUpgrade, Status::PendingRollback] {
+            assert!(decide_json(&index(status), &Config::default(), &body).is_allowed());
+        }
     }
 
     #[test]

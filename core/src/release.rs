@@ -88,6 +88,15 @@ impl Status {
         }
     }
 
+    /// A release whose newest revision has this status is locked: `deployed`, or `failed`
+    /// (Helm stopped part-way: what the failed revision sets is what Helm applied or was about
+    /// to, and the last deployed revision's objects were Helm's either way, so the release
+    /// stays locked until a `helm upgrade` or `helm rollback`, each pending while it works,
+    /// succeeds).
+    pub fn locks(self) -> bool {
+        matches!(self, Status::Deployed | Status::Failed)
+    }
+
     /// Helm is changing the release right now: its objects must be open.
     pub fn is_helm_at_work(self) -> bool {
         matches!(

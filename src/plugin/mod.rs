@@ -23,7 +23,6 @@ use serde_json::Value;
 
 use crate::index::{Index, LockedObject, ReleaseState};
 use crate::policy::{Config, Mode};
-use crate::release::Status;
 
 /// What helm-locker locks in this cluster, read-only (a kubectl plugin).
 ///
@@ -191,12 +190,7 @@ pub fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockS
             "Helm is at work ({}): its objects are open until it finishes",
             newest.status
         ))
-    } else if newest.status == Status::Failed {
-        Some(format!(
-            "its newest revision {} failed: not locked until a helm upgrade or rollback succeeds",
-            newest.revision
-        ))
-    } else if newest.status != Status::Deployed {
+    } else if !newest.status.locks() {
         Some(format!(
             "its newest revision {} is {}",
             newest.revision, newest.status
@@ -269,6 +263,7 @@ pub fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::release::Status;
     use helm_locker_core::test_util::release_secret;
     use serde_json::json;
 
@@ -326,9 +321,9 @@ pub(crate) mod tests {
                 reason: None
             }
         );
+        // A failed upgrade leaves what Helm applied locked until an upgrade or rollback works.
         let failed = state(Status::Failed);
-        assert!(!failed.locked);
-        assert!(failed.reason.unwrap().contains("revision 2 failed"));
+        assert!(failed.locked, "{:?}", failed.reason);
         let pending = state(Status::PendingUpgrade);
         assert!(pending
             .reason

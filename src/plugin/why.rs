@@ -353,8 +353,8 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_release_owns_but_does_not_lock() {
-        let index = index(Status::Failed);
+    fn a_superseded_newest_revision_owns_but_does_not_lock() {
+        let index = index(Status::Superseded);
         let report = why(
             &index,
             &Config::default(),
@@ -366,7 +366,7 @@ mod tests {
         let text = render_text(&report);
         assert!(
             text.contains(
-                "belongs to Helm release shop/shop (revision 2, failed), which is not locked"
+                "belongs to Helm release shop/shop (revision 2, superseded), which is not locked"
             ),
             "{text}"
         );

@@ -134,7 +134,7 @@ class Monitoring(unittest.TestCase):
         alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
         self.assertEqual(alerts, {"HelmLockerDown", "HelmLockerNoReadyReplica", "HelmLockerDenialsSpiking",
                                   "HelmLockerRevertsFailing", "HelmLockerCertificateExpiring",
-                                  "HelmLockerReleaseUnlocked"})
+                                  "HelmLockerReleaseFailed"})
         with open(os.path.join(ROOT, "tests", "monitoring", "rules_test.yaml")) as f:
             tested = set(re.findall(r"alertname: (\w+)", f.read()))
         self.assertEqual(tested, alerts, "every alert has a promtool unit test")
@@ -149,7 +149,7 @@ class Monitoring(unittest.TestCase):
         rules = {r["alert"]: r for r in rule["spec"]["groups"][0]["rules"]}
         self.assertIn("> 2", rules["HelmLockerDenialsSpiking"]["expr"])
         self.assertIn("< 604800", rules["HelmLockerCertificateExpiring"]["expr"])
-        self.assertEqual(rules["HelmLockerReleaseUnlocked"]["for"], "2h")
+        self.assertEqual(rules["HelmLockerReleaseFailed"]["for"], "2h")
         self.assertIn('up{job="hl-helm-locker",namespace="locker"}', rules["HelmLockerDown"]["expr"])
         for r in rules.values():
             self.assertEqual(r["labels"]["team"], "platform", r["alert"])

@@ -146,18 +146,17 @@ class KubectlLocker(unittest.TestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("nosuchkind", out.stderr)
 
-    def test_4_a_failed_upgrade_and_a_pending_one_say_why_they_are_not_locked(self):
+    def test_4_a_failed_upgrade_stays_locked_and_a_pending_one_says_why_it_is_not(self):
         # The API server rejects the Deployment (a container needs an image): revision 2 failed.
         with self.assertRaises(Exception):
             self.plane.helm("fl").upgrade(CHART, "fl", {"image": ""})
         secrets = self.plane.get_json("secret", "-n", "fl", "-l", "owner=helm,name=fl")["items"]
         self.assertIn("failed", {s["metadata"]["labels"]["status"] for s in secrets})
         [release] = self.json_of("status", "-n", "fl")["releases"]
-        self.assertEqual((release["revision"], release["status"], release["locked"]), (2, "failed", False))
-        self.assertIn("its newest revision 2 failed: not locked until a helm upgrade or rollback succeeds",
-                      release["reason"])
+        self.assertEqual((release["revision"], release["status"], release["locked"]), (2, "failed", True))
+        self.assertIsNone(release["reason"])
         out = self.locker("why", "deploy/fl-web", "-n", "fl")
-        self.assertIn("belongs to Helm release fl/fl (revision 2, failed), which is not locked", out.stdout)
+        self.assertIn("locked by Helm release fl/fl (revision 2, failed, mode deny)", out.stdout)
         out = self.locker("diff", "-n", "fl")
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertIn("skipped release fl/fl: its newest revision 2 is failed", out.stdout)
