@@ -1694,6 +1694,54 @@ mod tests {
         ));
     }
 
+    /// A CREATE has no stored object: a field the chart sets that the new object leaves out,
+    /// or a keyed item under another key, is a change (the next helm upgrade puts it back).
+    #[test]
+    fn a_create_is_compared_with_the_whole_chart() {
+        let create = |object: Value| {
+            review(
+                "CREATE",
+                json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+                json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+                None,
+                "web",
+                Some("shop"),
+                "alice",
+                object,
+                Value::Null,
+            )
+        };
+        let mut exact = deployment(3, "nginx:1.25");
+        exact["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("Helm");
+        let idx = index(Status::Deployed);
+        let d = decide_json(&idx, &Config::default(), &create(exact.clone()));
+        assert!(d.is_allowed(), "{d:?}");
+        let mut no_image = exact.clone();
+        no_image["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("image");
+        let Decision::Deny(l) = decide_json(&idx, &Config::default(), &create(no_image)) else {
+            panic!("a CREATE without the chart's image was allowed")
+        };
+        assert_eq!(l.changes[0].path, "/spec/template/spec/containers/0/image");
+        let mut renamed = exact.clone();
+        renamed["spec"]["template"]["spec"]["containers"][0]["name"] = json!("api");
+        assert!(matches!(
+            decide_json(&idx, &Config::default(), &create(renamed)),
+            Decision::Deny(_)
+        ));
+        let mut unlabelled = exact;
+        unlabelled["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app.kubernetes.io/managed-by");
+        assert!(matches!(
+            decide_json(&idx, &Config::default(), &create(unlabelled)),
+            Decision::Deny(_)
+        ));
+    }
+
     /// A Scale or an Eviction holds no annotations: the server reads them before a deny.
     #[test]
     fn a_scale_is_denied_only_once_the_stored_object_proves_its_owner() {

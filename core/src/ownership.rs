@@ -175,7 +175,7 @@ pub fn helm_metadata_changes(
     old: Option<&Value>,
     ignore: &[&str],
 ) -> Vec<Change> {
-    let mut walk = Walk::new_unchecked(ignore, true);
+    let mut walk = Walk::new_unchecked(ignore, old.is_some());
     walk.helm_metadata(chart, release, new, old);
     walk.changes
 }
@@ -202,7 +202,9 @@ pub fn locked_changes(
     old: Option<&Value>,
     ignore: &[&str],
 ) -> Vec<Change> {
-    let mut walk = Walk::new(schema, ignore, true);
+    // A CREATE has no stored object: every difference from the chart counts, a field the chart
+    // sets that the new object leaves out included (the next helm upgrade puts it back).
+    let mut walk = Walk::new(schema, ignore, old.is_some());
     walk.object(root, chart, new, old);
     walk.changes
 }
