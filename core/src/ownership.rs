@@ -944,10 +944,19 @@ impl<'a> Node<'a> {
 /// (Kubernetes' `omitempty`).
 fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
     let Some(b) = b else {
-        return a.is_empty();
+        return stands_for_absent(schema, ty, a);
     };
     if a.is_empty() || b.is_empty() {
-        return a.is_empty() && b.is_empty() && same_shape_when_empty(a, b);
+        if !a.is_empty() || !b.is_empty() {
+            return false;
+        }
+        // `{}` of a struct (a LabelSelector that selects everything, a NetworkPolicy peer) is
+        // a value: equal only to another `{}`.
+        let struct_value = |n: Node| is_object(n) && !stands_for_absent(schema, ty, n);
+        if struct_value(a) || struct_value(b) {
+            return is_object(a) && is_object(b);
+        }
+        return same_shape_when_empty(a, b);
     }
     match (a.entries(), b.entries()) {
         (Some(x), Some(y)) => {
@@ -982,6 +991,17 @@ fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether `n` stands for an absent value where a `ty` is stored: null, an empty list or an
+/// empty map (Go's encoder leaves them out). An empty struct does not: Go writes `{}` for a
+/// struct, and `podSelector: {}` selects every pod where an absent one selects none.
+fn stands_for_absent(schema: &Schema, ty: TypeId, n: Node) -> bool {
+    n.is_empty() && !(is_object(n) && matches!(schema.atom(ty), Atom::Struct { .. }))
+}
+
+fn is_object(n: Node) -> bool {
+    matches!(n, Node::Tree(Tree::Map(_)) | Node::Json(Value::Object(_)))
 }
 
 /// `{}` and `[]` are both "nothing", but a struct's `{}` is not a list's `[]`.
@@ -1523,6 +1543,34 @@ mod tests {
 
     fn deployment(containers: Value) -> Value {
         json!({"spec": {"replicas": 2, "template": {"spec": {"containers": containers}}}})
+    }
+
+    /// `{}` of a struct inside an atomic value is a value: a NetworkPolicy peer
+    /// `{podSelector: {}}` (every pod of the namespace) replaced by `{namespaceSelector: {}}`
+    /// (every namespace) opens the database to the cluster.
+    #[test]
+    fn an_empty_struct_inside_an_atomic_value_is_a_value() {
+        let policy = |peer: Value| {
+            json!({"spec": {"podSelector": {"matchLabels": {"app": "db"}},
+            "ingress": [{"from": [peer]}]}})
+        };
+        let chart = policy(json!({"podSelector": {}}));
+        let opened = paths(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            chart.clone(),
+            policy(json!({"namespaceSelector": {}})),
+            Some(chart.clone()),
+        );
+        assert_eq!(opened, ["/spec/ingress"]);
+        let same = paths(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            chart.clone(),
+            chart.clone(),
+            Some(chart.clone()),
+        );
+        assert!(same.is_empty());
     }
 
     #[test]
