@@ -1486,15 +1486,20 @@ pub fn describe_field_path(path: &str) -> String {
                 }
                 (&rest[..end], rest.get(end + 1..).unwrap_or_default())
             }
-            _ => match rest.split_once(".") {
-                Some((e, t)) => (e, t),
+            // A field name may hold dots (`f:receipt.html`): the element ends at the dot that
+            // starts the next element.
+            _ => match (1..rest.len()).find(|&i| {
+                rest.as_bytes()[i] == b'.'
+                    && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
+            }) {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
                 None => (rest, ""),
             },
         };
         rest = tail;
         out.push('/');
         match element.split_at_checked(2) {
-            Some(("f:", name)) => out.push_str(name),
+            Some(("f:", name)) => out.push_str(&name.replace('~', "~0").replace('/', "~1")),
             Some(("i:", index)) => out.push_str(index),
             Some(("v:", value)) => out.push_str(&format!("[{value}]")),
             Some(("k:", key)) => {
@@ -1708,6 +1713,15 @@ mod tests {
             "/spec/containers/[name=web.1]/ports/[containerPort=80,protocol=TCP]/protocol"
         );
         assert_eq!(describe_field_path("f:data.f:greeting"), "/data/greeting");
+        // Names with dots and slashes (a ConfigMap key, an annotation): one segment each.
+        assert_eq!(
+            describe_field_path("f:data.f:receipt.html"),
+            "/data/receipt.html"
+        );
+        assert_eq!(
+            describe_field_path("f:metadata.f:annotations.f:meta.helm.sh/release-name"),
+            "/metadata/annotations/meta.helm.sh~1release-name"
+        );
     }
 
     #[test]
