@@ -512,6 +512,15 @@ pub fn decide(
             &request.kind.kind,
         );
         let mut changes = cross_version_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
+        changes.extend(crate::ownership::conversion_annotation_changes(
+            &chart,
+            &object.group,
+            &object.kind,
+            &request.kind.version,
+            &new,
+            old.as_ref(),
+            &ignore,
+        ));
         changes.extend(helm_metadata_changes(
             &chart,
             helm,
@@ -2127,6 +2136,63 @@ mod tests {
             &write("example.com", "v1", ingress("other")),
         );
         assert!(matches!(d, Decision::Allow(Allowed::NotOwned)), "{d:?}");
+    }
+
+    /// Through autoscaling/v1, the API server converts the annotation
+    /// `autoscaling.alpha.kubernetes.io/metrics` into the v2 `spec.metrics` the chart owns.
+    #[test]
+    fn a_conversion_annotation_is_the_field_it_becomes() {
+        let chart = "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec:\n  maxReplicas: 4\n  metrics:\n  - type: Resource\n    resource: {name: memory, target: {type: Utilization, averageUtilization: 80}}\n";
+        let idx = index_of(chart);
+        let hpa = |annotations: Value| {
+            annotated(
+                json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": {"maxReplicas": 4}}),
+                "shop",
+            )
+            .as_object()
+            .cloned()
+            .map(|mut o| {
+                for (k, v) in annotations.as_object().unwrap() {
+                    o["metadata"]["annotations"][k] = v.clone();
+                }
+                Value::Object(o)
+            })
+            .unwrap()
+        };
+        let write = |new: Value| {
+            review(
+                "UPDATE",
+                json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}),
+                json!({"group": "autoscaling", "version": "v1", "resource": "horizontalpodautoscalers"}),
+                None,
+                "web",
+                Some("shop"),
+                "alice",
+                new,
+                hpa(json!({})),
+            )
+        };
+        let metrics =
+            r#"[{"type":"Resource","resource":{"name":"memory","targetAverageUtilization":500}}]"#;
+        let d = decide_json(
+            &idx,
+            &Config::default(),
+            &write(hpa(
+                json!({"autoscaling.alpha.kubernetes.io/metrics": metrics}),
+            )),
+        );
+        let Decision::Deny(l) = &d else {
+            panic!("{d:?}")
+        };
+        assert!(l.changes.iter().any(|c| c.path == "/metadata/annotations/autoscaling.alpha.kubernetes.io~1metrics"), "{:?}", l.changes);
+        // Another annotation is only an annotation.
+        let d = decide_json(
+            &idx,
+            &Config::default(),
+            &write(hpa(json!({"team": "web"}))),
+        );
+        assert!(d.is_allowed(), "{d:?}");
     }
 
     #[test]

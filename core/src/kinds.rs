@@ -160,6 +160,27 @@ pub fn builtin_kind_of_resource(group: &str, resource: &str) -> Option<&'static 
     })
 }
 
+/// Annotations the API server converts into fields when an object is written through an older
+/// version: (group, kind, version written, annotation, the field's JSON pointer in the versions
+/// that have it). Through `autoscaling/v1` an HPA carries its `v2` metrics and behavior as JSON
+/// in these annotations (kube-apiserver's v1 conversion reads them back into the fields).
+pub const CONVERSION_ANNOTATIONS: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "v1",
+        "autoscaling.alpha.kubernetes.io/metrics",
+        "/spec/metrics",
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "v1",
+        "autoscaling.alpha.kubernetes.io/behavior",
+        "/spec/behavior",
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

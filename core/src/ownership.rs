@@ -466,6 +466,47 @@ pub fn cross_version_changes(
     changes
 }
 
+/// Changes a write through an older version makes by way of an annotation the API server
+/// converts into a field ([`crate::kinds::CONVERSION_ANNOTATIONS`]): through `autoscaling/v1`,
+/// `autoscaling.alpha.kubernetes.io/metrics` becomes the `spec.metrics` a `v2` chart sets.
+/// Each counts as a change of that field when the chart sets it.
+pub fn conversion_annotation_changes(
+    chart: &Tree,
+    group: &str,
+    kind: &str,
+    requested_version: &str,
+    new: &Value,
+    old: Option<&Value>,
+    ignore: &[&str],
+) -> Vec<Change> {
+    let annotation = |object: Option<&Value>, key: &str| {
+        object
+            .and_then(|o| o.pointer("/metadata/annotations"))
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    crate::kinds::CONVERSION_ANNOTATIONS
+        .iter()
+        .filter(|(g, k, v, _, _)| *g == group && *k == kind && *v == requested_version)
+        .filter_map(|(_, _, _, key, field)| {
+            let chart_value = chart.pointer(field)?;
+            let path = format!(
+                "/metadata/annotations/{}",
+                key.replace('~', "~0").replace('/', "~1")
+            );
+            if is_ignored(&path, ignore) || is_ignored(field, ignore) {
+                return None;
+            }
+            let requested = annotation(Some(new), key);
+            (requested != annotation(old, key)).then(|| Change {
+                path,
+                chart: chart_value.to_json(),
+                requested,
+            })
+        })
+        .collect()
+}
+
 /// Changes to one owned path made of field names, written through another object: the
 /// `scale` subresource holds the parent's `/spec/replicas` (or a custom resource's
 /// `specReplicasPath`, `chart_pointer`) at `/spec/replicas` of a Scale (`request_pointer`).
