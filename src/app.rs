@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::decide::decide;
 use crate::index::Index;
 use crate::inspect;
-use crate::policy::{self, Config, Mode};
+use crate::policy::{self, Mode};
 use crate::review::{parse_review, render_response};
 use crate::schema::Schema;
 use crate::source::files;
@@ -530,17 +530,6 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::
     charts
 }
 
-pub(crate) fn load_config(path: Option<&std::path::Path>) -> Result<Config, String> {
-    let Some(path) = path else {
-        return Ok(Config::default());
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let config: Config =
-        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    policy::validate(&config).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(config)
-}
-
 fn run_review(
     releases: &[PathBuf],
     review: &PathBuf,
@@ -550,7 +539,7 @@ fn run_review(
     openapi: Option<&std::path::Path>,
     crd_files: &[PathBuf],
 ) -> Result<(), String> {
-    let mut config = load_config(config)?;
+    let mut config = crate::config_file::load(config)?;
     if let Some(mode) = mode {
         config.mode = mode;
     }
@@ -654,7 +643,7 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
 /// override the file).
 fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     use crate::server::{Certificate, ReleaseSource, Settings};
-    let mut config = load_config(args.config.as_deref())?;
+    let mut config = crate::config_file::load(args.config.as_deref())?;
     if let Some(mode) = args.mode {
         config.mode = mode;
     }

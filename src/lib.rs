@@ -14,6 +14,7 @@ pub use helm_locker_core::{
 pub mod app;
 pub mod attempts;
 pub mod chart_files;
+mod config_file;
 pub mod confirm;
 pub mod controller;
 pub mod crd;

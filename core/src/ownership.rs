@@ -33,27 +33,6 @@ use crate::tree::Tree;
 /// The annotations and label Helm adds to every object it applies (not in the manifest).
 pub const RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
 pub const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
-
-/// The release an object's annotations name (`meta.helm.sh/release-name` and `-namespace`,
-/// which Helm writes on every object it creates or adopts), if both are there.
-pub fn annotated_release_key(
-    annotations: &std::collections::BTreeMap<String, String>,
-) -> Option<crate::release::ReleaseKey> {
-    Some(crate::release::ReleaseKey::new(
-        annotations.get(RELEASE_NAMESPACE_ANNOTATION)?.clone(),
-        annotations.get(RELEASE_NAME_ANNOTATION)?.clone(),
-    ))
-}
-
-/// The release a live object (JSON) names in its annotations.
-pub fn live_owner(object: &serde_json::Value) -> Option<crate::release::ReleaseKey> {
-    let annotations = object.pointer("/metadata/annotations")?;
-    let text = |key: &str| annotations.get(key)?.as_str().map(str::to_string);
-    Some(crate::release::ReleaseKey::new(
-        text(RELEASE_NAMESPACE_ANNOTATION)?,
-        text(RELEASE_NAME_ANNOTATION)?,
-    ))
-}
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// A locked path the request changes away from the chart.

@@ -34,6 +34,31 @@ impl fmt::Display for ReleaseKey {
     }
 }
 
+/// The release an object's annotations name (`meta.helm.sh/release-name` and `-namespace`,
+/// which Helm writes on every object it creates or adopts), if both are there.
+pub fn annotated_release_key(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Option<ReleaseKey> {
+    Some(ReleaseKey::new(
+        annotations
+            .get(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)?
+            .clone(),
+        annotations
+            .get(crate::ownership::RELEASE_NAME_ANNOTATION)?
+            .clone(),
+    ))
+}
+
+/// The release a live object (JSON) names in its annotations.
+pub fn live_owner(object: &serde_json::Value) -> Option<ReleaseKey> {
+    let annotations = object.pointer("/metadata/annotations")?;
+    let text = |key: &str| annotations.get(key)?.as_str().map(str::to_string);
+    Some(ReleaseKey::new(
+        text(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)?,
+        text(crate::ownership::RELEASE_NAME_ANNOTATION)?,
+    ))
+}
+
 /// Decompressed releases larger than this are refused (a gzip bomb must not take the server).
 pub const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];

@@ -129,7 +129,7 @@ impl Proofs {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let proven = if crate::ownership::live_owner(live).as_ref() == Some(release) {
+        let proven = if crate::release::live_owner(live).as_ref() == Some(release) {
             self.carried.insert(key.clone(), uid.to_string());
             true
         } else {

@@ -26,7 +26,7 @@ const CONCURRENT_READS: usize = 16;
 
 pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
     let target = &args.target;
-    let mut config = crate::app::load_config(target.config.as_deref())?;
+    let mut config = crate::config_file::load(target.config.as_deref())?;
     if target.registration_namespace.is_some() {
         config.registration_namespace = target.registration_namespace.clone();
     }

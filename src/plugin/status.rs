@@ -52,7 +52,7 @@ pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObject
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
                     Some(Live::Found(value))
-                        if crate::ownership::live_owner(value).as_ref() != Some(&state.key) =>
+                        if crate::release::live_owner(value).as_ref() != Some(&state.key) =>
                     {
                         unproven_objects += 1;
                     }

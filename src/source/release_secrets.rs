@@ -282,7 +282,7 @@ impl Confirm for KubeConfirm {
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(meta.and_then(|m| {
-                crate::ownership::annotated_release_key(m.metadata.annotations.as_ref()?)
+                crate::release::annotated_release_key(m.metadata.annotations.as_ref()?)
             }))
         })
     }
