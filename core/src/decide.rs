@@ -77,6 +77,12 @@ pub enum OwnerProof {
 }
 
 impl Locked {
+    /// `Deployment shop/web is locked by Helm release shop/shop (revision 2, deployed)`: how
+    /// every message about a locked object begins.
+    fn headline(&self) -> String {
+        headline(&self.object, &self.release, self.revision, self.status)
+    }
+
     /// Appends where the chart (`files`, of this revision) sets each changed field and the
     /// `helm upgrade --set` that changes it ([`crate::trace::advice`]). A Secret's values stay
     /// out of the command.
@@ -447,15 +453,11 @@ pub fn decide(
         let mut l = locked(true, Vec::new());
         if evict {
             l.message = format!(
-                "{} is locked by Helm release {} (revision {}, {}): evicting it deletes it, which is not allowed. Remove it from the chart and run helm upgrade, or ask an admin (a node drain by an exempt user goes through).",
-                l.object, l.release, l.revision, l.status
+                "{}: evicting it deletes it, which is not allowed. Remove it from the chart and run helm upgrade, or ask an admin (a node drain by an exempt user goes through).",
+                l.headline()
             );
         }
-        return Ok(if mode == Mode::Warn {
-            Decision::Warn(l)
-        } else {
-            Decision::Deny(l)
-        });
+        return Ok(unrepairable(mode, l));
     }
     // An UPDATE is read as what it changes: the parts object and oldObject share are left out
     // of both (crate::prune). A Scale is small and compared at one path: read whole.
@@ -534,10 +536,7 @@ pub fn decide(
                 crate::manifest::api_version(&request.kind.group, &request.kind.version);
             l.message = other_version_message(&l, &requested, &object.api_version());
             // Nothing to repair toward: the chart's values are in another version's shape.
-            return Ok(match mode {
-                Mode::Warn => Decision::Warn(l),
-                _ => Decision::Deny(l),
-            });
+            return Ok(unrepairable(mode, l));
         }
         changes
     } else {
@@ -575,11 +574,8 @@ pub fn decide(
                 .collect();
             let mut l = locked(false, changes);
             l.message = format!(
-                "{} is locked by Helm release {} (revision {}, {}): this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
-                l.object,
-                l.release,
-                l.revision,
-                l.status,
+                "{}: this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
+                l.headline(),
                 l.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>().join(", ")
             );
             return Ok(match mode {
@@ -610,11 +606,8 @@ pub fn decide(
             shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &ignore));
             if !shared.is_empty() {
                 let mut l = locked(false, Vec::new());
-                l.message = co_owner_message(&l, manager, &shared, hide_values);
-                return Ok(match mode {
-                    Mode::Warn => Decision::Warn(l),
-                    _ => Decision::Deny(l),
-                });
+                l.message = co_owner_message(&l, manager, &shared);
+                return Ok(unrepairable(mode, l));
             }
         }
     }
@@ -850,6 +843,31 @@ fn singular_candidates(plural: &str) -> Vec<Cow<'_, str>> {
 
 const MAX_CHANGES_IN_MESSAGE: usize = 5;
 
+fn headline(object: &str, release: &ReleaseKey, revision: u64, status: Status) -> String {
+    format!("{object} is locked by Helm release {release} (revision {revision}, {status})")
+}
+
+/// The first [`MAX_CHANGES_IN_MESSAGE`] of `items`, then `and N more`.
+fn first_few<T>(items: &[T], show: impl Fn(&T) -> String) -> Vec<String> {
+    let mut shown: Vec<String> = items
+        .iter()
+        .take(MAX_CHANGES_IN_MESSAGE)
+        .map(show)
+        .collect();
+    if items.len() > MAX_CHANGES_IN_MESSAGE {
+        shown.push(format!("and {} more", items.len() - MAX_CHANGES_IN_MESSAGE));
+    }
+    shown
+}
+
+/// What a locked write gets when nothing can repair it: a warning in `warn` mode, else a deny.
+fn unrepairable(mode: Mode, locked: Locked) -> Decision {
+    match mode {
+        Mode::Warn => Decision::Warn(locked),
+        _ => Decision::Deny(locked),
+    }
+}
+
 /// Owner references in `new` (position and value) that neither `old` nor the chart has, by uid.
 fn added_owner_references(
     chart: &crate::tree::Tree,
@@ -889,48 +907,21 @@ fn added_owner_references(
 
 /// A write through another version of the kind than the chart's.
 fn other_version_message(l: &Locked, requested: &str, chart: &str) -> String {
-    let mut paths: Vec<&str> = l
-        .changes
-        .iter()
-        .take(MAX_CHANGES_IN_MESSAGE)
-        .map(|c| c.path.as_str())
-        .collect();
-    let more = l.changes.len().saturating_sub(MAX_CHANGES_IN_MESSAGE);
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
+    let mut paths = first_few(&l.changes, |c| c.path.clone());
     paths.dedup();
     format!(
-        "{} is locked by Helm release {} (revision {}, {}): the chart writes it as version {chart} and this request uses {requested}, so every change outside metadata counts; this request changes {}{more}. Change it with helm upgrade, or ask an admin.",
-        l.object,
-        l.release,
-        l.revision,
-        l.status,
+        "{}: the chart writes it as version {chart} and this request uses {requested}, so every change outside metadata counts; this request changes {}. Change it with helm upgrade, or ask an admin.",
+        l.headline(),
         paths.join(", ")
     )
 }
 
 /// A server-side apply that would make its manager a co-owner of fields Helm owns.
-fn co_owner_message(l: &Locked, manager: &str, shared: &[String], _hide_values: bool) -> String {
-    let mut paths: Vec<String> = shared
-        .iter()
-        .take(MAX_CHANGES_IN_MESSAGE)
-        .map(|p| describe_field_path(p))
-        .collect();
-    if shared.len() > MAX_CHANGES_IN_MESSAGE {
-        paths.push(format!(
-            "and {} more",
-            shared.len() - MAX_CHANGES_IN_MESSAGE
-        ));
-    }
+fn co_owner_message(l: &Locked, manager: &str, shared: &[String]) -> String {
+    let paths = first_few(shared, |p| describe_field_path(p));
     format!(
-        "{} is locked by Helm release {} (revision {}, {}): this server-side apply by field manager \"{manager}\" claims {}, which Helm owns; a co-owner makes the next helm upgrade that changes them fail. Leave these fields out of what you apply, change them with helm upgrade, or ask an admin.",
-        l.object,
-        l.release,
-        l.revision,
-        l.status,
+        "{}: this server-side apply by field manager \"{manager}\" claims {}, which Helm owns; a co-owner makes the next helm upgrade that changes them fail. Leave these fields out of what you apply, change them with helm upgrade, or ask an admin.",
+        l.headline(),
         paths.join(", ")
     )
 }
@@ -954,55 +945,44 @@ fn message(
     wording: Wording,
 ) -> String {
     let Wording { hide_values, scale } = wording;
-    let head =
-        format!("{object} is locked by Helm release {release} (revision {revision}, {status})");
+    let head = headline(object, release, revision, status);
     if delete {
         return format!(
             "{head}: deleting it is not allowed. Remove it from the chart and run helm upgrade, or helm uninstall the release, or ask an admin."
         );
     }
-    let mut parts: Vec<String> = changes
-        .iter()
-        .take(MAX_CHANGES_IN_MESSAGE)
-        .map(|c| match &c.requested {
-            Some(_) if hide_values => {
-                format!("{} is set by the chart, this request changes it", c.path)
-            }
-            None if hide_values => {
-                format!("{} is set by the chart, this request removes it", c.path)
-            }
-            Some(_) if c.chart.is_null() => format!(
-                "{} repeats the key of another item (the next helm upgrade could not apply it)",
-                c.path
-            ),
-            // A Scale's `replicas` is omitempty: `kubectl scale --replicas=0` sends none.
-            None if scale => format!(
-                "{} is {} in the chart, this request sets 0",
-                c.path,
-                show(&c.chart)
-            ),
-            Some(v) => match first_difference(&c.path, &c.chart, v) {
-                Some(difference) => difference,
-                None => format!(
-                    "{} is {} in the chart, this request sets {}",
-                    c.path,
-                    show(&c.chart),
-                    show(v)
-                ),
-            },
+    let parts = first_few(changes, |c| match &c.requested {
+        Some(_) if hide_values => {
+            format!("{} is set by the chart, this request changes it", c.path)
+        }
+        None if hide_values => {
+            format!("{} is set by the chart, this request removes it", c.path)
+        }
+        Some(_) if c.chart.is_null() => format!(
+            "{} repeats the key of another item (the next helm upgrade could not apply it)",
+            c.path
+        ),
+        // A Scale's `replicas` is omitempty: `kubectl scale --replicas=0` sends none.
+        None if scale => format!(
+            "{} is {} in the chart, this request sets 0",
+            c.path,
+            show(&c.chart)
+        ),
+        Some(v) => match first_difference(&c.path, &c.chart, v) {
+            Some(difference) => difference,
             None => format!(
-                "{} is {} in the chart, this request removes it",
+                "{} is {} in the chart, this request sets {}",
                 c.path,
-                show(&c.chart)
+                show(&c.chart),
+                show(v)
             ),
-        })
-        .collect();
-    if changes.len() > MAX_CHANGES_IN_MESSAGE {
-        parts.push(format!(
-            "and {} more",
-            changes.len() - MAX_CHANGES_IN_MESSAGE
-        ));
-    }
+        },
+        None => format!(
+            "{} is {} in the chart, this request removes it",
+            c.path,
+            show(&c.chart)
+        ),
+    });
     let hidden = if hide_values {
         " (a Secret's values are not shown)"
     } else {
