@@ -276,6 +276,7 @@ enum Output {
 }
 
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn restore_default_sigpipe() {
     // SAFETY: called at the start of main, before any thread exists; SIG_DFL is a valid handler.
     unsafe {

@@ -5,6 +5,9 @@
 //!
 //! The decisions are made in the pure core crate, `helm-locker-core`; its modules are
 //! re-exported here so the shell, the tests and the benches name one path for each.
+#![deny(rust_2018_idioms)]
+// Two calls into libc are unsafe (malloc_trim, restoring SIGPIPE); each is allowed where it is.
+#![deny(unsafe_code)]
 
 pub use helm_locker_core::{
     decide, index, inspect, interning, kinds, manifest, ownership, policy, quantity, release,

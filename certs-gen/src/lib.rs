@@ -2,6 +2,8 @@
 //! Used by the `certs-gen` command and by `helm-locker serve --self-signed` and
 //! `--self-managed-secret`; also renders the webhook configurations of `webhook-config/`
 //! (embedded at compile time) with the CA as `caBundle`.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,

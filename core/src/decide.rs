@@ -283,7 +283,7 @@ enum Located<'i> {
 fn locate<'i>(
     index: &'i Index,
     schema: &Schema,
-    request: &Request,
+    request: &Request<'_>,
 ) -> Result<Located<'i>, DecideError> {
     if request.operation == Operation::Connect {
         return Ok(Located::Answered(Allowed::NotOwned));
@@ -328,7 +328,7 @@ fn locate<'i>(
 pub fn decide_head(
     index: &Index,
     schema: &Schema,
-    request: &Request,
+    request: &Request<'_>,
 ) -> Result<Option<Decision>, DecideError> {
     Ok(match locate(index, schema, request)? {
         Located::Answered(allowed) => Some(Decision::Allow(allowed)),
@@ -341,7 +341,7 @@ pub fn decide(
     index: &Index,
     schema: &Schema,
     config: &Config,
-    request: &Request,
+    request: &Request<'_>,
 ) -> Result<Decision, DecideError> {
     let (
         object,
@@ -668,7 +668,7 @@ fn co_owner_claims(
     chart: &crate::tree::Tree,
     helm: (&str, &str),
     manager: &str,
-    request: &Request,
+    request: &Request<'_>,
 ) -> Vec<String> {
     // The first entry that owns the release annotation is Helm's: when it is the manager's,
     // the apply is Helm's own, and the entries after it are not read.
@@ -710,7 +710,7 @@ fn co_owner_claims(
 fn find_object<'i>(
     index: &'i Index,
     schema: &Schema,
-    request: &Request,
+    request: &Request<'_>,
     scale: bool,
 ) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
     // For a Namespace the API server sets `request.namespace` to the Namespace's own name; it is

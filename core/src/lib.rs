@@ -5,6 +5,7 @@
 //! the [`policy`]) -> [`review`] response. Everything here is synchronous and does no I/O: the
 //! binary crate (HTTP, TLS, Kubernetes watches, controllers) is a thin shell around it.
 #![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
 
 pub mod decide;
 pub mod index;

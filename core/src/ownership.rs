@@ -325,7 +325,7 @@ pub fn duplicate_keys(
                     return;
                 }
                 // Per key in the old list: how many items, and the first one.
-                let mut old_index: HashMap<Key, (usize, usize)> =
+                let mut old_index: HashMap<Key<'_>, (usize, usize)> =
                     HashMap::with_capacity(old_list.len());
                 let mut keyless_before = 0;
                 for (j, item) in old_list.iter().enumerate() {
@@ -334,7 +334,7 @@ pub fn duplicate_keys(
                         None => keyless_before += 1,
                     }
                 }
-                let mut seen: HashMap<Key, usize> = HashMap::with_capacity(list.len());
+                let mut seen: HashMap<Key<'_>, usize> = HashMap::with_capacity(list.len());
                 let mut keyless = 0;
                 for (i, item) in list.iter().enumerate() {
                     let Some(k) = key(item) else {
@@ -744,20 +744,21 @@ impl<'a> Walk<'a> {
                     .map(Vec::as_slice)
                     .unwrap_or_default();
                 // Keys are read once per item, borrowed: a container may list hundreds of env vars.
-                let new_keys: Vec<Option<ItemKey>> = new_items
+                let new_keys: Vec<Option<ItemKey<'_>>> = new_items
                     .iter()
                     .map(|v| pair_key(schema, items, keys, Node::Json(v)))
                     .collect();
-                let old_keys: Vec<Option<ItemKey>> = old_items
+                let old_keys: Vec<Option<ItemKey<'_>>> = old_items
                     .iter()
                     .map(|v| pair_key(schema, items, keys, Node::Json(v)))
                     .collect();
-                let take = |list_keys: &[Option<ItemKey>], taken: &mut [bool], key: &ItemKey| {
-                    let i = (0..list_keys.len())
-                        .find(|&i| !taken[i] && list_keys[i].as_ref() == Some(key))?;
-                    taken[i] = true;
-                    Some(i)
-                };
+                let take =
+                    |list_keys: &[Option<ItemKey<'_>>], taken: &mut [bool], key: &ItemKey<'_>| {
+                        let i = (0..list_keys.len())
+                            .find(|&i| !taken[i] && list_keys[i].as_ref() == Some(key))?;
+                        taken[i] = true;
+                        Some(i)
+                    };
                 // Items that share a key (env may repeat a name) pair up in order.
                 let mut new_taken = vec![false; new_items.len()];
                 let mut old_taken = vec![false; old_items.len()];
@@ -962,7 +963,7 @@ impl<'a> Node<'a> {
 /// Whether two values are the same as the API server stores them: quantities canonically,
 /// numbers by value, maps by their non-null entries; an empty list or map is no value at all
 /// (Kubernetes' `omitempty`).
-fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
+fn equal(schema: &Schema, ty: TypeId, a: Node<'_>, b: Option<Node<'_>>) -> bool {
     let Some(b) = b else {
         return stands_for_absent(schema, ty, a);
     };
@@ -972,7 +973,7 @@ fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
         }
         // `{}` of a struct (a LabelSelector that selects everything, a NetworkPolicy peer) is
         // a value: equal only to another `{}`.
-        let struct_value = |n: Node| is_object(n) && !stands_for_absent(schema, ty, n);
+        let struct_value = |n: Node<'_>| is_object(n) && !stands_for_absent(schema, ty, n);
         if struct_value(a) || struct_value(b) {
             return is_object(a) && is_object(b);
         }
@@ -998,7 +999,7 @@ fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
             (None, None) => {
                 scalar_equal(a, b)
                     || (matches!(schema.atom(ty), Atom::Scalar(Scalar::Quantity)) && {
-                        let q = |n: Node| match n.scalar() {
+                        let q = |n: Node<'_>| match n.scalar() {
                             ScalarView::Str(s) => Quantity::parse(s),
                             ScalarView::Int(i) => Quantity::parse(&i.to_string()),
                             ScalarView::Float(f) => Quantity::parse(&f.to_string()),
@@ -1016,17 +1017,17 @@ fn equal(schema: &Schema, ty: TypeId, a: Node, b: Option<Node>) -> bool {
 /// Whether `n` stands for an absent value where a `ty` is stored: null, an empty list or an
 /// empty map (Go's encoder leaves them out). An empty struct does not: Go writes `{}` for a
 /// struct, and `podSelector: {}` selects every pod where an absent one selects none.
-fn stands_for_absent(schema: &Schema, ty: TypeId, n: Node) -> bool {
+fn stands_for_absent(schema: &Schema, ty: TypeId, n: Node<'_>) -> bool {
     n.is_empty() && !(is_object(n) && matches!(schema.atom(ty), Atom::Struct { .. }))
 }
 
-fn is_object(n: Node) -> bool {
+fn is_object(n: Node<'_>) -> bool {
     matches!(n, Node::Tree(Tree::Map(_)) | Node::Json(Value::Object(_)))
 }
 
 /// `{}` and `[]` are both "nothing", but a struct's `{}` is not a list's `[]`.
-fn same_shape_when_empty(a: Node, b: Node) -> bool {
-    let kind = |n: Node| match n {
+fn same_shape_when_empty(a: Node<'_>, b: Node<'_>) -> bool {
+    let kind = |n: Node<'_>| match n {
         Node::Tree(Tree::Map(_)) | Node::Json(Value::Object(_)) => 1,
         Node::Tree(Tree::List(_)) | Node::Json(Value::Array(_)) => 2,
         _ => 0,
@@ -1034,7 +1035,7 @@ fn same_shape_when_empty(a: Node, b: Node) -> bool {
     kind(a) == 0 || kind(b) == 0 || kind(a) == kind(b)
 }
 
-fn scalar_equal(a: Node, b: Node) -> bool {
+fn scalar_equal(a: Node<'_>, b: Node<'_>) -> bool {
     match (a.scalar(), b.scalar()) {
         (ScalarView::Null, ScalarView::Null) => true,
         (ScalarView::Bool(x), ScalarView::Bool(y)) => x == y,
@@ -1122,7 +1123,7 @@ fn pair_key<'a>(
 
 /// The key of a map-list item: its key fields (a missing one takes the schema's default), as
 /// canonical JSON; `None` when the item is not an object or lacks a key without a default.
-fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node) -> Option<String> {
+fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node<'_>) -> Option<String> {
     item.entries()?;
     let mut fields = BTreeMap::new();
     for key in keys {

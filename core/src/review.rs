@@ -558,7 +558,7 @@ pub fn parse_review(body: &[u8]) -> Result<Review<'_>, ReviewError> {
 /// The whole review, parsed with serde: what the scanner declines, and the reference it is
 /// tested against.
 fn parse_review_with_serde(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    let raw: RawReview =
+    let raw: RawReview<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(describe_json_error(&e)))?;
     let kind = raw.kind.unwrap_or_default();
     if kind != "AdmissionReview" {
@@ -572,7 +572,7 @@ fn parse_review_with_serde(body: &[u8]) -> Result<Review<'_>, ReviewError> {
         .request
         .filter(|r| r.get() != "null")
         .ok_or(ReviewError::NoRequest)?;
-    let request: Request = serde_json::from_str(request.get()).map_err(|e| {
+    let request: Request<'_> = serde_json::from_str(request.get()).map_err(|e| {
         // Name the field without quoting values (requests can carry Secrets).
         let msg = e.to_string();
         let field = msg

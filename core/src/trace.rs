@@ -30,7 +30,7 @@ pub struct Trace {
 }
 
 impl std::fmt::Display for Trace {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.keys.as_slice(), self.line) {
             ([], Some(line)) => write!(f, "set in {} line {line}", self.template),
             ([], None) => write!(f, "set in {}", self.template),

@@ -200,7 +200,7 @@ struct TreeVisitor;
 impl<'de> Visitor<'de> for TreeVisitor {
     type Value = Tree;
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any YAML or JSON value")
     }
     fn visit_unit<E>(self) -> Result<Tree, E> {
@@ -258,7 +258,7 @@ impl<'de> Deserialize<'de> for Key {
         struct KeyVisitor;
         impl<'de> Visitor<'de> for KeyVisitor {
             type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map key")
             }
             fn visit_str<E>(self, v: &str) -> Result<Key, E> {

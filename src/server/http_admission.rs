@@ -187,7 +187,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
 /// `kubectl diff` tries nothing).
 fn record_attempt(
     state: &AppState,
-    request: &crate::review::Request,
+    request: &crate::review::Request<'_>,
     decision: &Decision,
     locked: &crate::decide::Locked,
 ) {
@@ -232,7 +232,7 @@ fn record_attempt(
 fn respond(
     state: &AppState,
     endpoint: Endpoint,
-    review: &Review,
+    review: &Review<'_>,
     decision: &Decision,
     started: Instant,
 ) -> Response {

@@ -8,6 +8,7 @@ pub mod release_secrets;
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; glibc keeps such freed memory for later
 /// allocations, and the process would keep the peak as its resident size.
+#[allow(unsafe_code)]
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.

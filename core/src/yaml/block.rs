@@ -36,7 +36,8 @@ pub fn parse(doc: &str) -> Option<Tree> {
     if !plain_characters(doc) {
         return None;
     }
-    let mut lines: Vec<Line> = Vec::with_capacity(doc.bytes().filter(|b| *b == b'\n').count() + 1);
+    let mut lines: Vec<Line<'_>> =
+        Vec::with_capacity(doc.bytes().filter(|b| *b == b'\n').count() + 1);
     lines.extend(doc.split('\n').map(|raw| {
         let text = raw.trim_start_matches(' ');
         Line {
@@ -328,7 +329,7 @@ impl<'a> Parser<'a> {
 }
 
 /// A content line of a literal scalar: the spaces beyond the content's indentation are text.
-fn push_content(text: &mut String, line: &Line, content_indent: usize) {
+fn push_content(text: &mut String, line: &Line<'_>, content_indent: usize) {
     let extra = line.indent.saturating_sub(content_indent);
     text.extend(std::iter::repeat_n(' ', extra));
     text.push_str(line.text);
@@ -592,7 +593,7 @@ fn double_quoted(text: &str) -> Option<(String, &str)> {
     None
 }
 
-fn hex_char(chars: &mut std::str::CharIndices, digits: usize) -> Option<char> {
+fn hex_char(chars: &mut std::str::CharIndices<'_>, digits: usize) -> Option<char> {
     let mut code = 0u32;
     for _ in 0..digits {
         code = code * 16 + chars.next()?.1.to_digit(16)?;
