@@ -287,6 +287,18 @@ fn restore_default_sigpipe() {
 #[cfg(not(unix))]
 fn restore_default_sigpipe() {}
 
+/// An error and every cause under it: `no usable Kubernetes configuration: failed to infer
+/// config: ...`.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    text
+}
+
 /// The whole program: parses the command line and runs the command; `main.rs` only calls this.
 pub fn main() -> ExitCode {
     // The one-shot commands print to standard output: `helm-locker inspect | head` should end
@@ -631,12 +643,12 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
     runtime.block_on(async move {
         let server = BoundServer::bind(settings)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| with_causes(&e))?;
         tracing::info!(addr = %server.addr, admin_addr = %server.admin_addr, "helm-locker serving");
         server
             .run(crate::server::shutdown_signal())
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| with_causes(&e))
     })
 }
 

@@ -17,8 +17,10 @@ use serde_saphyr::DuplicateKeyPolicy;
 
 use crate::tree::Tree;
 
-/// A document that is not valid YAML, with the line of the problem when known.
-#[derive(Debug)]
+/// A document that is not valid YAML, with the line of the problem when known (never the
+/// text: manifests carry chart values).
+#[derive(Debug, thiserror::Error)]
+#[error("not valid YAML{}", .line.map(|l| format!(" (line {l})")).unwrap_or_default())]
 pub struct YamlError {
     pub line: Option<usize>,
 }

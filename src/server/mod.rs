@@ -70,8 +70,8 @@ pub enum ServeError {
     Tls(#[from] tls::TlsError),
     #[error("cannot generate a self-signed certificate: {0}")]
     SelfSigned(String),
-    #[error("{0}")]
-    Kubernetes(String),
+    #[error("no usable Kubernetes configuration")]
+    Kubernetes(#[source] kube::Error),
     #[error("self-managed certificate: {0}")]
     SelfManaged(String),
     #[error("stopped: {0}")]
@@ -148,7 +148,7 @@ impl BoundServer {
         let mut managed = None;
         let (cert_files, ca_pem) = match &settings.certificate {
             Certificate::SelfManaged(wanted) => {
-                let client = source::release_secrets::client()
+                let client = kube::Client::try_default()
                     .await
                     .map_err(ServeError::Kubernetes)?;
                 self_managed::reconcile(&client, wanted)
@@ -193,7 +193,7 @@ impl BoundServer {
         let tls = Arc::new(tls::server_config(resolver, settings.client_ca.as_deref())?);
         let kube = match settings.source {
             ReleaseSource::Kubernetes => Some(
-                source::release_secrets::client()
+                kube::Client::try_default()
                     .await
                     .map_err(ServeError::Kubernetes)?,
             ),

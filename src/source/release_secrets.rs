@@ -287,11 +287,3 @@ impl Confirm for KubeConfirm {
         })
     }
 }
-
-/// Fails fast when the API server cannot be reached at all (bad kubeconfig); a transient
-/// outage is retried by the watch.
-pub async fn client() -> Result<Client, String> {
-    Client::try_default()
-        .await
-        .map_err(|e| format!("no usable Kubernetes configuration: {e}"))
-}
