@@ -336,103 +336,194 @@ pub fn decide_head(
     })
 }
 
-/// Decides one admission request.
+/// Decides one admission request: finds the locked object ([`locate`]), the lock on it (rules
+/// 2 to 4 and the owner's proof, [`Lock::of`]), then what the write changes of what Helm owns
+/// ([`Lock::changes`]) and the verdict.
 pub fn decide(
     index: &Index,
     schema: &Schema,
     config: &Config,
     request: &Request<'_>,
 ) -> Result<Decision, DecideError> {
-    let (
-        object,
-        Door {
-            scale,
-            status,
-            evict,
-        },
-    ) = match locate(index, schema, request)? {
+    let (object, door) = match locate(index, schema, request)? {
         Located::Answered(allowed) => return Ok(Decision::Allow(allowed)),
         Located::Locked(object, door) => (object, door),
     };
-    let release = ReleaseKey::clone(&object.release);
-    let Some(state) = index.release(&release) else {
-        return Ok(Decision::Allow(Allowed::NotOwned));
+    let lock = match Lock::of(index, config, request, object, door) {
+        Ok(lock) => lock,
+        Err(allowed) => return Ok(Decision::Allow(allowed)),
     };
-    let Some(newest) = state.newest() else {
-        return Ok(Decision::Allow(Allowed::NotOwned));
+    if request.operation == Operation::Delete || door.evict {
+        return Ok(lock.delete());
+    }
+    let (new, old) = written(request, door.scale)?;
+    let compared = Compared::of(schema, &lock);
+    let changes = match lock.changes(schema, &compared, &new, old.as_ref()) {
+        Ok(changes) => changes,
+        Err(decision) => return Ok(*decision),
     };
-    if newest.status.is_helm_at_work() {
-        return Ok(Decision::Allow(Allowed::HelmAtWork {
-            release,
-            status: newest.status,
-            confirmed: false,
-        }));
-    }
-    if !newest.status.locks() {
-        let reason = format!(
-            "its newest revision {} is {}",
-            newest.revision, newest.status
-        );
-        return Ok(Decision::Allow(Allowed::NotLocked { release, reason }));
-    }
-    let policy = config.policy(&release, &newest.labels, index.registration(&release));
-    let mode = policy.mode;
-    if mode == Mode::Off {
-        return Ok(Decision::Allow(Allowed::NotLocked {
-            release,
-            reason: policy.unlocked_because,
-        }));
-    }
-    let user = &request.user_info;
-    if policy.exempts(&user.username, &user.groups) {
-        return Ok(Decision::Allow(Allowed::Exempt {
-            release,
-            user: user.username.to_string(),
-        }));
-    }
-    // The object proves its owner: only an object that carries the release's annotations is the
-    // release's (Helm's own rule for adoption). A CREATE has no stored object: the new one
-    // claims the release, or is made in the release's own namespace, where the release
-    // Secret's author could write it herself; anywhere else a release must not block others.
-    let proof = if scale || evict {
-        OwnerProof::ToRead
-    } else {
-        let (stored, create) = match request.operation {
-            Operation::Create => (request.object(), true),
-            _ => (request.old_object().or(request.object()), false),
-        };
-        let in_own_namespace = create
-            && request.namespace() == Some(release.namespace.as_str())
-            && object.namespace.is_some();
-        if !in_own_namespace && !names_release(stored, &release) {
-            return Ok(Decision::Allow(Allowed::Unproven { release }));
+    if !door.scale {
+        if let Some(decision) = lock.added_owners(&compared, &new, old.as_ref()) {
+            return Ok(decision);
         }
-        OwnerProof::Shown
-    };
-    // A Secret's values stay out of the message: it reaches users who may write the Secret
-    // without being allowed to read it, kubectl's output and the API server's audit log.
-    let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
-    // Built only for a write that is not simply allowed (most locked writes are).
-    let locked = |delete, changes: Vec<Change>| {
+    }
+    if changes.is_empty() && !door.scale {
+        if let Some(decision) = lock.co_owner(schema, &compared) {
+            return Ok(decision);
+        }
+    }
+    if changes.is_empty() {
+        return Ok(Decision::Allow(Allowed::NoLockedChange {
+            release: lock.release,
+        }));
+    }
+    lock.verdict(changes)
+}
+
+/// A write to an object of a locked release, by someone the lock applies to.
+struct Lock<'a> {
+    request: &'a Request<'a>,
+    object: &'a std::sync::Arc<LockedObject>,
+    release: ReleaseKey,
+    revision: u64,
+    status: Status,
+    policy: crate::policy::Policy<'a>,
+    door: Door,
+    proof: OwnerProof,
+}
+
+/// What a write is compared with: the chart's object as stored, its schema type, the ignored
+/// paths.
+struct Compared<'a> {
+    content: std::rc::Rc<crate::tree::Tree>,
+    root: crate::schema::TypeId,
+    ignore: Vec<&'a str>,
+}
+
+impl<'a> Compared<'a> {
+    fn of(schema: &Schema, lock: &Lock<'a>) -> Self {
+        let object = lock.object;
+        Compared {
+            content: object.recent_content(),
+            root: schema.root_or_deduced(&object.api_version(), &object.kind),
+            ignore: lock.policy.ignored_paths(object),
+        }
+    }
+}
+
+impl<'a> Lock<'a> {
+    /// Rules 2 to 4, and the object's proof that it is the release's: the lock, or why the
+    /// write is free.
+    fn of(
+        index: &'a Index,
+        config: &'a Config,
+        request: &'a Request<'a>,
+        object: &'a std::sync::Arc<LockedObject>,
+        door: Door,
+    ) -> Result<Lock<'a>, Allowed> {
+        let release = ReleaseKey::clone(&object.release);
+        let newest = index
+            .release(&release)
+            .and_then(|state| state.newest())
+            .ok_or(Allowed::NotOwned)?;
+        if newest.status.is_helm_at_work() {
+            return Err(Allowed::HelmAtWork {
+                release,
+                status: newest.status,
+                confirmed: false,
+            });
+        }
+        if !newest.status.locks() {
+            let reason = format!(
+                "its newest revision {} is {}",
+                newest.revision, newest.status
+            );
+            return Err(Allowed::NotLocked { release, reason });
+        }
+        let policy = config.policy(&release, &newest.labels, index.registration(&release));
+        if policy.mode == Mode::Off {
+            return Err(Allowed::NotLocked {
+                release,
+                reason: policy.unlocked_because,
+            });
+        }
+        let user = &request.user_info;
+        if policy.exempts(&user.username, &user.groups) {
+            return Err(Allowed::Exempt {
+                release,
+                user: user.username.to_string(),
+            });
+        }
+        // The object proves its owner: only an object that carries the release's annotations
+        // is the release's (Helm's own rule for adoption). A CREATE has no stored object: the
+        // new one claims the release, or is made in the release's own namespace, where the
+        // release Secret's author could write it herself; anywhere else a release must not
+        // block others.
+        let proof = if door.scale || door.evict {
+            OwnerProof::ToRead
+        } else {
+            let (stored, create) = match request.operation {
+                Operation::Create => (request.object(), true),
+                _ => (request.old_object().or(request.object()), false),
+            };
+            let in_own_namespace = create
+                && request.namespace() == Some(release.namespace.as_str())
+                && object.namespace.is_some();
+            if !in_own_namespace && !names_release(stored, &release) {
+                return Err(Allowed::Unproven { release });
+            }
+            OwnerProof::Shown
+        };
+        Ok(Lock {
+            request,
+            object,
+            release,
+            revision: newest.revision,
+            status: newest.status,
+            policy,
+            door,
+            proof,
+        })
+    }
+
+    fn mode(&self) -> Mode {
+        self.policy.mode
+    }
+
+    /// (name, namespace) of the release, as Helm writes them in its annotations.
+    fn helm(&self) -> (&str, &str) {
+        (self.release.name.as_str(), self.release.namespace.as_str())
+    }
+
+    /// The decision's account of the write. Built only for a write that is not simply
+    /// allowed (most locked writes are).
+    fn locked(&self, delete: bool, changes: Vec<Change>) -> Locked {
+        let (object, request) = (self.object, self.request);
         // A kind of unknown scope is indexed in a namespace too; the API server says it is
         // cluster-scoped by sending no namespace.
         let describe = match request.namespace() {
             None => format!("{} {}", object.kind, object.name),
             Some(_) => object.describe(),
         };
+        // A Secret's values stay out of the message: it reaches users who may write the Secret
+        // without being allowed to read it, kubectl's output and the API server's audit log.
+        let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
         let message = message(
             &describe,
-            &release,
-            newest.revision,
-            newest.status,
+            &self.release,
+            self.revision,
+            self.status,
             delete,
             &changes,
-            Wording { hide_values, scale },
+            Wording {
+                hide_values,
+                scale: self.door.scale,
+            },
         );
         Locked {
-            release: release.clone(),
-            revision: newest.revision,
-            status: newest.status,
+            release: self.release.clone(),
+            revision: self.revision,
+            status: self.status,
             object: describe,
             target: Target {
                 api_version: object.api_version(),
@@ -446,22 +537,204 @@ pub fn decide(
             delete,
             changes,
             message,
-            proof,
+            proof: self.proof,
         }
-    };
-    if request.operation == Operation::Delete || evict {
-        let mut l = locked(true, Vec::new());
-        if evict {
+    }
+
+    /// Rule 5: a DELETE (or an eviction, which deletes the Pod).
+    fn delete(&self) -> Decision {
+        let mut l = self.locked(true, Vec::new());
+        if self.door.evict {
             l.message = format!(
                 "{}: evicting it deletes it, which is not allowed. Remove it from the chart and run helm upgrade, or ask an admin (a node drain by an exempt user goes through).",
                 l.headline()
             );
         }
-        return Ok(unrepairable(mode, l));
+        unrepairable(self.mode(), l)
     }
-    // An UPDATE is read as what it changes: the parts object and oldObject share are left out
-    // of both (crate::prune). A Scale is small and compared at one path: read whole.
-    let (new, old) = match (request.object(), request.old_object()) {
+
+    /// Rule 6: the locked paths the write changes away from the chart, by the door it comes
+    /// through; a write through another version than the chart's is decided here.
+    fn changes(
+        &self,
+        schema: &Schema,
+        compared: &Compared<'_>,
+        new: &Value,
+        old: Option<&Value>,
+    ) -> Result<Vec<Change>, Box<Decision>> {
+        let (object, request, door) = (self.object, self.request, self.door);
+        let chart = stored_form(&compared.content, &object.group, &object.kind);
+        let (root, ignore, helm) = (compared.root, &compared.ignore[..], self.helm());
+        // The same object through another version, or another group serving it (`extensions`).
+        let other_version = !door.scale
+            && !door.status
+            && (request.kind.version != *object.version || request.kind.group != *object.group);
+        if door.scale {
+            let pointer = schema.replicas_pointer(&object.group, &object.kind);
+            return Ok(locked_changes_at(
+                schema,
+                root,
+                &chart,
+                pointer,
+                "/spec/replicas",
+                new,
+                old,
+                ignore,
+            ));
+        }
+        let mut changes = if door.status {
+            let metadata = crate::ownership::metadata_of(&chart);
+            locked_changes(schema, root, &metadata, new, old, ignore)
+        } else if other_version {
+            let requested =
+                crate::manifest::api_version(&request.kind.group, &request.kind.version);
+            let root = schema.root_or_deduced(&requested, &request.kind.kind);
+            let mut changes = cross_version_changes(schema, root, &chart, new, old, ignore);
+            changes.extend(crate::ownership::conversion_annotation_changes(
+                &chart,
+                &object.group,
+                &object.kind,
+                &request.kind.version,
+                new,
+                old,
+                ignore,
+            ));
+            changes
+        } else {
+            locked_changes(schema, root, &chart, new, old, ignore)
+        };
+        changes.extend(helm_metadata_changes(&chart, helm, new, old, ignore));
+        if other_version {
+            if changes.is_empty() {
+                return Ok(changes);
+            }
+            let mut l = self.locked(false, changes);
+            let requested =
+                crate::manifest::api_version(&request.kind.group, &request.kind.version);
+            l.message = other_version_message(&l, &requested, &object.api_version());
+            // Nothing to repair toward: the chart's values are in another version's shape.
+            return Err(Box::new(unrepairable(self.mode(), l)));
+        }
+        if !door.status {
+            // A repeated key anywhere (an item the chart does not set included) makes the
+            // object unreadable to server-side apply: the next helm upgrade would fail.
+            for change in duplicate_keys(schema, root, new, old) {
+                if !changes.iter().any(|c| c.path == change.path)
+                    && !crate::ownership::is_ignored(&change.path, ignore)
+                {
+                    changes.push(change);
+                }
+            }
+        }
+        Ok(changes)
+    }
+
+    /// An owner reference the chart does not give lets the (exempt) garbage collector delete
+    /// the object once that owner is gone: adding one is a delete by other means.
+    fn added_owners(
+        &self,
+        compared: &Compared<'_>,
+        new: &Value,
+        old: Option<&Value>,
+    ) -> Option<Decision> {
+        let added = added_owner_references(&compared.content, new, old);
+        if added.is_empty() {
+            return None;
+        }
+        let changes: Vec<Change> = added
+            .into_iter()
+            .map(|(i, reference)| Change {
+                path: format!("/metadata/ownerReferences/{i}"),
+                chart: Value::Null,
+                requested: Some(reference),
+            })
+            .collect();
+        let mut l = self.locked(false, changes);
+        l.message = format!(
+            "{}: this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
+            l.headline(),
+            l.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        Some(match self.mode() {
+            Mode::Repair => {
+                let patch = repair_patch(&l.changes);
+                Decision::Repair(l, patch)
+            }
+            mode => unrepairable(mode, l),
+        })
+    }
+
+    /// Values unchanged, but a server-side apply may still take co-ownership of Helm's fields.
+    fn co_owner(&self, schema: &Schema, compared: &Compared<'_>) -> Option<Decision> {
+        let request = self.request;
+        let manager = request
+            .options
+            .as_ref()
+            .and_then(|o| o.field_manager.as_deref())?;
+        // No entry of that manager can exist unless its name is somewhere in the object's text
+        // (API servers write it as a JSON string): most writes are not server-side applies.
+        let applied = request.object().is_some_and(|o| {
+            crate::scan::may_contain_string(o.get(), manager) && o.get().contains("\"Apply\"")
+        });
+        if !applied {
+            return None;
+        }
+        let chart = stored_form(&compared.content, &self.object.group, &self.object.kind);
+        let mut shared =
+            co_owner_claims(schema, compared.root, &chart, self.helm(), manager, request);
+        shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &compared.ignore));
+        if shared.is_empty() {
+            return None;
+        }
+        let mut l = self.locked(false, Vec::new());
+        l.message = co_owner_message(&l, manager, &shared);
+        Some(unrepairable(self.mode(), l))
+    }
+
+    /// Rule 6's verdict on changed locked paths, by mode.
+    fn verdict(&self, changes: Vec<Change>) -> Result<Decision, DecideError> {
+        let l = self.locked(false, changes);
+        Ok(match self.mode() {
+            Mode::Warn => Decision::Warn(l),
+            Mode::Repair => {
+                let patch = if self.door.scale {
+                    // The change names the chart's path (a custom resource's
+                    // `specReplicasPath`); the request is a Scale, with the value at
+                    // `/spec/replicas`.
+                    let at_scale: Vec<Change> = l
+                        .changes
+                        .iter()
+                        .map(|c| Change {
+                            path: "/spec/replicas".to_string(),
+                            ..c.clone()
+                        })
+                        .collect();
+                    repair_patch(&at_scale)
+                } else {
+                    repair_patch(&l.changes)
+                };
+                // A patch that does not apply would fail the write with the API server's opaque
+                // error. Only malformed writes get one (a scale request without `spec`): deny
+                // them. The whole object: the patch must apply to what the API server will
+                // store.
+                let mut repaired =
+                    parse_object(self.request.object(), "object")?.unwrap_or(Value::Null);
+                if json_patch::patch(&mut repaired, &patch).is_ok() {
+                    Decision::Repair(l, patch)
+                } else {
+                    Decision::Deny(l)
+                }
+            }
+            Mode::Deny | Mode::Off => Decision::Deny(l),
+        })
+    }
+}
+
+/// What a write asks for: the new object and the stored one. An UPDATE is read as what it
+/// changes: the parts object and oldObject share are left out of both (crate::prune). A Scale
+/// is small and compared at one path: read whole.
+fn written(request: &Request<'_>, scale: bool) -> Result<(Value, Option<Value>), DecideError> {
+    Ok(match (request.object(), request.old_object()) {
         (Some(new), Some(old)) if !scale => {
             let (new, old) = crate::prune::changed_parts(new.get(), old.get()).map_err(|e| {
                 DecideError::BadObject {
@@ -475,175 +748,6 @@ pub fn decide(
             parse_object(new, "object")?.unwrap_or(Value::Null),
             parse_object(old, "oldObject")?,
         ),
-    };
-    let ignore = policy.ignored_paths(object);
-    let content = object.recent_content();
-    let chart = stored_form(&content, &object.group, &object.kind);
-    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    let helm = (release.name.as_str(), release.namespace.as_str());
-    // The same object through another version, or another group serving it (`extensions`).
-    let other_version = !scale
-        && !status
-        && (request.kind.version != *object.version || request.kind.group != *object.group);
-    let changes = if scale {
-        let pointer = schema.replicas_pointer(&object.group, &object.kind);
-        locked_changes_at(
-            schema,
-            root,
-            &chart,
-            pointer,
-            "/spec/replicas",
-            &new,
-            old.as_ref(),
-            &ignore,
-        )
-    } else if status {
-        let metadata = crate::ownership::metadata_of(&chart);
-        let mut changes = locked_changes(schema, root, &metadata, &new, old.as_ref(), &ignore);
-        changes.extend(helm_metadata_changes(
-            &chart,
-            helm,
-            &new,
-            old.as_ref(),
-            &ignore,
-        ));
-        changes
-    } else if other_version {
-        let root = schema.root_or_deduced(
-            &crate::manifest::api_version(&request.kind.group, &request.kind.version),
-            &request.kind.kind,
-        );
-        let mut changes = cross_version_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
-        changes.extend(crate::ownership::conversion_annotation_changes(
-            &chart,
-            &object.group,
-            &object.kind,
-            &request.kind.version,
-            &new,
-            old.as_ref(),
-            &ignore,
-        ));
-        changes.extend(helm_metadata_changes(
-            &chart,
-            helm,
-            &new,
-            old.as_ref(),
-            &ignore,
-        ));
-        if !changes.is_empty() {
-            let mut l = locked(false, changes);
-            let requested =
-                crate::manifest::api_version(&request.kind.group, &request.kind.version);
-            l.message = other_version_message(&l, &requested, &object.api_version());
-            // Nothing to repair toward: the chart's values are in another version's shape.
-            return Ok(unrepairable(mode, l));
-        }
-        changes
-    } else {
-        let mut changes = locked_changes(schema, root, &chart, &new, old.as_ref(), &ignore);
-        changes.extend(helm_metadata_changes(
-            &chart,
-            helm,
-            &new,
-            old.as_ref(),
-            &ignore,
-        ));
-        // A repeated key anywhere (an item the chart does not set included) makes the object
-        // unreadable to server-side apply: the next helm upgrade would fail.
-        for change in duplicate_keys(schema, root, &new, old.as_ref()) {
-            if !changes.iter().any(|c| c.path == change.path)
-                && !crate::ownership::is_ignored(&change.path, &ignore)
-            {
-                changes.push(change);
-            }
-        }
-        changes
-    };
-    // An owner reference the chart does not give lets the (exempt) garbage collector delete the
-    // object once that owner is gone: adding one is a delete by other means.
-    if !scale {
-        let added = added_owner_references(&content, &new, old.as_ref());
-        if !added.is_empty() {
-            let changes: Vec<Change> = added
-                .into_iter()
-                .map(|(i, reference)| Change {
-                    path: format!("/metadata/ownerReferences/{i}"),
-                    chart: Value::Null,
-                    requested: Some(reference),
-                })
-                .collect();
-            let mut l = locked(false, changes);
-            l.message = format!(
-                "{}: this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
-                l.headline(),
-                l.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            return Ok(match mode {
-                Mode::Warn => Decision::Warn(l),
-                Mode::Repair => {
-                    let patch = repair_patch(&l.changes);
-                    Decision::Repair(l, patch)
-                }
-                _ => Decision::Deny(l),
-            });
-        }
-    }
-    // Values unchanged, but a server-side apply may still take co-ownership of Helm's fields.
-    if changes.is_empty() && !scale {
-        let manager = request
-            .options
-            .as_ref()
-            .and_then(|o| o.field_manager.as_deref());
-        // No entry of that manager can exist unless its name is somewhere in the object's text
-        // (API servers write it as a JSON string): most writes are not server-side applies.
-        let applied = |manager: &str| {
-            request.object().is_some_and(|o| {
-                crate::scan::may_contain_string(o.get(), manager) && o.get().contains("\"Apply\"")
-            })
-        };
-        if let Some(manager) = manager.filter(|m| applied(m)) {
-            let mut shared = co_owner_claims(schema, root, &chart, helm, manager, request);
-            shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &ignore));
-            if !shared.is_empty() {
-                let mut l = locked(false, Vec::new());
-                l.message = co_owner_message(&l, manager, &shared);
-                return Ok(unrepairable(mode, l));
-            }
-        }
-    }
-    if changes.is_empty() {
-        return Ok(Decision::Allow(Allowed::NoLockedChange { release }));
-    }
-    let l = locked(false, changes);
-    Ok(match mode {
-        Mode::Warn => Decision::Warn(l),
-        Mode::Repair => {
-            let patch = if scale {
-                // The change names the chart's path (a custom resource's `specReplicasPath`);
-                // the request is a Scale, with the value at `/spec/replicas`.
-                let at_scale: Vec<Change> = l
-                    .changes
-                    .iter()
-                    .map(|c| Change {
-                        path: "/spec/replicas".to_string(),
-                        ..c.clone()
-                    })
-                    .collect();
-                repair_patch(&at_scale)
-            } else {
-                repair_patch(&l.changes)
-            };
-            // A patch that does not apply would fail the write with the API server's opaque
-            // error. Only malformed writes get one (a scale request without `spec`): deny them.
-            // The whole object: the patch must apply to what the API server will store.
-            let mut repaired = parse_object(request.object(), "object")?.unwrap_or(Value::Null);
-            if json_patch::patch(&mut repaired, &patch).is_ok() {
-                Decision::Repair(l, patch)
-            } else {
-                Decision::Deny(l)
-            }
-        }
-        Mode::Deny | Mode::Off => Decision::Deny(l),
     })
 }
 
