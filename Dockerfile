@@ -9,16 +9,16 @@ COPY Cargo.toml Cargo.lock ./
 COPY certs-gen/Cargo.toml certs-gen/Cargo.toml
 COPY core/Cargo.toml core/Cargo.toml
 # Empty targets with the manifests' names: compiles every dependency once.
-RUN mkdir -p src certs-gen/src core/src benches \
+RUN mkdir -p src certs-gen/src core/src core/benches \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs core/src/lib.rs \
  && echo 'fn main() {}' > certs-gen/src/main.rs && touch certs-gen/src/lib.rs \
- && echo 'fn main() {}' > benches/core.rs \
+ && echo 'fn main() {}' > core/benches/core.rs \
  && cargo build --release --locked --bin helm-locker --bin certs-gen \
- && rm -rf src certs-gen/src core/src benches
+ && rm -rf src certs-gen/src core/src core/benches
 COPY src src
 COPY core/src core/src
 COPY certs-gen/src certs-gen/src
-COPY benches benches
+COPY core/benches core/benches
 # certs-gen embeds the webhook configurations (include_str!).
 COPY webhook-config webhook-config
 RUN touch src/main.rs src/lib.rs core/src/lib.rs certs-gen/src/lib.rs certs-gen/src/main.rs \

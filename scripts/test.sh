@@ -29,7 +29,7 @@ cargo fetch --locked
 cargo deny --offline check licenses bans
 cargo test --workspace --locked
 cargo build --workspace --locked --benches --examples
-# The fuzz targets (fuzz/, a workspace of its own) still build; tests/fuzz_corpus.rs has already
+# The fuzz targets (fuzz/, a workspace of its own) still build; core/tests/fuzz_corpus.rs has already
 # replayed their committed corpora. They share target/ so only what differs is compiled. Without
 # a C++ compiler libFuzzer cannot be built: the targets are then type-checked only.
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check

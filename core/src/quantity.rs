@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn precision_finer_than_nano_rounds_up_as_the_api_server_stores_it() {
-        // Found by the property test tests/properties.rs against the API server's rules.
+        // Found by the property test core/tests/properties.rs against the API server's rules.
         assert_eq!(q("0.1n"), q("1n"));
         assert_eq!(q("1.5n"), q("2n"));
         assert_eq!(q("-1.5n"), q("-2n"));

@@ -1,5 +1,5 @@
 //! The fuzz targets' bodies, shared by the libFuzzer binaries in `fuzz_targets/` and by the
-//! main crate's `tests/fuzz_corpus.rs`, which replays the committed corpora through exactly these
+//! core crate's `core/tests/fuzz_corpus.rs`, which replays the committed corpora through exactly these
 //! functions on every `cargo test` (no libFuzzer, no nightly flags).
 //!
 //! Each function takes arbitrary bytes and must neither panic nor hang nor allocate without
@@ -8,16 +8,16 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker::decide::{confirm, decide, Decision};
-use helm_locker::index::Index;
-use helm_locker::manifest::{parse_manifest, split_documents};
-use helm_locker::policy::{Config, Mode};
-use helm_locker::quantity::Quantity;
-use helm_locker::release::{
+use helm_locker_core::decide::{confirm, decide, Decision};
+use helm_locker_core::index::Index;
+use helm_locker_core::manifest::{parse_manifest, split_documents};
+use helm_locker_core::policy::{Config, Mode};
+use helm_locker_core::quantity::Quantity;
+use helm_locker_core::release::{
     decode_data_release, decode_helm_payload, decode_release_json, parse_release_file,
     ReleaseSecret, SecretRef, Status,
 };
-use helm_locker::review::{parse_head, parse_review, read_head, render_response};
+use helm_locker_core::review::{parse_head, parse_review, read_head, render_response};
 use serde_json::Value;
 
 /// The `shop` release as recorded after `helm upgrade` (revision 2 deployed: a Deployment,
@@ -60,9 +60,9 @@ pub fn review(data: &[u8]) {
     let mut fast = [false; 2];
     if let Some(head) = &head {
         for (config, fast) in configs().iter().zip(&mut fast) {
-            if let Ok(Some(decision)) = helm_locker::decide::decide_head(
+            if let Ok(Some(decision)) = helm_locker_core::decide::decide_head(
                 index(),
-                &helm_locker::schema::Schema::builtin(),
+                &helm_locker_core::schema::Schema::builtin(),
                 &head.request,
             ) {
                 let _ = config;
@@ -92,7 +92,7 @@ pub fn review(data: &[u8]) {
     for (config, fast) in configs().iter().zip(fast) {
         let decision = match decide(
             index(),
-            &helm_locker::schema::Schema::builtin(),
+            &helm_locker_core::schema::Schema::builtin(),
             config,
             request,
         ) {
@@ -135,7 +135,7 @@ pub fn review(data: &[u8]) {
 /// to repair (the API server would reject a patch that does not apply, failing the user's write).
 fn repaired_write_is_allowed(
     config: &Config,
-    request: &helm_locker::review::Request<'_>,
+    request: &helm_locker_core::review::Request<'_>,
     patch: &json_patch::Patch,
 ) {
     let mut object: Value = request
@@ -145,11 +145,12 @@ fn repaired_write_is_allowed(
     json_patch::patch(&mut object, patch).expect("the repair patch applies to the object");
     let text = object.to_string();
     let mut repaired = request.clone();
-    repaired.object =
-        Some(helm_locker::review::RawObject::from_json(&text).expect("a Value serializes to JSON"));
+    repaired.object = Some(
+        helm_locker_core::review::RawObject::from_json(&text).expect("a Value serializes to JSON"),
+    );
     let again = decide(
         index(),
-        &helm_locker::schema::Schema::builtin(),
+        &helm_locker_core::schema::Schema::builtin(),
         config,
         &repaired,
     )
@@ -223,13 +224,13 @@ pub fn yaml(data: &[u8]) {
     let Ok(doc) = std::str::from_utf8(data) else {
         return;
     };
-    if let Some(tree) = helm_locker::yaml::block::parse(doc) {
-        match helm_locker::yaml::reference(doc) {
+    if let Some(tree) = helm_locker_core::yaml::block::parse(doc) {
+        match helm_locker_core::yaml::reference(doc) {
             Ok(reference) => assert_eq!(tree, reference, "block and the reference disagree"),
             Err(e) => panic!("block accepted what the reference rejects: {e:?}"),
         }
     }
-    let _ = helm_locker::yaml::parse_document(doc);
+    let _ = helm_locker_core::yaml::parse_document(doc);
 }
 
 /// (d) The quantity parser, directly and as the comparison uses it (a JSON string or number).
@@ -241,13 +242,15 @@ pub fn quantity(data: &[u8]) {
     let as_json = Value::String(text.to_string());
     assert_eq!(Quantity::from_json(&as_json), parsed);
     // A value always equals itself where the schema says quantity.
-    let chart = helm_locker::tree::Tree::from(
+    let chart = helm_locker_core::tree::Tree::from(
         &serde_json::json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": as_json.clone()}}}]}}),
     );
     let live = chart.to_json();
-    let schema = helm_locker::schema::Schema::builtin();
+    let schema = helm_locker_core::schema::Schema::builtin();
     let root = schema.root_or_deduced("v1", "Pod");
-    assert!(helm_locker::ownership::drifted_fields(&schema, root, &chart, &live, &[]).is_empty());
+    assert!(
+        helm_locker_core::ownership::drifted_fields(&schema, root, &chart, &live, &[]).is_empty()
+    );
     if let Ok(number) = serde_json::from_str::<Value>(text) {
         if number.is_number() {
             assert!(

@@ -6,15 +6,15 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use helm_locker::decide::{decide, Allowed, Decision};
-use helm_locker::index::Index;
-use helm_locker::policy::Config;
-use helm_locker::release::{decode_secret, parse_release_file, SecretRef};
-use helm_locker::review::{parse_head, parse_review};
+use helm_locker_core::decide::{decide, Allowed, Decision};
+use helm_locker_core::index::Index;
+use helm_locker_core::policy::Config;
+use helm_locker_core::release::{decode_secret, parse_release_file, SecretRef};
+use helm_locker_core::review::{parse_head, parse_review};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
 }
 
 fn sorted_files(dir: &Path) -> Vec<PathBuf> {
@@ -28,7 +28,7 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_release_fixture_decodes() {
-    use helm_locker::release::{decode_data_release, release_data};
+    use helm_locker_core::release::{decode_data_release, release_data};
     let mut decoded = 0;
     for dir in ["helm3-style", "cluster-capture/releases"] {
         for file in sorted_files(&fixtures().join(dir)) {
@@ -42,7 +42,7 @@ fn every_release_fixture_decodes() {
             for data in &payloads {
                 let release = decode_data_release(&data.data)
                     .unwrap_or_else(|e| panic!("{}: {:?}: {e}", file.display(), data.secret));
-                let manifest = helm_locker::manifest::parse_manifest(&release.manifest);
+                let manifest = helm_locker_core::manifest::parse_manifest(&release.manifest);
                 assert!(!manifest.objects.is_empty(), "{}", file.display());
                 assert_eq!(manifest.skipped, [], "{}", file.display());
                 decoded += 1;
@@ -71,7 +71,7 @@ fn every_release_fixture_decodes() {
 
 /// The Secrets of `tests/fixtures/helm3-style/<name>` (made by scripts/make-release-fixtures.py;
 /// its README says which quirk each file carries).
-fn helm3_style(name: &str) -> Vec<helm_locker::release::ReleaseSecret> {
+fn helm3_style(name: &str) -> Vec<helm_locker_core::release::ReleaseSecret> {
     let text = std::fs::read_to_string(fixtures().join("helm3-style").join(name)).unwrap();
     parse_release_file(&text)
         .unwrap()
@@ -93,7 +93,7 @@ fn locked_content(
 
 #[test]
 fn helm3_fixtures_have_the_documented_content() {
-    use helm_locker::release::{decode_data_release, release_data, Status};
+    use helm_locker_core::release::{decode_data_release, release_data, Status};
     use serde_json::json;
 
     // Helm 3 wrote every one: no `apply_method` (Helm 4's), whatever else differs.
@@ -167,7 +167,9 @@ fn helm3_fixtures_have_the_documented_content() {
     );
     let index = Index::from_secrets(tally);
     let state = index
-        .release(&helm_locker::release::ReleaseKey::new("counting", "tally"))
+        .release(&helm_locker_core::release::ReleaseKey::new(
+            "counting", "tally",
+        ))
         .unwrap();
     assert_eq!(state.status(), Status::Failed);
     let limits = locked_content(&index, ("", "ConfigMap", Some("counting"), "tally-limits"));
@@ -190,7 +192,7 @@ fn helm3_fixtures_have_the_documented_content() {
 
     // APIs Kubernetes removed are still what the release says.
     let [archive] = <[_; 1]>::try_from(helm3_style("deprecated-apis.yaml")).unwrap();
-    let kinds: Vec<_> = helm_locker::manifest::parse_manifest(&archive.release.manifest)
+    let kinds: Vec<_> = helm_locker_core::manifest::parse_manifest(&archive.release.manifest)
         .objects
         .iter()
         .map(|o| format!("{}/{} {}", o.group, o.version, o.kind))
@@ -399,7 +401,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(
             &index,
-            &helm_locker::schema::Schema::builtin(),
+            &helm_locker_core::schema::Schema::builtin(),
             &config,
             &parsed.request,
         )
@@ -409,9 +411,9 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         if let Some(head) = parse_head(review.body.as_bytes()) {
             assert_eq!(head.request.uid, parsed.request.uid);
             assert_eq!(head.api_version, parsed.api_version);
-            if let Ok(Some(fast)) = helm_locker::decide::decide_head(
+            if let Ok(Some(fast)) = helm_locker_core::decide::decide_head(
                 &index,
-                &helm_locker::schema::Schema::builtin(),
+                &helm_locker_core::schema::Schema::builtin(),
                 &head.request,
             ) {
                 assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
@@ -430,7 +432,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
                 let whole = parse_review(text.as_bytes()).unwrap();
                 let unpruned = decide(
                     &index,
-                    &helm_locker::schema::Schema::builtin(),
+                    &helm_locker_core::schema::Schema::builtin(),
                     &config,
                     &whole.request,
                 )
@@ -566,7 +568,7 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
         ..Config::default()
     };
     let config = Config {
-        exempt: helm_locker::policy::Exemptions {
+        exempt: helm_locker_core::policy::Exemptions {
             users: vec![],
             groups: vec![],
             service_account_namespaces: vec![],
@@ -579,7 +581,7 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(
             &index,
-            &helm_locker::schema::Schema::builtin(),
+            &helm_locker_core::schema::Schema::builtin(),
             &config,
             &parsed.request,
         )
@@ -597,8 +599,8 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
 /// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
 #[test]
 fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
-    use helm_locker::ownership::{applied_object, attribution_of, helm_fields};
-    use helm_locker::schema::Schema;
+    use helm_locker_core::ownership::{applied_object, attribution_of, helm_fields};
+    use helm_locker_core::schema::Schema;
     let schema = Schema::builtin();
     let mut index = Index::new();
     let mut compared = Vec::new();

@@ -14,11 +14,11 @@
 //! Not modelled, because ownership.rs does not claim it: Go's `omitempty` dropping `false`, `0`
 //! and `""` (a chart's `hostNetwork: false` is absent on the server).
 
-use helm_locker::manifest::parse_manifest;
-use helm_locker::ownership::{self, Change};
-use helm_locker::quantity::Quantity;
-use helm_locker::schema::Schema;
-use helm_locker::tree::Tree;
+use helm_locker_core::manifest::parse_manifest;
+use helm_locker_core::ownership::{self, Change};
+use helm_locker_core::quantity::Quantity;
+use helm_locker_core::schema::Schema;
+use helm_locker_core::tree::Tree;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 

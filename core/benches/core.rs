@@ -9,11 +9,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use helm_locker::decide::decide;
-use helm_locker::index::Index;
-use helm_locker::policy::Config;
-use helm_locker::release::{ReleaseSecret, Status};
-use helm_locker::review::parse_review;
+use helm_locker_core::decide::decide;
+use helm_locker_core::index::Index;
+use helm_locker_core::policy::Config;
+use helm_locker_core::release::{ReleaseSecret, Status};
+use helm_locker_core::review::parse_review;
 use serde_json::json;
 
 fn manifest(release: &str, objects: usize) -> String {
@@ -61,7 +61,7 @@ fn review(
     object: serde_json::Value,
     old: serde_json::Value,
 ) -> String {
-    let api_version = helm_locker::manifest::api_version(group, "v1");
+    let api_version = helm_locker_core::manifest::api_version(group, "v1");
     let review = helm_locker_core::test_util::review("UPDATE", &api_version, kind, "x")
         .uid("u")
         .name(Some("ns1"), name)
@@ -80,7 +80,7 @@ const RECORDED_LOCKED: &[&str] = &[
 fn benches(c: &mut Criterion) {
     let index = cluster(1_000, 30);
     let config = Config::default();
-    let schema = helm_locker::schema::Schema::builtin();
+    let schema = helm_locker_core::schema::Schema::builtin();
 
     let unowned = review(
         "ConfigMap",
@@ -156,9 +156,9 @@ fn benches(c: &mut Criterion) {
     // The recorded writes to locked objects that change no chart field (what
     // scripts/load.sh's locked runs send), decided against the release they were recorded with.
     let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cluster-capture");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/cluster-capture");
     let recorded_index = Index::from_secrets(
-        helm_locker::release::parse_release_file(
+        helm_locker_core::release::parse_release_file(
             &std::fs::read_to_string(root.join("releases/02-after-upgrade.json")).unwrap(),
         )
         .unwrap()
@@ -209,8 +209,8 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 for body in &go_ordered {
                     let body = black_box(body.as_bytes());
-                    let head = helm_locker::review::read_head(body).unwrap();
-                    assert!(helm_locker::decide::decide_head(
+                    let head = helm_locker_core::review::read_head(body).unwrap();
+                    assert!(helm_locker_core::decide::decide_head(
                         &recorded_index,
                         &schema,
                         &head.review.request
@@ -226,7 +226,9 @@ fn benches(c: &mut Criterion) {
     group.bench_function("server path: the heads of the 17", |b| {
         b.iter(|| {
             for body in &go_ordered {
-                black_box(helm_locker::review::parse_head(black_box(body.as_bytes())));
+                black_box(helm_locker_core::review::parse_head(black_box(
+                    body.as_bytes(),
+                )));
             }
         })
     });
@@ -252,7 +254,7 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("index");
     let text = big_release.release.manifest.clone();
     group.bench_function("parse the manifest of 200 objects (YAML only)", |b| {
-        b.iter(|| helm_locker::manifest::parse_manifest(black_box(&text)))
+        b.iter(|| helm_locker_core::manifest::parse_manifest(black_box(&text)))
     });
     group.bench_function("re-index one release of 200 objects", |b| {
         b.iter_batched(
@@ -281,7 +283,7 @@ fn benches(c: &mut Criterion) {
         group.bench_function(format!("head + unowned, {releases} releases x 30"), |b| {
             b.iter(|| {
                 let head =
-                    helm_locker::review::parse_head(black_box(unowned_go.as_bytes())).unwrap();
+                    helm_locker_core::review::parse_head(black_box(unowned_go.as_bytes())).unwrap();
                 decide(&index, &schema, &config, &head.request)
                     .unwrap()
                     .is_allowed()

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod harness;
 
 fn replay(target: &str, run: fn(&[u8])) {
-    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
     let mut count = 0;
     for dir in ["corpus", "regressions"] {
         let Ok(entries) = std::fs::read_dir(fuzz.join(dir).join(target)) else {
