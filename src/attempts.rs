@@ -10,6 +10,7 @@
 //! attempt into the first user's Event). Dry runs (`kubectl diff`) record nothing.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,31 +137,120 @@ pub fn note(attempt: &Attempt, held_back: u64) -> String {
     note
 }
 
-/// The Event for an attempt (events.k8s.io/v1), in the object's namespace (`default` for a
-/// cluster-scoped one, as kubectl shows them).
+/// The Event for an attempt (events.k8s.io/v1), in the object's namespace.
 pub fn event(
     attempt: &Attempt,
     held_back: u64,
     instance: &str,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Event {
-    let r = &attempt.regarding;
+    event_about(
+        &attempt.regarding,
+        Note {
+            type_: "Warning",
+            reason: attempt.reason,
+            action: attempt.action,
+            note: note(attempt, held_back),
+        },
+        ("helm-locker.io/webhook", instance),
+        now,
+    )
+}
+
+/// What an Event says.
+pub struct Note<'a> {
+    /// `Normal` or `Warning`.
+    pub type_: &'a str,
+    pub reason: &'a str,
+    pub action: &'a str,
+    pub note: String,
+}
+
+/// An Event (events.k8s.io/v1) about `regarding`, reported by `(controller, instance)`.
+///
+/// A cluster-scoped object's reference has no namespace: an empty one (as admission requests
+/// carry it) is absent, and the API server refuses an Event whose `regarding` names the
+/// namespace `""` (`involvedObject.namespace "" does not match event.namespace`). Such an Event
+/// goes to [`CLUSTER_EVENTS`] (`default`, where client-go's and kube-rs's recorders put it);
+/// [`create`] moves it to `kube-system` where the API server accepts only that (1.20).
+pub fn event_about(
+    regarding: &ObjectReference,
+    what: Note<'_>,
+    reporter: (&str, &str),
+    now: k8s_openapi::jiff::Timestamp,
+) -> Event {
+    let mut regarding = regarding.clone();
+    regarding.namespace = regarding.namespace.filter(|ns| !ns.is_empty());
+    let (controller, instance) = reporter;
     Event {
         metadata: ObjectMeta {
             // As client-go names Events: the object's name and the time in hex.
-            name: Some(event_name(r.name.as_deref().unwrap_or("object"), now)),
-            namespace: Some(r.namespace.clone().unwrap_or_else(|| "default".into())),
+            name: Some(event_name(
+                regarding.name.as_deref().unwrap_or("object"),
+                now,
+            )),
+            namespace: Some(
+                regarding
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| CLUSTER_EVENTS.into()),
+            ),
             ..Default::default()
         },
         event_time: Some(MicroTime(now)),
-        type_: Some("Warning".into()),
-        reason: Some(attempt.reason.into()),
-        action: Some(attempt.action.into()),
-        note: Some(note(attempt, held_back)),
-        regarding: Some(r.clone()),
-        reporting_controller: Some("helm-locker.io/webhook".into()),
+        type_: Some(what.type_.into()),
+        reason: Some(what.reason.into()),
+        action: Some(what.action.into()),
+        note: Some(what.note),
+        regarding: Some(regarding),
+        reporting_controller: Some(controller.into()),
         reporting_instance: Some(instance.into()),
         ..Default::default()
+    }
+}
+
+/// Where Events about cluster-scoped objects go.
+pub const CLUSTER_EVENTS: &str = "default";
+/// Where they go when the API server refuses [`CLUSTER_EVENTS`]: before Kubernetes 1.22 (checked
+/// on 1.20), an events.k8s.io Event whose `regarding` has no namespace must be in `kube-system`.
+pub const CLUSTER_EVENTS_FALLBACK: &str = "kube-system";
+
+/// Set once the API server refused an Event about a cluster-scoped object in [`CLUSTER_EVENTS`]:
+/// later ones go straight to [`CLUSTER_EVENTS_FALLBACK`].
+static CLUSTER_EVENTS_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether an Event is about a cluster-scoped object.
+fn cluster_scoped(event: &Event) -> bool {
+    event
+        .regarding
+        .as_ref()
+        .is_none_or(|r| r.namespace.as_deref().unwrap_or_default().is_empty())
+}
+
+/// Whether the API server refused a cluster-scoped object's Event for its namespace.
+fn namespace_refused(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status)
+        if status.code == 422 && status.message.contains("does not match event.namespace"))
+}
+
+/// Creates an Event; one about a cluster-scoped object goes to [`CLUSTER_EVENTS`], or to
+/// [`CLUSTER_EVENTS_FALLBACK`] where the API server accepts only that.
+pub async fn create(client: &Client, mut event: Event) -> Result<(), kube::Error> {
+    let cluster = cluster_scoped(&event);
+    if cluster && CLUSTER_EVENTS_REFUSED.load(Ordering::Relaxed) {
+        event.metadata.namespace = Some(CLUSTER_EVENTS_FALLBACK.into());
+    }
+    let namespace = event.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    match api.create(&PostParams::default(), &event).await {
+        Err(e) if cluster && namespace != CLUSTER_EVENTS_FALLBACK && namespace_refused(&e) => {
+            CLUSTER_EVENTS_REFUSED.store(true, Ordering::Relaxed);
+            tracing::debug!(error = %e, "Events about cluster-scoped objects go to {CLUSTER_EVENTS_FALLBACK} on this API server");
+            event.metadata.namespace = Some(CLUSTER_EVENTS_FALLBACK.into());
+            let api: Api<Event> = Api::namespaced(client.clone(), CLUSTER_EVENTS_FALLBACK);
+            api.create(&PostParams::default(), &event).await.map(drop)
+        }
+        result => result.map(drop),
     }
 }
 
@@ -195,9 +285,7 @@ pub async fn publish(
             &instance,
             k8s_openapi::jiff::Timestamp::now(),
         );
-        let namespace = event.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-        match api.create(&PostParams::default(), &event).await {
+        match create(&client, event).await {
             Ok(_) => count("published"),
             Err(e) => {
                 count("failed");
@@ -271,6 +359,79 @@ mod tests {
         let mut cluster = attempt("reader", "alice");
         cluster.regarding.namespace = None;
         let event = super::event(&cluster, 0, "pod-1", now);
+        assert_eq!(event.metadata.namespace.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_has_no_namespace_in_its_event_not_an_empty_one() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        // An admission request names a ClusterRole's namespace as "".
+        let mut role = attempt("reader", "admin");
+        role.regarding.api_version = Some("rbac.authorization.k8s.io/v1".into());
+        role.regarding.kind = Some("ClusterRole".into());
+        role.regarding.namespace = Some(String::new());
+        let event = event(&role, 0, "pod-1", now);
+        assert_eq!(event.metadata.namespace.as_deref(), Some(CLUSTER_EVENTS));
+        let regarding = event.regarding.as_ref().unwrap();
+        assert_eq!(regarding.namespace, None);
+        assert_eq!(regarding.name.as_deref(), Some("reader"));
+        assert!(cluster_scoped(&event));
+        // As the API server sends it: no "namespace" key at all.
+        let json = serde_json::to_value(&event).unwrap();
+        assert!(json["regarding"].get("namespace").is_none(), "{json}");
+        assert_eq!(json["metadata"]["namespace"], "default");
+        assert!(!cluster_scoped(&super::event(
+            &attempt("web", "alice"),
+            0,
+            "pod-1",
+            now
+        )));
+    }
+
+    #[test]
+    fn a_refused_namespace_is_told_from_other_errors() {
+        // What kube-apiserver 1.20 answers for an Event about a ClusterRole in `default`.
+        let refused = kube::Error::Api(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": 422, "reason": "Invalid",
+                "message": "Event \"sig-reader.18ead4735f4a660b\" is invalid: involvedObject.namespace: Invalid value: \"\": does not match event.namespace"
+            }))
+            .unwrap(),
+        ));
+        assert!(namespace_refused(&refused));
+        let forbidden = kube::Error::Api(Box::new(
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure", "code": 403, "reason": "Forbidden",
+                "message": "events is forbidden: does not match event.namespace"
+            }))
+            .unwrap(),
+        ));
+        assert!(!namespace_refused(&forbidden));
+    }
+
+    #[test]
+    fn a_revert_event_is_normal_and_names_its_reporter() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let regarding = ObjectReference {
+            api_version: Some("rbac.authorization.k8s.io/v1".into()),
+            kind: Some("ClusterRole".into()),
+            name: Some("reader".into()),
+            ..Default::default()
+        };
+        let event = event_about(
+            &regarding,
+            Note {
+                type_: "Normal",
+                reason: "Reverted",
+                action: "Revert",
+                note: "helm-locker put back /rules".into(),
+            },
+            ("helm-locker", "pod-1"),
+            now,
+        );
+        assert_eq!(event.type_.as_deref(), Some("Normal"));
+        assert_eq!(event.reporting_controller.as_deref(), Some("helm-locker"));
+        assert_eq!(event.reporting_instance.as_deref(), Some("pod-1"));
         assert_eq!(event.metadata.namespace.as_deref(), Some("default"));
     }
 

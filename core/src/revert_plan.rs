@@ -114,6 +114,14 @@ pub fn locked_values(
 }
 
 /// Whether what helm-locker locks in `live` is what the API server attributed to Helm.
+///
+/// Only a difference between the schema and the API server counts. Drift is not one: an
+/// Update that got past the webhook (`kubectl edit`, an HPA through `scale`) takes the fields
+/// it changed from Helm's entry, and a field someone removed is no one's. So a locked field
+/// missing from Helm's entry is left out of `extra` when another manager owns it (or an atomic
+/// value above it), or when the live object lacks it; the reverter's forced apply gives it
+/// back to Helm, and the next comparison sees it there. Fields in Helm's entry that are not
+/// locked (`missing`) cannot come from drift, and always count.
 pub fn attribution(
     schema: &Schema,
     object: &LockedObject,
@@ -122,7 +130,156 @@ pub fn attribution(
     let release = &object.release;
     let applied = applied_object(&object.content(), (&release.name, &release.namespace));
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    crate::ownership::compare_attribution(schema, root, &applied, live)
+    let mut attribution = crate::ownership::compare_attribution(schema, root, &applied, live)?;
+    if !attribution.extra.is_empty() {
+        let others = others_fields(live, &attribution.manager);
+        attribution
+            .extra
+            .retain(|path| !owned_by(&others, path) && field_present(live, path));
+    }
+    Some(attribution)
+}
+
+/// What the managedFields entries but Helm's `Apply` entry (of `helm`) own: every field, and
+/// the leaves among them (a scalar, or an atomic value with all inside it).
+struct OthersFields {
+    all: crate::ownership::FieldSet,
+    leaves: crate::ownership::FieldSet,
+}
+
+fn others_fields(live: &Value, helm: &str) -> OthersFields {
+    let entries = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut others = OthersFields {
+        all: Default::default(),
+        leaves: Default::default(),
+    };
+    for entry in entries {
+        let manager = entry.get("manager").and_then(Value::as_str);
+        let operation = entry.get("operation").and_then(Value::as_str);
+        if manager == Some(helm) && operation == Some("Apply") {
+            continue;
+        }
+        let Some(fields) = entry.get("fieldsV1") else {
+            continue;
+        };
+        let set = crate::ownership::parse_fields_v1(fields);
+        for path in &set {
+            let below = format!("{path}.");
+            let parent = set
+                .range(below.clone()..)
+                .next()
+                .is_some_and(|next| next.starts_with(&below));
+            if !parent {
+                others.leaves.insert(path.clone());
+            }
+        }
+        others.all.extend(set);
+    }
+    others
+}
+
+/// Whether another manager owns `path`, or a leaf above it (an atomic value holding it). A map
+/// or an item another manager created (`.`) does not make what Helm put inside it theirs.
+fn owned_by(others: &OthersFields, path: &str) -> bool {
+    if others.all.contains(path) {
+        return true;
+    }
+    let mut end = 0;
+    field_path_elements(path).iter().any(|element| {
+        end += element.len() + usize::from(end > 0);
+        end < path.len() && others.leaves.contains(&path[..end])
+    })
+}
+
+/// The elements of a [`crate::ownership::FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
+/// separated by `.`, though keys and values are JSON that may hold dots, and so may field names
+/// (`f:receipt.html`).
+fn field_path_elements(path: &str) -> Vec<&str> {
+    let mut elements = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        let end = match rest.get(..2) {
+            Some("k:") | Some("v:") => {
+                let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
+                let mut end = rest.len();
+                for (i, c) in rest.char_indices().skip(2) {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' if in_string => escaped = true,
+                        '"' => in_string = !in_string,
+                        '{' | '[' if !in_string => depth += 1,
+                        '}' | ']' if !in_string => depth -= 1,
+                        '.' if !in_string && depth == 0 => {
+                            end = i;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            _ => (1..rest.len())
+                .find(|&i| {
+                    rest.as_bytes()[i] == b'.'
+                        && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
+                })
+                .unwrap_or(rest.len()),
+        };
+        elements.push(&rest[..end]);
+        rest = rest.get(end + 1..).unwrap_or_default();
+    }
+    elements
+}
+
+/// Whether the live object holds the field at `path`. Unsure (an element it cannot read) is
+/// present: a field is discounted only when it is surely gone.
+fn field_present(live: &Value, path: &str) -> bool {
+    let mut node = live;
+    for element in field_path_elements(path) {
+        let Some((kind, rest)) = element.split_once(':') else {
+            return true;
+        };
+        let next = match (kind, node) {
+            ("f", Value::Object(map)) => map.get(rest),
+            ("i", Value::Array(items)) => match rest.parse::<usize>() {
+                Ok(i) => items.get(i),
+                Err(_) => return true,
+            },
+            ("v", Value::Array(items)) => match serde_json::from_str::<Value>(rest) {
+                Ok(wanted) => items.iter().find(|v| same_value(v, &wanted)),
+                Err(_) => return true,
+            },
+            ("k", Value::Array(items)) => match serde_json::from_str::<Map<String, Value>>(rest) {
+                Ok(key) => items.iter().find(|item| {
+                    key.iter().all(|(field, wanted)| match item.get(field) {
+                        Some(v) => same_value(v, wanted),
+                        // Defaulted before server-side apply sees the item.
+                        None => field == "protocol" && wanted == "TCP",
+                    })
+                }),
+                Err(_) => return true,
+            },
+            ("f" | "i" | "v" | "k", _) => None,
+            _ => return true,
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// JSON equality with `80` and `80.0` one number.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
 }
 
 /// Whether reverting `drift` would change anything the API server stores, judged by the same
@@ -132,6 +289,13 @@ pub fn attribution(
 /// object after every backoff, forever.
 pub fn write_would_fix(drift: &[Change], after: &[Change]) -> bool {
     drift.iter().any(|c| !after.contains(c))
+}
+
+/// The drift the write puts back: what differed and the dry run's answer no longer has. The
+/// rest (a zero value the API server does not store) differs before and after every write, and
+/// a revert that names it names a path nobody touched.
+pub fn fixed_by_write<'c>(drift: &'c [Change], after: &[Change]) -> Vec<&'c Change> {
+    drift.iter().filter(|c| !after.contains(c)).collect()
 }
 
 /// Whether a deleted object is created again. Not when the chart gives it owners
@@ -242,16 +406,17 @@ pub fn revert_patch(changes: &[Change], resource_version: Option<&str>) -> json_
 }
 
 /// `/spec/replicas, /data/greeting` (at most 10, then a count).
-pub fn describe_paths(changes: &[Change]) -> String {
+pub fn describe_paths<'c>(changes: impl IntoIterator<Item = &'c Change>) -> String {
     const MAX: usize = 10;
-    let mut text = changes
+    let paths: Vec<&str> = changes.into_iter().map(|c| c.path.as_str()).collect();
+    let mut text = paths
         .iter()
         .take(MAX)
-        .map(|c| c.path.as_str())
+        .copied()
         .collect::<Vec<_>>()
         .join(", ");
-    if changes.len() > MAX {
-        text.push_str(&format!(" and {} more", changes.len() - MAX));
+    if paths.len() > MAX {
+        text.push_str(&format!(" and {} more", paths.len() - MAX));
     }
     text
 }
@@ -550,6 +715,217 @@ mod tests {
         let mut moved = live_deployment(7, "nginx:1.27");
         moved["metadata"]["resourceVersion"] = json!("43");
         assert!(json_patch::patch(&mut moved, &patch).is_err());
+    }
+
+    /// A `fieldsV1` value holding `paths` (as the API server writes it: `.` on a member with
+    /// members inside).
+    fn fields_v1<'p>(paths: impl IntoIterator<Item = &'p String>) -> Value {
+        let paths: Vec<&String> = paths.into_iter().collect();
+        let mut root = json!({});
+        for path in &paths {
+            let mut node = &mut root;
+            for element in field_path_elements(path) {
+                node = node
+                    .as_object_mut()
+                    .unwrap()
+                    .entry(element)
+                    .or_insert_with(|| json!({}));
+            }
+        }
+        for path in &paths {
+            let mut node = &mut root;
+            for element in field_path_elements(path) {
+                node = node.get_mut(element).unwrap();
+            }
+            if !node.as_object().unwrap().is_empty() {
+                node["."] = json!({});
+            }
+        }
+        root
+    }
+
+    /// The web Deployment as the API server stores it after Helm's apply (`python`, the SDK's
+    /// manager), with Helm's entry exactly what the schema says Helm owns, and the entries
+    /// `others` (manager, fieldsV1).
+    fn applied_deployment(helm: &crate::ownership::FieldSet, others: &[(&str, Value)]) -> Value {
+        let deploy = &objects()[0];
+        let mut live = desired_object(deploy, None, &[]);
+        live["metadata"]["resourceVersion"] = json!("42");
+        let mut managed = vec![json!({"manager": "python", "operation": "Apply",
+            "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": fields_v1(helm)})];
+        for (manager, fields) in others {
+            managed.push(json!({"manager": manager, "operation": "Update",
+                "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": fields}));
+        }
+        live["metadata"]["managedFields"] = json!(managed);
+        live
+    }
+
+    fn helm_owns() -> crate::ownership::FieldSet {
+        let deploy = &objects()[0];
+        let schema = Schema::builtin();
+        let applied = applied_object(&deploy.content(), ("shop", "shop"));
+        crate::ownership::owned_fields(
+            &schema,
+            schema.root_or_deduced("apps/v1", "Deployment"),
+            &applied,
+        )
+    }
+
+    #[test]
+    fn attribution_counts_a_schema_gap_and_not_drift() {
+        let schema = Schema::builtin();
+        let deploy = &objects()[0];
+        let owned = helm_owns();
+        let replicas = "f:spec.f:replicas".to_string();
+        let image = r#"f:spec.f:template.f:spec.f:containers.k:{"name":"web"}.f:image"#.to_string();
+        let label = "f:metadata.f:labels.f:app".to_string();
+        assert!(owned.contains(&replicas) && owned.contains(&image) && owned.contains(&label));
+        let check = |live: &Value| attribution(&schema, deploy, live).unwrap();
+
+        // As Helm applied it: the same.
+        let live = applied_deployment(&owned, &[]);
+        assert!(check(&live).matches(), "{:?}", check(&live));
+
+        // `kubectl edit` of the replicas and the image (exempt, or while the webhook was down):
+        // the Update takes both from Helm's entry. Drift, not a gap.
+        let mut helm = owned.clone();
+        helm.remove(&replicas);
+        helm.remove(&image);
+        let edit = fields_v1([&replicas, &image]);
+        let mut live = applied_deployment(&helm, &[("kubectl-edit", edit.clone())]);
+        live["spec"]["replicas"] = json!(7);
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.27");
+        assert!(check(&live).matches(), "{:?}", check(&live));
+        // The comparison without the other managers' entries is what used to be counted.
+        let bare = crate::ownership::attribution_of(
+            &schema,
+            schema.root_or_deduced("apps/v1", "Deployment"),
+            &applied_object(&deploy.content(), ("shop", "shop")),
+            "python",
+            &fields_v1(&helm),
+        );
+        assert_eq!(bare.extra.len(), 2, "{bare:?}");
+
+        // A label someone removed is no one's: drift too.
+        let mut helm = owned.clone();
+        helm.remove(&label);
+        let mut live = applied_deployment(&helm, &[]);
+        live["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app");
+        assert!(check(&live).matches(), "{:?}", check(&live));
+
+        // A locked field the live object has, that Helm's entry lacks and no one else owns: the
+        // schema and the API server disagree. Counted, even though another manager created the
+        // labels map around it.
+        let labels_map = fields_v1([&"f:metadata.f:labels.f:team".to_string()]);
+        let mut live = applied_deployment(&helm, &[("kubectl-label", labels_map)]);
+        live["metadata"]["labels"]["team"] = json!("a");
+        let found = check(&live);
+        assert_eq!(found.extra, [label], "{found:?}");
+        assert!(found.missing.is_empty());
+
+        // A field in Helm's entry that is not locked is a gap whatever the live object holds.
+        let mut helm = owned.clone();
+        helm.insert("f:spec.f:paused".to_string());
+        let found = check(&applied_deployment(&helm, &[]));
+        assert_eq!(found.missing, ["f:spec.f:paused"]);
+        assert!(found.extra.is_empty());
+    }
+
+    #[test]
+    fn an_atomic_value_above_a_field_makes_it_the_other_managers() {
+        let mut all = crate::ownership::FieldSet::new();
+        all.insert("f:spec.f:selector".to_string());
+        all.insert("f:metadata.f:labels".to_string());
+        all.insert("f:metadata.f:labels.f:team".to_string());
+        let others = OthersFields {
+            leaves: [
+                "f:spec.f:selector".to_string(),
+                "f:metadata.f:labels.f:team".to_string(),
+            ]
+            .into(),
+            all,
+        };
+        assert!(owned_by(&others, "f:spec.f:selector.f:matchLabels.f:app"));
+        assert!(owned_by(&others, "f:metadata.f:labels.f:team"));
+        assert!(!owned_by(&others, "f:metadata.f:labels.f:app"));
+        assert!(!owned_by(&others, "f:spec.f:selectorx"));
+    }
+
+    #[test]
+    fn field_paths_are_found_in_the_live_object() {
+        let live = json!({"metadata": {"annotations": {"receipt.html": "x"}},
+            "spec": {"ports": [{"port": 80, "protocol": "TCP", "name": "http"}],
+                "template": {"spec": {"containers": [{"name": "web", "args": ["a.b", "c"]}]}}},
+            "rules": [{"verbs": ["get"]}]});
+        assert_eq!(
+            field_path_elements(r#"f:spec.f:ports.k:{"port":80,"protocol":"TCP"}.f:name"#),
+            [
+                "f:spec",
+                "f:ports",
+                r#"k:{"port":80,"protocol":"TCP"}"#,
+                "f:name"
+            ]
+        );
+        assert_eq!(
+            field_path_elements("f:metadata.f:annotations.f:receipt.html"),
+            ["f:metadata", "f:annotations", "f:receipt.html"]
+        );
+        for (path, present) in [
+            ("f:metadata.f:annotations.f:receipt.html", true),
+            ("f:metadata.f:annotations.f:gone", false),
+            (
+                r#"f:spec.f:ports.k:{"port":80,"protocol":"TCP"}.f:name"#,
+                true,
+            ),
+            (r#"f:spec.f:ports.k:{"port":80.0,"protocol":"TCP"}"#, true),
+            (r#"f:spec.f:ports.k:{"port":81,"protocol":"TCP"}"#, false),
+            (
+                r#"f:spec.f:template.f:spec.f:containers.k:{"name":"web"}.f:args"#,
+                true,
+            ),
+            (
+                r#"f:spec.f:template.f:spec.f:containers.k:{"name":"web"}.f:image"#,
+                false,
+            ),
+            (
+                r#"f:spec.f:template.f:spec.f:containers.k:{"name":"api"}"#,
+                false,
+            ),
+            (r#"f:rules.i:0.f:verbs.v:"get""#, true),
+            (r#"f:rules.i:0.f:verbs.v:"list""#, false),
+            ("f:rules.i:3", false),
+            ("f:spec.f:ports.f:port", false),
+        ] {
+            assert_eq!(field_present(&live, path), present, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_revert_names_only_the_paths_it_puts_back() {
+        let deploy = &objects()[0];
+        let schema = Schema::builtin();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let mut chart = deploy.content().to_json();
+        chart["spec"]["template"]["spec"]["hostNetwork"] = json!(false);
+        let chart = Tree::from(&chart);
+        let mut live = live_deployment(3, "nginx:1.25");
+        // `hostNetwork: false` differs forever: the API server does not store it.
+        let before = crate::ownership::drifted_fields(&schema, root, &chart, &live, &[]);
+        live["spec"]["replicas"] = json!(7);
+        let drift = crate::ownership::drifted_fields(&schema, root, &chart, &live, &[]);
+        assert_eq!(drift.len(), 2);
+        // The dry run's answer still lacks hostNetwork, and has the chart's replicas.
+        let fixed = fixed_by_write(&drift, &before);
+        assert_eq!(describe_paths(fixed), "/spec/replicas");
+        assert_eq!(
+            describe_paths(&drift),
+            "/spec/replicas, /spec/template/spec/hostNetwork"
+        );
+        assert!(fixed_by_write(&before, &before).is_empty());
     }
 
     #[test]

@@ -145,6 +145,71 @@ impl Proofs {
     }
 }
 
+/// How often a revert reads the object again after a concurrent write, before it waits a backoff.
+const CONFLICT_RETRIES: usize = 8;
+
+/// Why a revert did not happen.
+#[derive(Debug)]
+enum Failure {
+    Error(String),
+    /// The object changed since it was read.
+    Conflict(Conflict),
+}
+
+impl Failure {
+    /// A write's error; `guarded`: the resourceVersion its JSON patch tested. A failed test
+    /// (422) or a change the API server saw under the write (409) means someone wrote since
+    /// the read: a conflict, not an error of the revert.
+    fn of(error: kube::Error, guarded: Option<&str>) -> Failure {
+        match guarded {
+            Some(rv) if matches!(&error, kube::Error::Api(s) if s.code == 422 || s.code == 409) => {
+                Failure::Conflict(Conflict {
+                    resource_version: rv.to_string(),
+                    error: error.to_string(),
+                })
+            }
+            _ => Failure::Error(error.to_string()),
+        }
+    }
+}
+
+/// Objects whose revert waits (a backoff, a retry after an error): drift seen meanwhile is
+/// that revert's job. Each such job used to take another step of the backoff, so one fight, or
+/// one failure seen through a few watch events, put the object minutes away.
+#[derive(Default)]
+struct Scheduled(HashSet<ObjectKey>);
+
+impl Scheduled {
+    /// Whether to reconcile `job` now: a delayed job always (its wait is over), another only
+    /// when no revert of its object is waiting.
+    fn admit(&mut self, job: &Job) -> bool {
+        if job.delayed {
+            self.0.remove(&job.key);
+            true
+        } else {
+            !self.0.contains(&job.key)
+        }
+    }
+
+    /// A delayed job for `key` is on its way.
+    fn wait(&mut self, key: ObjectKey) {
+        self.0.insert(key);
+    }
+}
+
+impl From<String> for Failure {
+    fn from(error: String) -> Self {
+        Failure::Error(error)
+    }
+}
+
+/// A resourceVersion-guarded write that failed: the version it tested, and the API server's answer.
+#[derive(Debug)]
+struct Conflict {
+    resource_version: String,
+    error: String,
+}
+
 enum Outcome {
     InSync,
     Skipped(&'static str),
@@ -523,6 +588,7 @@ impl Reverter {
         );
         let mut last_writer: HashMap<ObjectKey, HelmWriter> = HashMap::new();
         let mut not_stored: HashMap<ObjectKey, (u64, Vec<Change>)> = HashMap::new();
+        let mut scheduled = Scheduled::default();
         loop {
             let job = tokio::select! {
                 job = rx.recv() => match job { Some(job) => job, None => return },
@@ -543,9 +609,20 @@ impl Reverter {
             if let Some(writer) = &job.writer {
                 last_writer.insert(job.key.clone(), writer.clone());
             }
+            if !scheduled.admit(&job) {
+                tracing::debug!(object = ?job.key, "a revert is already scheduled");
+                continue;
+            }
             let started = Instant::now();
             let result = self
-                .reconcile(&job, &mut backoff, &mut last_writer, &mut not_stored, &tx)
+                .reconcile(
+                    &job,
+                    &mut backoff,
+                    &mut last_writer,
+                    &mut not_stored,
+                    &mut scheduled,
+                    &tx,
+                )
                 .await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
@@ -574,6 +651,7 @@ impl Reverter {
                         delayed: true,
                         ..job
                     };
+                    scheduled.wait(job.key.clone());
                     tokio::spawn(async move {
                         tokio::time::sleep(delay).await;
                         let _ = tx.send(job);
@@ -600,7 +678,13 @@ impl Reverter {
         changes: &[Change],
         live: &Value,
         dry_run: bool,
-    ) -> Result<DynamicObject, String> {
+    ) -> Result<DynamicObject, Failure> {
+        let guarded = match writer {
+            HelmWriter::Apply(_) => None,
+            HelmWriter::Update(_) => live
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str),
+        };
         match writer {
             HelmWriter::Apply(manager) => {
                 let params = PatchParams {
@@ -626,17 +710,60 @@ impl Reverter {
                 .await
             }
         }
-        .map_err(|e| e.to_string())
+        .map_err(|e| Failure::of(e, guarded))
     }
 
+    /// [`Self::reconcile_once`], again at once (reading the object again) when the object
+    /// changed between the read and a resourceVersion-guarded write: the deployment controller
+    /// writes a Deployment's status right after a `kubectl edit`, and waiting a backoff for that
+    /// made client-side reverts take seconds.
     async fn reconcile(
         &self,
         job: &Job,
         backoff: &mut Backoff<ObjectKey>,
         last_writer: &mut HashMap<ObjectKey, HelmWriter>,
         not_stored: &mut HashMap<ObjectKey, (u64, Vec<Change>)>,
+        scheduled: &mut Scheduled,
         tx: &mpsc::UnboundedSender<Job>,
     ) -> Result<Outcome, String> {
+        let mut stale: Option<Conflict> = None;
+        for _ in 0..=CONFLICT_RETRIES {
+            let result = self
+                .reconcile_once(
+                    job,
+                    backoff,
+                    last_writer,
+                    not_stored,
+                    scheduled,
+                    tx,
+                    stale.as_ref(),
+                )
+                .await;
+            match result {
+                Ok(outcome) => return Ok(outcome),
+                Err(Failure::Error(e)) => return Err(e),
+                Err(Failure::Conflict(conflict)) => {
+                    tracing::debug!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, resource_version = %conflict.resource_version, "the object changed between the read and the write; reading it again");
+                    stale = Some(conflict);
+                }
+            }
+        }
+        Err(stale.map(|c| c.error).unwrap_or_default())
+    }
+
+    /// One read, plan and write. `stale`: the write just failed on a resourceVersion read
+    /// before; if the object still has it, the failure was not a concurrent write.
+    #[allow(clippy::too_many_arguments)]
+    async fn reconcile_once(
+        &self,
+        job: &Job,
+        backoff: &mut Backoff<ObjectKey>,
+        last_writer: &mut HashMap<ObjectKey, HelmWriter>,
+        not_stored: &mut HashMap<ObjectKey, (u64, Vec<Change>)>,
+        scheduled: &mut Scheduled,
+        tx: &mpsc::UnboundedSender<Job>,
+        stale: Option<&Conflict>,
+    ) -> Result<Outcome, Failure> {
         let key = &job.key;
         let index = self.index.snapshot();
         let Some(object) = index
@@ -657,6 +784,14 @@ impl Reverter {
             .map(serde_json::to_value)
             .transpose()
             .map_err(|e| e.to_string())?;
+        if let (Some(stale), Some(live)) = (stale, &live_json) {
+            let rv = live
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            if rv == Some(stale.resource_version.as_str()) {
+                return Err(Failure::Error(stale.error.clone()));
+            }
+        }
         let ignore = index.ignored_paths(&self.config, &object);
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
@@ -714,6 +849,7 @@ impl Reverter {
         };
         last_writer.insert(key.clone(), writer.clone());
         let desired = revert_plan::desired_object(&object, live_json.as_ref(), &ignore);
+        let mut fixed = String::new();
         if let Some(live) = &live_json {
             // The write as a dry run first: what it would not change is not stored by the API
             // server as the chart writes it (`hostNetwork: false`), and writing it would start
@@ -728,8 +864,11 @@ impl Reverter {
                 not_stored.insert(key.clone(), (revision, changes));
                 return Ok(Outcome::InSync);
             }
+            // What the write puts back: the rest differs before and after it.
+            fixed = revert_plan::describe_paths(revert_plan::fixed_by_write(&changes, &after));
         }
-        if !job.delayed {
+        // A retry after a conflict is the same revert, already counted by the backoff.
+        if !job.delayed && stale.is_none() {
             let delay = backoff.next_delay(key, Instant::now());
             if !delay.is_zero() {
                 tracing::info!(kind = %key.kind, namespace = ?key.namespace, name = %key.name, ?delay, "drifted again soon after a revert; backing off");
@@ -738,6 +877,7 @@ impl Reverter {
                     delayed: true,
                     ..job.clone()
                 };
+                scheduled.wait(key.clone());
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let _ = tx.send(job);
@@ -779,7 +919,7 @@ impl Reverter {
         };
         not_stored.remove(key);
         let (reason, note, outcome) = if live_json.is_some() {
-            let paths = revert_plan::describe_paths(&changes);
+            let paths = fixed;
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");
             (
                 "Reverted",
@@ -805,9 +945,119 @@ impl Reverter {
             action: "Revert".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = self.publish(&event, &reference).await {
             tracing::debug!(error = %e, "could not record the Reverted event");
         }
         Ok(outcome)
+    }
+
+    /// Publishes an Event with the recorder, except about a cluster-scoped object: the recorder
+    /// puts that in `default`, which kube-apiserver before 1.22 refuses for events.k8s.io
+    /// Events ([`crate::attempts::create`] falls back to `kube-system` there).
+    async fn publish(
+        &self,
+        event: &Event,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+    ) -> Result<(), kube::Error> {
+        if reference
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| !ns.is_empty())
+        {
+            return self.recorder.publish(event, reference).await;
+        }
+        let instance = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "helm-locker".into());
+        let type_ = match event.type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        };
+        let event = crate::attempts::event_about(
+            reference,
+            crate::attempts::Note {
+                type_,
+                reason: &event.reason,
+                action: &event.action,
+                note: event.note.clone().unwrap_or_default(),
+            },
+            ("helm-locker", &instance),
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        crate::attempts::create(&self.client, event).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: message.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn a_failed_resource_version_guard_is_a_conflict_and_other_errors_are_errors() {
+        // kube-apiserver 1.20's answer to a JSON patch whose `test` op failed.
+        let test_failed = || {
+            api_error(
+                422,
+                "the server rejected our request due to an error in our request",
+            )
+        };
+        match Failure::of(test_failed(), Some("42")) {
+            Failure::Conflict(c) => {
+                assert_eq!(c.resource_version, "42");
+                assert!(c.error.contains("rejected our request"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            Failure::of(api_error(409, "the object has been modified"), Some("42")),
+            Failure::Conflict(_)
+        ));
+        // No guard (a forced apply): a 422 is the revert's own error.
+        assert!(matches!(
+            Failure::of(test_failed(), None),
+            Failure::Error(_)
+        ));
+        assert!(matches!(
+            Failure::of(api_error(403, "forbidden"), Some("42")),
+            Failure::Error(_)
+        ));
+    }
+
+    #[test]
+    fn drift_seen_while_a_revert_waits_is_left_to_it() {
+        let key = ObjectKey {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        let job = |delayed| Job {
+            key: key.clone(),
+            writer: None,
+            delayed,
+        };
+        let mut scheduled = Scheduled::default();
+        assert!(scheduled.admit(&job(false)));
+        scheduled.wait(key.clone());
+        // Watch events of the same drift (status updates) while the backoff runs.
+        assert!(!scheduled.admit(&job(false)));
+        assert!(!scheduled.admit(&job(false)));
+        // The delayed job itself, then new drift again at once.
+        assert!(scheduled.admit(&job(true)));
+        assert!(scheduled.admit(&job(false)));
+        let mut other = job(false);
+        other.key.name = "api".into();
+        scheduled.wait(key.clone());
+        assert!(scheduled.admit(&other));
     }
 }
