@@ -10,7 +10,7 @@
 #![deny(unsafe_code)]
 
 pub use helm_locker_core::{
-    decide, index, inspect, interning, kinds, manifest, ownership, policy, quantity, release,
+    decide, exception, index, inspect, interning, kinds, manifest, ownership, policy, quantity, release,
     revert_plan, review, schema, trace, tree, yaml,
 };
 

@@ -42,6 +42,16 @@ pub enum Allowed {
     /// made nor adopted it, so the release's word does not reach it (a release Secret is
     /// written by whoever may create Secrets in its namespace).
     Unproven { release: ReleaseKey },
+    /// An open LockException lets this user make this write ([`crate::exception::excuse`]).
+    Excepted {
+        release: ReleaseKey,
+        /// `namespace/name` of the LockException.
+        exception: String,
+        user: String,
+        reason: String,
+        /// When it closes (Unix seconds).
+        until: i64,
+    },
     /// The mutating endpoint only repairs; denials and warnings are the validating one's.
     LeftToValidation,
 }
@@ -211,6 +221,15 @@ impl Decision {
             Decision::Allow(Allowed::NoLockedChange { release }) => {
                 format!("allowed: the object belongs to release {release}, but no field the chart sets changes")
             }
+            Decision::Allow(Allowed::Excepted {
+                release,
+                exception,
+                user,
+                reason,
+                ..
+            }) => {
+                format!("allowed: LockException {exception} opens release {release} to {user} ({reason})")
+            }
             Decision::Allow(Allowed::Unproven { release }) => {
                 format!("allowed: release {release} renders this object, but the object does not carry the release's meta.helm.sh annotations (Helm neither made nor adopted it)")
             }
@@ -238,6 +257,44 @@ pub fn prove(decision: Decision, read: Option<&ReleaseKey>) -> Decision {
             })
         }
         _ => decision,
+    }
+}
+
+/// A denial, warning or repair that an open LockException covers becomes an allow naming it
+/// (the first that covers, by name); any other decision stands. `exceptions` are the release's
+/// ([`Index::exceptions`]), `now` in Unix seconds.
+pub fn excuse(
+    decision: Decision,
+    exceptions: &[&crate::exception::Exception],
+    user: &str,
+    groups: &[impl AsRef<str>],
+    now: i64,
+) -> Decision {
+    let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {
+        return decision;
+    };
+    let write = crate::exception::Write {
+        release: &l.release,
+        kind: &l.target.kind,
+        name: &l.target.name,
+        delete: l.delete,
+        paths: l.changes.iter().map(|c| c.path.as_str()).collect(),
+    };
+    let mut open: Vec<&crate::exception::Exception> = exceptions
+        .iter()
+        .copied()
+        .filter(|e| e.is_open(now) && e.covers(&write, user, groups))
+        .collect();
+    open.sort_by(|a, b| a.name.cmp(&b.name));
+    match open.first() {
+        Some(e) => Decision::Allow(Allowed::Excepted {
+            release: l.release.clone(),
+            exception: e.name.clone(),
+            user: user.to_string(),
+            reason: e.reason.clone(),
+            until: e.until,
+        }),
+        None => decision,
     }
 }
 
@@ -2475,6 +2532,66 @@ mod tests {
         for status in [Status::PendingUpgrade, Status::PendingRollback] {
             assert!(decide_json(&index(status), &Config::default(), &body).is_allowed());
         }
+    }
+
+    /// Break glass: an open LockException turns the denial of a write it covers into an allow
+    /// that names it; closed, or for another user, the denial stands.
+    #[test]
+    fn an_open_exception_excuses_the_writes_it_covers() {
+        let exception = crate::exception::Exception {
+            name: "shop/oncall".into(),
+            release: ReleaseKey::new("shop", "shop"),
+            users: vec!["oncall".into()],
+            groups: vec![],
+            objects: vec![],
+            paths: vec!["/spec/replicas".into()],
+            reason: "INC-42".into(),
+            opened: 100,
+            until: 200,
+        };
+        let deny = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update(
+                "oncall",
+                deployment(7, "nginx:1.25"),
+                deployment(3, "nginx:1.25"),
+            ),
+        );
+        assert!(matches!(deny, Decision::Deny(_)));
+        let no_groups: [&str; 0] = [];
+        let d = excuse(deny.clone(), &[&exception], "oncall", &no_groups, 150);
+        assert!(
+            matches!(&d, Decision::Allow(Allowed::Excepted { exception, user, .. }) if exception == "shop/oncall" && user == "oncall"),
+            "{d:?}"
+        );
+        assert!(
+            d.explain()
+                .contains("LockException shop/oncall opens release shop/shop to oncall (INC-42)"),
+            "{}",
+            d.explain()
+        );
+        assert_eq!(
+            excuse(deny.clone(), &[&exception], "oncall", &no_groups, 200),
+            deny
+        );
+        assert_eq!(
+            excuse(deny.clone(), &[&exception], "mallory", &no_groups, 150),
+            deny
+        );
+        let image = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &deploy_update(
+                "oncall",
+                deployment(7, "nginx:1.27"),
+                deployment(3, "nginx:1.25"),
+            ),
+        );
+        assert_eq!(
+            excuse(image.clone(), &[&exception], "oncall", &no_groups, 150),
+            image
+        );
     }
 
     #[test]

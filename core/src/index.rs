@@ -113,6 +113,8 @@ pub struct Index {
     secrets: imbl::HashMap<SecretRef, (ReleaseKey, u64)>,
     /// HelmReleases by the release they register (only with a registration namespace).
     registrations: imbl::HashMap<ReleaseKey, Arc<Registration>>,
+    /// LockExceptions by `namespace/name`.
+    exceptions: imbl::HashMap<String, Arc<crate::exception::Exception>>,
     object_count: usize,
 }
 
@@ -237,6 +239,47 @@ impl Index {
                 self.registrations.remove(&key);
             }
         }
+    }
+
+    /// Adds or replaces a LockException (by its name).
+    pub fn set_exception(&mut self, exception: crate::exception::Exception) {
+        self.exceptions
+            .insert(exception.name.clone(), Arc::new(exception));
+    }
+
+    /// Forgets a LockException (`namespace/name`).
+    pub fn remove_exception(&mut self, name: &str) {
+        self.exceptions.remove(name);
+    }
+
+    /// Replaces every LockException (a re-list).
+    pub fn replace_exceptions(
+        &mut self,
+        exceptions: impl IntoIterator<Item = crate::exception::Exception>,
+    ) {
+        self.exceptions = exceptions
+            .into_iter()
+            .map(|e| (e.name.clone(), Arc::new(e)))
+            .collect();
+    }
+
+    /// The LockExceptions of a release, open or not, by name.
+    pub fn exceptions(&self, release: &ReleaseKey) -> Vec<&crate::exception::Exception> {
+        let mut out: Vec<_> = self
+            .exceptions
+            .values()
+            .filter(|e| &e.release == release)
+            .map(|e| &**e)
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Every LockException, by name.
+    pub fn all_exceptions(&self) -> Vec<&crate::exception::Exception> {
+        let mut out: Vec<_> = self.exceptions.values().map(|e| &**e).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 
     /// Replaces every registration (a re-list of the HelmReleases).

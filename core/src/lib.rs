@@ -8,6 +8,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod decide;
+pub mod exception;
 pub mod index;
 pub mod inspect;
 pub mod interning;
