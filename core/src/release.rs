@@ -231,12 +231,16 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     struct Raw {
         chart: Option<RawChartFiles>,
         manifest: Option<String>,
+        /// The release's user-supplied values.
+        config: Option<Value>,
     }
     #[derive(Deserialize)]
     struct RawChartFiles {
         metadata: Option<RawChartMetadata>,
         #[serde(default)]
         templates: Vec<RawFile>,
+        /// The chart's default values.
+        values: Option<Value>,
     }
     #[derive(Deserialize)]
     struct RawFile {
@@ -247,7 +251,7 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     let raw: Raw =
         serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
     let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
-    let templates = chart
+    let mut templates: crate::trace::Templates = chart
         .templates
         .into_iter()
         .filter_map(|f| {
@@ -255,6 +259,15 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
             Some((f.name, text))
         })
         .collect();
+    // The values, so that a values-key hint can be checked against them (trace.rs).
+    for (name, values) in [
+        (crate::trace::CHART_VALUES, chart.values),
+        (crate::trace::RELEASE_CONFIG, raw.config),
+    ] {
+        if let Some(values) = values.filter(|v| !v.is_null()) {
+            templates.insert(name.to_string(), values.to_string());
+        }
+    }
     Ok(ChartFiles {
         chart: chart.metadata.and_then(|m| m.name).unwrap_or_default(),
         manifest: raw.manifest.unwrap_or_default(),

@@ -5,17 +5,31 @@
 //!
 //! Templates are read as YAML with Go template actions in it, line by line, not executed:
 //! - a line `key: {{ .Values.x }}` (with `default`, `quote`, pipelines) traces to `x`;
-//! - `{{ with .Values.a }}` ... `{{ .b }}` traces to `a.b`; `{{ range .Values.l }}` to `l`;
+//! - `{{ with .Values.a }}` ... `{{ .b }}` traces to `a.b`;
 //! - a key followed by `{{ toYaml .Values.r | nindent N }}` traces the fields under it to
 //!   `r.<rest of the path>`;
 //! - `{{ include "name" . }}` is followed into `{{ define "name" }}` (as a value, or spliced
 //!   under a key), a few levels deep;
 //! - `{{ $k }}: {{ $v }}` inside `{{ range $k, $v := .Values.m }}` traces to `m.<key>`.
 //!
+//! A key is named only when the trace is certain (a wrong key is worse than none):
+//! - a list item is tied to a template line by its position only when every item before it
+//!   in the template, and itself, always renders (no `if`, `with`, `range`, `toYaml` or
+//!   `include` in the list before it); otherwise by its literal `name:` when the rendered
+//!   object is known, or not at all;
+//! - items a `toYaml` block writes into a list are counted from the block's certain start;
+//! - a value read through a `range` item (`{{ .value }}` in `range .Values.env`) names no key;
+//! - when the release's values are known (the chart's defaults and the release's config, see
+//!   [`CHART_VALUES`]), a key that is not in them, or whose value there is not the field's
+//!   rendered value where the template writes it as is, is not named.
+//!
 //! What cannot be followed (a field computed in a helper from several values, `tpl`, a
-//! template that builds YAML as text) still names the template and, when found, its line.
+//! template that builds YAML as text, an item whose position is uncertain) names the template
+//! and, when certain, its line.
 
 use std::collections::BTreeMap;
+
+use serde_json::Value;
 
 /// Where a field of a rendered object was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +39,7 @@ pub struct Trace {
     /// 1-based line of the template that writes the field (or the key it is spliced under).
     pub line: Option<usize>,
     /// Values keys the field is read from, in `--set` syntax (`web.replicas`,
-    /// `tolerations[0].key`); empty when none could be followed.
+    /// `tolerations[0].key`); empty when none could be followed for certain.
     pub keys: Vec<String>,
 }
 
@@ -40,20 +54,83 @@ impl std::fmt::Display for Trace {
 }
 
 /// The chart's templates by name as Helm stores them (`templates/deployment.yaml`,
-/// `templates/_helpers.tpl`).
+/// `templates/_helpers.tpl`). Read from a release, it also holds the chart's default values
+/// ([`CHART_VALUES`]) and the release's config ([`RELEASE_CONFIG`]) as JSON: names no
+/// template has (Helm's all start with `templates/`).
 pub type Templates = BTreeMap<String, String>;
+
+/// The name under which [`Templates`] holds the chart's default values (`chart.values` of
+/// the release JSON), as JSON.
+pub const CHART_VALUES: &str = "(release)/chart.values.json";
+/// The name under which [`Templates`] holds the release's user-supplied values (`config`),
+/// as JSON.
+pub const RELEASE_CONFIG: &str = "(release)/config.json";
 
 /// Traces `path` (a JSON pointer into the object, `/spec/replicas`; list items by index or as
 /// `[name=web]`) in the template `source` (the manifest's `# Source:`, which starts with the
 /// chart's name).
 /// `kind` picks the document of a template file that renders several.
 pub fn trace(templates: &Templates, source: &str, kind: &str, path: &str) -> Trace {
-    let template = source.to_string();
-    let name = source
+    trace_in(templates, source, kind, path, None, true)
+}
+
+/// [`trace`] of a changed field, knowing the object as the chart rendered it (`rendered`)
+/// and the chart's value of the field (`chart`): list items are also matched by their
+/// `name`, and the keys are checked against the field's value. The path's list indexes are
+/// the request's: when the rendered object's value there is not `chart`, the request moved
+/// items and no index is trusted.
+pub fn trace_change(
+    templates: &Templates,
+    source: &str,
+    kind: &str,
+    path: &str,
+    rendered: Option<&Value>,
+    chart: &Value,
+) -> Trace {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let (_, at_path) = wants(&segments, rendered, true);
+    let moved = match at_path {
+        Some(value) => value != chart,
+        None => !chart.is_null(),
+    };
+    if !moved {
+        trace_in(templates, source, kind, path, rendered, true)
+    } else {
+        trace_in(templates, source, kind, path, None, false)
+    }
+}
+
+fn template_name(source: &str) -> &str {
+    source
         .split_once('/')
         .map(|(_, rest)| rest)
-        .unwrap_or(source);
-    let Some(text) = templates.get(name) else {
+        .unwrap_or(source)
+}
+
+/// What the search carries: the helpers, the release's values if known.
+struct Ctx {
+    defines: BTreeMap<String, String>,
+    values: Option<Value>,
+}
+
+/// What a search found: the line, the keys, and whether the field's value is the key's
+/// value as is (a single key, written with no more than `quote`, `toYaml`...).
+struct Found {
+    line: Option<usize>,
+    keys: Vec<String>,
+    exact: bool,
+}
+
+fn trace_in(
+    templates: &Templates,
+    source: &str,
+    kind: &str,
+    path: &str,
+    rendered: Option<&Value>,
+    trust_index: bool,
+) -> Trace {
+    let template = source.to_string();
+    let Some(text) = templates.get(template_name(source)) else {
         return Trace {
             template,
             line: None,
@@ -61,15 +138,90 @@ pub fn trace(templates: &Templates, source: &str, kind: &str, path: &str) -> Tra
         };
     };
     let segments: Vec<&str> = path.split('/').skip(1).collect();
-    let defines = defines(templates);
+    let (want, value) = wants(&segments, rendered, trust_index);
+    let ctx = Ctx {
+        defines: defines(templates),
+        values: merged_values(templates),
+    };
     let found = documents(text, kind).into_iter().find_map(|(offset, doc)| {
-        find(doc, &segments, &defines, &[], 0).map(|(line, keys)| (line + offset, keys))
+        find(doc, &want, &segments, &ctx, &[], 0).map(|mut f| {
+            f.line = f.line.map(|l| l + offset);
+            f
+        })
     });
+    let Some(found) = found else {
+        return Trace {
+            template,
+            line: None,
+            keys: Vec::new(),
+        };
+    };
+    let keys = checked(found.keys, found.exact, ctx.values.as_ref(), value);
     Trace {
         template,
-        line: found.as_ref().map(|(line, _)| *line),
-        keys: found.map(|(_, keys)| keys).unwrap_or_default(),
+        line: found.line,
+        keys,
     }
+}
+
+/// One segment of the traced path.
+#[derive(Clone, Debug)]
+enum Want {
+    Key(String),
+    /// A list item: its position (when trusted), or the fields that identify it.
+    Item {
+        index: Option<usize>,
+        fields: Vec<(String, String)>,
+    },
+}
+
+/// The path as [`Want`]s, and the rendered value at it (when `rendered` is given).
+fn wants<'v>(
+    segments: &[&str],
+    rendered: Option<&'v Value>,
+    trust_index: bool,
+) -> (Vec<Want>, Option<&'v Value>) {
+    let mut node = rendered;
+    let mut out = Vec::new();
+    for segment in segments {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        let is_map = node.is_some_and(Value::is_object);
+        if let (Ok(n), false) = (segment.parse::<usize>(), is_map) {
+            let item = node.and_then(|v| v.get(n));
+            let fields = item
+                .and_then(|i| i.get("name"))
+                .and_then(Value::as_str)
+                .map(|name| vec![("name".to_string(), name.to_string())])
+                .unwrap_or_default();
+            out.push(Want::Item {
+                index: trust_index.then_some(n),
+                fields,
+            });
+            node = item;
+        } else if let Some(inner) = segment.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            let fields: Vec<(String, String)> = inner
+                .split(',')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            node = node.and_then(Value::as_array).and_then(|items| {
+                items.iter().find(|item| {
+                    !fields.is_empty()
+                        && fields
+                            .iter()
+                            .all(|(k, v)| item.get(k).and_then(scalar_text).as_deref() == Some(v))
+                })
+            });
+            out.push(Want::Item {
+                index: None,
+                fields,
+            });
+        } else {
+            node = node.and_then(|v| v.get(&segment));
+            out.push(Want::Key(segment));
+        }
+    }
+    (out, node)
 }
 
 /// The documents of a template file (split at `---`) that write `kind: <kind>`, with the number
@@ -100,18 +252,23 @@ fn documents<'a>(text: &'a str, kind: &str) -> Vec<(usize, &'a str)> {
 
 /// The manifest's `# Source:` of the object of kind `kind` named `name`.
 pub fn source_of(manifest: &str, kind: &str, name: &str) -> Option<String> {
+    rendered_object(manifest, kind, name).map(|(source, _)| source)
+}
+
+/// The manifest's `# Source:` of the object of kind `kind` named `name`, and the object as
+/// the chart rendered it.
+fn rendered_object(manifest: &str, kind: &str, name: &str) -> Option<(String, Value)> {
     crate::manifest::split_documents(manifest).find_map(|doc| {
         let parsed = crate::manifest::parse_manifest(doc);
-        parsed
+        let object = parsed
             .objects
             .iter()
-            .any(|o| o.kind == kind && o.name == name)
-            .then(|| {
-                doc.lines()
-                    .find_map(|l| l.trim().strip_prefix("# Source:"))
-                    .map(|s| s.trim().to_string())
-            })
-            .flatten()
+            .find(|o| o.kind == kind && o.name == name)?;
+        let source = doc
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("# Source:"))
+            .map(|s| s.trim().to_string())?;
+        Some((source, object.content.unpack().to_json()))
     })
 }
 
@@ -127,11 +284,18 @@ pub fn advice(
     changes: &[crate::ownership::Change],
     hide_values: bool,
 ) -> Option<String> {
-    let source = source_of(&files.manifest, kind, name)?;
+    let (source, object) = rendered_object(&files.manifest, kind, name)?;
     let mut wheres = Vec::new();
     let mut sets = Vec::new();
     for change in changes.iter().take(5) {
-        let trace = trace(&files.templates, &source, kind, &change.path);
+        let trace = trace_change(
+            &files.templates,
+            &source,
+            kind,
+            &change.path,
+            Some(&object),
+            &change.chart,
+        );
         match trace.keys.as_slice() {
             [] => wheres.push(format!("{} is {}", change.path, trace)),
             keys => {
@@ -169,11 +333,11 @@ pub fn advice(
 }
 
 /// A scalar as `--set` takes it; lists and maps are not given on the command line.
-fn set_value(value: &serde_json::Value) -> Option<String> {
+fn set_value(value: &Value) -> Option<String> {
     let text = match value {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Number(n) => n.to_string(),
-        serde_json::Value::Bool(b) => b.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
         _ => return None,
     };
     // --set splits on commas; a shell splits on spaces.
@@ -190,18 +354,14 @@ fn set_value(value: &serde_json::Value) -> Option<String> {
 /// Every values key the fields of the object of kind `kind` in template `source` are read from
 /// (what `helm-locker inspect` lists per object), in the order the template reads them.
 pub fn values_read(templates: &Templates, source: &str, kind: &str) -> Vec<String> {
-    let name = source
-        .split_once('/')
-        .map(|(_, rest)| rest)
-        .unwrap_or(source);
-    let Some(text) = templates.get(name) else {
+    let Some(text) = templates.get(template_name(source)) else {
         return Vec::new();
     };
     let defines = defines(templates);
     let mut keys = Vec::new();
     for (_, doc) in documents(text, kind) {
-        for line in yaml_lines(doc, &[]) {
-            for key in refs(line.value, &line.scopes, &defines, 0, &[]) {
+        for line in yaml_lines(doc, &[]).lines {
+            for (key, _) in refs(line.value, &line.scopes, &defines, 0, None) {
                 push_unique(&mut keys, key);
             }
         }
@@ -209,11 +369,137 @@ pub fn values_read(templates: &Templates, source: &str, kind: &str) -> Vec<Strin
     keys
 }
 
+/// The release's values as Helm merges them: the config over the chart's defaults (maps key
+/// by key, a `null` in the config deletes the key). `None` when neither is known.
+fn merged_values(templates: &Templates) -> Option<Value> {
+    let read = |name: &str| {
+        templates
+            .get(name)
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    };
+    let (defaults, config) = (read(CHART_VALUES), read(RELEASE_CONFIG));
+    if defaults.is_none() && config.is_none() {
+        return None;
+    }
+    let mut merged = match defaults {
+        Some(Value::Object(map)) => Value::Object(map),
+        _ => Value::Object(Default::default()),
+    };
+    if let Some(config) = config {
+        coalesce(&mut merged, config);
+    }
+    Some(merged)
+}
+
+fn coalesce(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (k, v) in over {
+                match (base.get_mut(&k), v) {
+                    (_, Value::Null) => {
+                        base.remove(&k);
+                    }
+                    (Some(existing @ Value::Object(_)), v @ Value::Object(_)) => {
+                        coalesce(existing, v)
+                    }
+                    (_, v) => {
+                        base.insert(k, v);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// The value of a key in `--set` syntax (`a.b\.c[1].d`).
+fn lookup<'v>(values: &'v Value, key: &str) -> Option<&'v Value> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            '.' => parts.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    parts.push(current);
+    let mut node = values;
+    for part in parts {
+        let (name, indexes) = match part.find('[') {
+            Some(at) if part.ends_with(']') => (&part[..at], &part[at..]),
+            _ => (part.as_str(), ""),
+        };
+        if !name.is_empty() || indexes.is_empty() {
+            node = node.as_object()?.get(name)?;
+        }
+        for index in indexes.split(['[', ']']).filter(|s| !s.is_empty()) {
+            node = node.as_array()?.get(index.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(node)
+}
+
+/// A scalar as text (`3`, `true`, `web`); `None` for lists and maps.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+fn same_scalar(a: &Value, b: &Value) -> bool {
+    match (scalar_text(a), scalar_text(b)) {
+        (Some(a), Some(b)) => {
+            a == b || matches!((a.parse::<f64>(), b.parse::<f64>()), (Ok(x), Ok(y)) if x == y)
+        }
+        _ => false,
+    }
+}
+
+/// The keys that the release's values confirm: each exists in them, and where the field's
+/// value is the key's value as is (`exact`), it is that value.
+fn checked(
+    keys: Vec<String>,
+    exact: bool,
+    values: Option<&Value>,
+    rendered: Option<&Value>,
+) -> Vec<String> {
+    let Some(values) = values else {
+        return keys;
+    };
+    let single = keys.len() == 1;
+    keys.into_iter()
+        .filter(|key| {
+            let Some(value) = lookup(values, key) else {
+                return false;
+            };
+            let Some(rendered) = rendered else {
+                return true;
+            };
+            let (rendered_scalar, value_scalar) = (
+                scalar_text(rendered).is_some(),
+                scalar_text(value).is_some(),
+            );
+            if rendered_scalar != value_scalar {
+                // A list or map for a scalar field (or the other way round): not its key.
+                return false;
+            }
+            !(exact && single && rendered_scalar) || same_scalar(rendered, value)
+        })
+        .collect()
+}
+
 /// A values key in scope: `with .Values.a` makes `.b` mean `a.b`.
 #[derive(Clone, Debug)]
 enum Scope {
-    /// `with`: the dot is this key (`None`: not a values key).
-    With(Option<String>),
+    /// `with`: the dot is this key (`None`: not a values key); `false`: read through a
+    /// `range` item, so not a key `--set` can address.
+    With(Option<(String, bool)>),
     /// `range`: the dot is an item of this key; `$k`/`$v` name its keys and values.
     Range {
         key: Option<String>,
@@ -230,58 +516,225 @@ struct Line<'a> {
     indent: usize,
     /// Keys from the document's root; a key written by an action is `{{`.
     path: Vec<String>,
+    /// The [`Node`] of each key and item of `path`.
+    nodes: Vec<usize>,
     /// The text after `key:` (or after `- `), actions included.
     value: &'a str,
     scopes: Vec<Scope>,
+    /// For a line that splices YAML in (`{{ toYaml . | nindent 8 }}`): where it lands.
+    splice: Option<Splice>,
+}
+
+/// Where a splice lands in the key above it (which may hold a list).
+#[derive(Clone, Copy, Debug)]
+struct Splice {
+    /// The [`Node`] it lands under.
+    parent: usize,
+    /// Its place among the items and splices under `parent`.
+    seq: usize,
+    /// How many items surely come before it; `None` when uncertain.
+    before: Option<usize>,
+    /// Inside a block (`if`, `with`, `range`) opened under `parent`: it may not render.
+    conditional: bool,
+}
+
+/// A key or list item of a template, as the lines under it need it.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    /// How many scopes are open once its line is read.
+    depth: usize,
+    /// The certain position of the next item under it; `None` once uncertain.
+    next: Option<usize>,
+    /// Items and splices under it.
+    producers: usize,
+    /// For an item: its certain position in its list.
+    pos: Option<usize>,
+    /// For an item: its literal scalar fields that always render (`name: web`).
+    fields: Vec<(String, String)>,
+    parent: Option<usize>,
+}
+
+/// The lines of a template and its keys and items.
+struct Doc<'a> {
+    lines: Vec<Line<'a>>,
+    nodes: Vec<Node>,
+}
+
+impl Doc<'_> {
+    fn matches(&self, line: &Line<'_>, want: &[Want]) -> bool {
+        line.path.len() == want.len()
+            && line
+                .path
+                .iter()
+                .zip(&line.nodes)
+                .zip(want)
+                .all(|((have, node), want)| match want {
+                    Want::Key(key) => have == key || have == "{{",
+                    Want::Item { .. } => have == "*" && self.item_matches(*node, want),
+                })
+    }
+
+    /// Whether item `node` is surely the wanted one.
+    fn item_matches(&self, node: usize, want: &Want) -> bool {
+        let Want::Item { index, fields } = want else {
+            return false;
+        };
+        let item = &self.nodes[node];
+        if let (Some(index), Some(pos)) = (index, item.pos) {
+            return *index == pos;
+        }
+        if fields.is_empty() {
+            return false;
+        }
+        let mut all_literal = true;
+        for (k, v) in fields {
+            match item.fields.iter().find(|(fk, _)| fk == k) {
+                Some((_, fv)) if fv != v => return false,
+                Some(_) => {}
+                None => all_literal = false,
+            }
+        }
+        // Not identified by its fields: the only item of a list that has nothing else.
+        all_literal
+            || (index.is_none()
+                && item.pos == Some(0)
+                && item.parent.is_some_and(|p| self.nodes[p].producers == 1))
+    }
+
+    fn is_last(&self, splice: &Splice) -> bool {
+        splice.seq + 1 == self.nodes[splice.parent].producers
+    }
 }
 
 const MAX_INCLUDE_DEPTH: usize = 4;
 
-/// (line, keys) of the line writing `segments` in `text`.
+/// The line writing `want` in `text`, and the keys it reads.
 fn find(
     text: &str,
+    want: &[Want],
     segments: &[&str],
-    defines: &BTreeMap<String, String>,
+    ctx: &Ctx,
     outer: &[Scope],
     depth: usize,
-) -> Option<(usize, Vec<String>)> {
-    let lines = yaml_lines(text, outer);
-    let want: Vec<String> = segments.iter().map(|s| segment_pattern(s)).collect();
+) -> Option<Found> {
+    let doc = yaml_lines(text, outer);
+    let lines = &doc.lines;
+    let field = match want.last() {
+        Some(Want::Key(key)) => Some(key.as_str()),
+        _ => None,
+    };
     // The line that writes the field itself.
-    for line in &lines {
-        if matches_path(&line.path, &want) {
-            let keys = refs(line.value, &line.scopes, defines, depth, segments);
+    // (line, keys, value, whether the key is literal) of each line writing the field.
+    type Candidate<'t> = (usize, Vec<(String, bool)>, &'t str, bool);
+    let mut direct: Vec<Candidate<'_>> = Vec::new();
+    for line in lines {
+        if doc.matches(line, want) {
+            let keys = refs(line.value, &line.scopes, &ctx.defines, depth, field);
             if !keys.is_empty() || !line.value.trim().is_empty() {
-                return Some((line.number, keys));
+                let literal = line.path.last().is_some_and(|k| k != "{{");
+                direct.push((line.number, keys, line.value, literal));
             }
         }
     }
+    // A key the template writes literally wins over `{{ $k }}:` lines that may write any.
+    if direct.iter().any(|(_, _, _, literal)| *literal) {
+        direct.retain(|(_, _, _, literal)| *literal);
+    }
+    if let Some((number, keys, value, _)) = direct.first() {
+        if direct.iter().any(|(_, other, _, _)| other != keys) {
+            // Written in several places (`if`/`else`) from different keys: no one line.
+            return Some(Found {
+                line: None,
+                keys: Vec::new(),
+                exact: false,
+            });
+        }
+        let exact_keys: Vec<String> = keys
+            .iter()
+            .filter(|(_, exact)| *exact)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let all_exact = exact_keys.len() == keys.len();
+        return Some(Found {
+            line: Some(*number),
+            exact: all_exact && exact_keys.len() == 1 && as_is(value),
+            keys: exact_keys,
+        });
+    }
     // A key above the field whose content is spliced in (`toYaml`, `include`), deepest first.
     for len in (0..want.len()).rev() {
+        let mut literal = None;
         for (i, line) in lines.iter().enumerate() {
-            if !matches_path(&line.path, &want[..len]) {
+            if !doc.matches(line, &want[..len]) {
                 continue;
             }
-            let rest = &segments[len..];
+            literal.get_or_insert(line.number);
+            let (rest, rest_segments) = (&want[len..], &segments[len..]);
             // A flow collection written on the key's line: `limits: {cpu: "0.5"}`.
             let value = line.value.trim_start();
             if (value.starts_with('{') && !value.starts_with("{{")) || value.starts_with('[') {
-                let keys = refs(line.value, &line.scopes, defines, depth, segments);
-                return Some((line.number, keys));
+                let keys = refs(line.value, &line.scopes, &ctx.defines, depth, None);
+                let exact: Vec<String> = keys
+                    .iter()
+                    .filter(|(_, exact)| *exact)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                // An item of a flow list with several keys on the line: which one is unsure.
+                let unsure = exact.len() != keys.len()
+                    || (exact.len() > 1 && rest.iter().any(|w| matches!(w, Want::Item { .. })));
+                return Some(Found {
+                    line: Some(line.number),
+                    keys: if unsure { Vec::new() } else { exact },
+                    exact: false,
+                });
             }
-            // Inline: `key: {{ toYaml .Values.x | nindent 8 }}`; or on the lines below it.
-            let mut splices = vec![(line.value, &line.scopes)];
+            // Inline: `key: {{ toYaml .Values.x | nindent 8 }}` (all the key holds); or on
+            // the lines right under it.
+            let mut splices = vec![(
+                line.value,
+                &line.scopes,
+                Splice {
+                    parent: usize::MAX,
+                    seq: 0,
+                    before: Some(0),
+                    conditional: false,
+                },
+                true,
+            )];
             splices.extend(
                 lines[i + 1..]
                     .iter()
                     .take_while(|l| l.indent > line.indent)
-                    .filter(|l| l.path.last().map(String::as_str) == Some(SPLICE))
-                    .map(|l| (l.value, &l.scopes)),
+                    .filter(|l| {
+                        l.path.len() == line.path.len() + 1
+                            && l.path.last().map(String::as_str) == Some(SPLICE)
+                    })
+                    .filter_map(|l| {
+                        let splice = l.splice?;
+                        Some((l.value, &l.scopes, splice, doc.is_last(&splice)))
+                    }),
             );
-            for (value, scopes) in splices {
-                if let Some(keys) = spliced(value, scopes, rest, defines, depth) {
-                    return Some((line.number, keys));
+            for (value, scopes, splice, last) in splices {
+                if let Some((keys, exact)) =
+                    spliced(value, scopes, rest, rest_segments, splice, last, ctx, depth)
+                {
+                    return Some(Found {
+                        line: Some(line.number),
+                        keys,
+                        exact,
+                    });
                 }
+            }
+        }
+        // The deepest key the template writes literally: the field is somewhere under it,
+        // not in a splice further up.
+        if let Some(number) = literal {
+            if len > 0 {
+                return Some(Found {
+                    line: Some(number),
+                    keys: Vec::new(),
+                    exact: false,
+                });
             }
         }
     }
@@ -291,38 +744,44 @@ fn find(
 /// The key a line gets when it is only an action that writes YAML (`{{ toYaml . | nindent 4 }}`).
 const SPLICE: &str = "{{splice}}";
 
-fn segment_pattern(segment: &str) -> String {
-    let segment = segment.replace("~1", "/").replace("~0", "~");
-    if segment.parse::<usize>().is_ok() || segment.starts_with('[') {
-        "*".into()
-    } else {
-        segment
+/// Whether a value text is one action that writes its key's value as is:
+/// `{{ .Values.x }}`, `"{{ .Values.x | quote }}"`.
+fn as_is(value: &str) -> bool {
+    let value = value.trim();
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value);
+    if !value.starts_with("{{") || !value.ends_with("}}") || actions(value).len() != 1 {
+        return false;
     }
+    let harmless = [
+        "quote", "squote", "toString", "toYaml", "toJson", "trim", "nindent", "indent", "int",
+        "int64", "float64", "|",
+    ];
+    actions(value)[0]
+        .split_whitespace()
+        .skip(1)
+        .all(|w| harmless.contains(&w) || w.parse::<usize>().is_ok())
 }
 
-fn matches_path(line: &[String], want: &[String]) -> bool {
-    line.len() == want.len()
-        && line
-            .iter()
-            .zip(want)
-            .all(|(have, want)| have == want || have == "{{" || (have == "*" && want == "*"))
-}
-
-/// Values keys a value text reads.
+/// Values keys a value text reads, each with whether `--set` addresses it as the field's
+/// own (`false`: read through a `range` item). `field`: the traced key, for `{{ $k }}:` in a
+/// `range` over a map.
 fn refs(
     value: &str,
     scopes: &[Scope],
     defines: &BTreeMap<String, String>,
     depth: usize,
-    segments: &[&str],
-) -> Vec<String> {
-    let mut keys = Vec::new();
+    field: Option<&str>,
+) -> Vec<(String, bool)> {
+    let mut keys: Vec<(String, bool)> = Vec::new();
     for action in actions(value) {
         for key in action_refs(action, scopes) {
             push_unique(&mut keys, key);
         }
         // A key written by `{{ $k }}` in `range $k, $v := .Values.m`: the key is the field's.
-        if let Some(field) = segments.last() {
+        if let Some(field) = field {
             for scope in scopes.iter().rev() {
                 if let Scope::Range {
                     key: Some(map),
@@ -332,8 +791,8 @@ fn refs(
                 {
                     let uses = |var: &str| action.split_whitespace().any(|w| w == var);
                     if uses(k) || value_var.as_deref().is_some_and(uses) {
-                        keys.retain(|key| key != map);
-                        push_unique(&mut keys, join_key(map, &[field]));
+                        keys.retain(|(key, _)| key != map);
+                        push_unique(&mut keys, (join_key(map, &[field]), true));
                     }
                     break;
                 }
@@ -341,7 +800,7 @@ fn refs(
         }
         if depth < MAX_INCLUDE_DEPTH {
             if let Some(body) = included(action).and_then(|name| defines.get(name)) {
-                for key in refs(body, &[], defines, depth + 1, segments) {
+                for key in refs(body, &[], defines, depth + 1, field) {
                     push_unique(&mut keys, key);
                 }
             }
@@ -351,29 +810,115 @@ fn refs(
 }
 
 /// The keys for `rest` under a value that splices YAML in: `toYaml X` gives `X.rest`, an
-/// `include` is searched for `rest`.
+/// `include` is searched for `rest`. A list item is counted from where the splice starts.
+#[allow(clippy::too_many_arguments)]
 fn spliced(
     value: &str,
     scopes: &[Scope],
-    rest: &[&str],
-    defines: &BTreeMap<String, String>,
+    rest: &[Want],
+    rest_segments: &[&str],
+    at: Splice,
+    last: bool,
+    ctx: &Ctx,
     depth: usize,
-) -> Option<Vec<String>> {
+) -> Option<(Vec<String>, bool)> {
     for action in actions(value) {
         let words: Vec<&str> = action.split_whitespace().collect();
-        if let Some(at) = words.iter().position(|w| *w == "toYaml" || *w == "toJson") {
-            let base = words.get(at + 1).and_then(|arg| resolve(arg, scopes))?;
-            return Some(vec![join_key(&base, rest)]);
+        if let Some(pos) = words.iter().position(|w| *w == "toYaml" || *w == "toJson") {
+            let (base, exact) = words
+                .get(pos + 1)
+                .and_then(|arg| resolve_ref(arg, scopes))?;
+            let base_value = ctx.values.as_ref().and_then(|v| lookup(v, &base));
+            let mut key = base.clone();
+            let mut rest = rest;
+            let mut node = base_value;
+            if let Some(first @ Want::Item { .. }) = rest.first() {
+                let i = splice_index(first, at, last, node)?;
+                key.push_str(&format!("[{i}]"));
+                node = node.and_then(|n| n.get(i));
+                rest = &rest[1..];
+            }
+            for want in rest {
+                match want {
+                    Want::Key(k) => {
+                        if k.contains('.') {
+                            key.push_str(&format!(".{}", k.replace('.', "\\.")));
+                        } else {
+                            key.push('.');
+                            key.push_str(k);
+                        }
+                        node = node.and_then(|n| n.get(k));
+                    }
+                    Want::Item { .. } => {
+                        let i = splice_index(
+                            want,
+                            Splice {
+                                parent: usize::MAX,
+                                seq: 0,
+                                before: Some(0),
+                                conditional: false,
+                            },
+                            true,
+                            node,
+                        )?;
+                        key.push_str(&format!("[{i}]"));
+                        node = node.and_then(|n| n.get(i));
+                    }
+                }
+            }
+            return Some(if exact {
+                (vec![key], true)
+            } else {
+                (Vec::new(), false)
+            });
         }
         if depth < MAX_INCLUDE_DEPTH {
-            if let Some(body) = included(action).and_then(|name| defines.get(name)) {
-                if let Some((_, keys)) = find(body, rest, defines, scopes, depth + 1) {
-                    return Some(keys);
+            // An include that writes list items: only when it is all the list holds.
+            let sole = at.before == Some(0) && last;
+            if matches!(rest.first(), Some(Want::Item { .. })) && !sole {
+                continue;
+            }
+            if let Some(body) = included(action).and_then(|name| ctx.defines.get(name)) {
+                if let Some(found) = find(body, rest, rest_segments, ctx, scopes, depth + 1) {
+                    return Some((found.keys, found.exact));
                 }
             }
         }
     }
     None
+}
+
+/// The index in a spliced list (`values`, when known) of the wanted item: by its position
+/// from the splice's certain start, or by its fields in the values.
+fn splice_index(want: &Want, at: Splice, last: bool, values: Option<&Value>) -> Option<usize> {
+    let Want::Item { index, fields } = want else {
+        return None;
+    };
+    let items = values.and_then(Value::as_array);
+    if let (Some(n), Some(before)) = (index, at.before) {
+        if let Some(i) = n.checked_sub(before) {
+            // Its items start at `before`; an item past them is another's, unless it is the
+            // last thing the list holds (and so renders whatever the values say).
+            match items.map(|items| i < items.len()) {
+                Some(false) => return None,
+                Some(true) if !at.conditional => return Some(i),
+                _ if last => return Some(i),
+                _ => {}
+            }
+        }
+    }
+    if fields.is_empty() {
+        return None;
+    }
+    let mut found = items?.iter().enumerate().filter(|(_, item)| {
+        fields
+            .iter()
+            .all(|(k, v)| item.get(k).and_then(scalar_text).as_deref() == Some(v))
+    });
+    match (found.next(), found.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
 }
 
 /// `base` followed by the rest of the path in `--set` syntax: `resources.limits.cpu`,
@@ -397,7 +942,7 @@ fn join_key(base: &str, rest: &[&str]) -> String {
     key
 }
 
-fn push_unique(keys: &mut Vec<String>, key: String) {
+fn push_unique<T: PartialEq>(keys: &mut Vec<T>, key: T) {
     if !keys.contains(&key) {
         keys.push(key);
     }
@@ -414,10 +959,10 @@ fn included(action: &str) -> Option<&str> {
 }
 
 /// Values keys an action reads: `.Values.a.b`, `$.Values.a`, and `.b` relative to a `with`.
-fn action_refs(action: &str, scopes: &[Scope]) -> Vec<String> {
+fn action_refs(action: &str, scopes: &[Scope]) -> Vec<(String, bool)> {
     let mut keys = Vec::new();
     for word in action.split(|c: char| c.is_whitespace() || "()|,".contains(c)) {
-        if let Some(key) = resolve(word, scopes) {
+        if let Some(key) = resolve_ref(word, scopes) {
             push_unique(&mut keys, key);
         }
     }
@@ -426,34 +971,41 @@ fn action_refs(action: &str, scopes: &[Scope]) -> Vec<String> {
 
 /// The values key a template argument denotes, if any.
 fn resolve(word: &str, scopes: &[Scope]) -> Option<String> {
-    // A variable of a `range` (`$k`, `$v`): an item of the ranged key.
+    resolve_ref(word, scopes).map(|(key, _)| key)
+}
+
+/// The values key a template argument denotes, and whether it is that key's own value
+/// (`false`: an item of a `range`, which `--set` cannot address by the key found).
+fn resolve_ref(word: &str, scopes: &[Scope]) -> Option<(String, bool)> {
+    // A variable of a `range` (`$k`, `$v`, `$v.x`): an item of the ranged key.
     if word.starts_with('$') && !word.starts_with("$.") && word.len() > 1 {
+        let var = word.split('.').next().unwrap_or(word);
         return scopes.iter().rev().find_map(|s| match s {
             Scope::Range {
                 key,
                 key_var,
                 value_var,
-            } if key_var.as_deref() == Some(word) || value_var.as_deref() == Some(word) => {
-                key.clone()
+            } if key_var.as_deref() == Some(var) || value_var.as_deref() == Some(var) => {
+                key.clone().map(|k| (k, false))
             }
             _ => None,
         });
     }
     let word = word.trim_start_matches('$');
     if let Some(key) = word.strip_prefix(".Values.") {
-        return valid_key(key);
+        return valid_key(key).map(|k| (k, true));
     }
     if word == ".Values" {
         return None;
     }
     // Relative to the innermost `with` or `range`.
-    let dot = scopes.iter().rev().find_map(|s| match s {
+    let (dot, exact) = scopes.iter().rev().find_map(|s| match s {
         Scope::With(key) => Some(key.clone()),
-        Scope::Range { key, .. } => Some(key.clone()),
+        Scope::Range { key, .. } => Some(key.clone().map(|k| (k, false))),
         Scope::Other => None,
     })??;
     if word == "." {
-        return Some(dot);
+        return Some((dot, exact));
     }
     let rest = word.strip_prefix('.')?;
     let builtin = [
@@ -467,7 +1019,12 @@ fn resolve(word: &str, scopes: &[Scope]) -> Option<String> {
     if builtin.iter().any(|b| rest.split('.').next() == Some(*b)) {
         return None;
     }
-    valid_key(rest).map(|rest| format!("{dot}.{rest}"))
+    let rest = valid_key(rest)?;
+    Some(if exact {
+        (format!("{dot}.{rest}"), true)
+    } else {
+        (dot, false)
+    })
 }
 
 fn valid_key(key: &str) -> Option<String> {
@@ -505,7 +1062,7 @@ fn apply_blocks(text: &str, scopes: &mut Vec<Scope>) {
         match words.next() {
             Some("with") => {
                 let arg = words.next().unwrap_or_default();
-                let key = resolve(arg, scopes);
+                let key = resolve_ref(arg, scopes);
                 scopes.push(Scope::With(key));
             }
             Some("range") => {
@@ -539,12 +1096,34 @@ fn apply_blocks(text: &str, scopes: &mut Vec<Scope>) {
     }
 }
 
-/// The YAML lines of a template with their key paths and scopes.
-fn yaml_lines<'a>(text: &'a str, outer: &[Scope]) -> Vec<Line<'a>> {
+/// A literal scalar as YAML reads it (quotes dropped); `None` for anything else.
+fn literal_scalar(value: &str) -> Option<String> {
+    let value = value.trim();
+    if value.is_empty()
+        || value.contains("{{")
+        || value.starts_with(['{', '[', '|', '>', '&', '*', '!', '#'])
+    {
+        return None;
+    }
+    let value = value.split(" #").next().unwrap_or(value).trim();
+    for quote in ['"', '\''] {
+        if let Some(inner) = value
+            .strip_prefix(quote)
+            .and_then(|v| v.strip_suffix(quote))
+        {
+            return Some(inner.to_string());
+        }
+    }
+    Some(value.to_string())
+}
+
+/// The YAML lines of a template with their key paths and scopes, and its keys and items.
+fn yaml_lines<'a>(text: &'a str, outer: &[Scope]) -> Doc<'a> {
     let mut out = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let mut scopes: Vec<Scope> = outer.to_vec();
-    // (indent, key) of the open mappings and lists.
-    let mut open: Vec<(usize, String)> = Vec::new();
+    // (indent, key, node) of the open mappings and lists.
+    let mut open: Vec<(usize, String, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let trimmed = raw.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -563,18 +1142,32 @@ fn yaml_lines<'a>(text: &'a str, outer: &[Scope]) -> Vec<Line<'a>> {
             if splices {
                 // Its YAML lands at `nindent N`: under the last key shallower than N.
                 let at = nindent(trimmed).unwrap_or(raw.len() - trimmed.len());
-                let mut path: Vec<String> = open
-                    .iter()
-                    .filter(|(indent, _)| *indent < at)
-                    .map(|(_, k)| k.clone())
-                    .collect();
+                let under: Vec<&(usize, String, usize)> =
+                    open.iter().filter(|(indent, _, _)| *indent < at).collect();
+                let mut path: Vec<String> = under.iter().map(|(_, k, _)| k.clone()).collect();
+                let mut ids: Vec<usize> = under.iter().map(|(_, _, n)| *n).collect();
+                let splice = under.last().map(|(_, _, parent)| {
+                    let node = &mut nodes[*parent];
+                    let splice = Splice {
+                        parent: *parent,
+                        seq: node.producers,
+                        before: node.next,
+                        conditional: scopes.len() != node.depth,
+                    };
+                    node.producers += 1;
+                    node.next = None;
+                    splice
+                });
                 path.push(SPLICE.into());
+                ids.push(usize::MAX);
                 out.push(Line {
                     number: i + 1,
                     indent: at,
                     path,
+                    nodes: ids,
                     value: trimmed,
                     scopes: scopes.clone(),
+                    splice,
                 });
             }
             apply_blocks(trimmed, &mut scopes);
@@ -586,36 +1179,71 @@ fn yaml_lines<'a>(text: &'a str, outer: &[Scope]) -> Vec<Line<'a>> {
         // List items: `- key: v` opens an item, whose keys sit two columns further in. A list
         // may start at its key's own column (`containers:` then `- name:` below it).
         while let Some(rest) = body.strip_prefix("- ").or((body == "-").then_some("")) {
-            open.retain(|(i, k)| *i < indent || (*i == indent && k != "*" && !item));
-            open.push((indent, "*".into()));
+            open.retain(|(i, k, _)| *i < indent || (*i == indent && k != "*" && !item));
+            let parent = open.last().map(|(_, _, n)| *n);
+            let pos = parent.and_then(|p| {
+                let node = &mut nodes[p];
+                let certain = scopes.len() == node.depth;
+                let pos = if certain { node.next } else { None };
+                node.next = pos.map(|n| n + 1);
+                node.producers += 1;
+                pos
+            });
+            nodes.push(Node {
+                depth: scopes.len(),
+                next: Some(0),
+                pos,
+                parent,
+                ..Node::default()
+            });
+            open.push((indent, "*".into(), nodes.len() - 1));
             item = true;
             indent += 2 + (rest.len() - rest.trim_start().len());
             body = rest.trim_start();
         }
         if !item {
-            open.retain(|(i, _)| *i < indent);
+            open.retain(|(i, _, _)| *i < indent);
         }
         let (key, value) = match split_key(body) {
             Some((key, value)) => (Some(key), value),
             None => (None, body),
         };
-        let mut path: Vec<String> = open.iter().map(|(_, k)| k.clone()).collect();
+        let mut path: Vec<String> = open.iter().map(|(_, k, _)| k.clone()).collect();
+        let mut ids: Vec<usize> = open.iter().map(|(_, _, n)| *n).collect();
+        // A literal field of an item that always renders: what identifies the item.
+        if let (Some(key), Some((_, parent_key, parent))) = (&key, open.last()) {
+            if parent_key == "*" && scopes.len() == nodes[*parent].depth {
+                if let Some(literal) = literal_scalar(value) {
+                    nodes[*parent].fields.push((key.clone(), literal));
+                }
+            }
+        }
+        let parent = open.last().map(|(_, _, n)| *n);
         if let Some(key) = &key {
             path.push(key.clone());
+            ids.push(nodes.len());
         }
         out.push(Line {
             number: i + 1,
             indent,
             path,
+            nodes: ids,
             value,
             scopes: scopes.clone(),
+            splice: None,
         });
-        if let Some(key) = key {
-            open.push((indent, key));
-        }
         apply_blocks(value, &mut scopes);
+        if let Some(key) = key {
+            nodes.push(Node {
+                depth: scopes.len(),
+                next: Some(0),
+                parent,
+                ..Node::default()
+            });
+            open.push((indent, key, nodes.len() - 1));
+        }
     }
-    out
+    Doc { lines: out, nodes }
 }
 
 fn strip_actions(text: &str) -> String {
@@ -674,7 +1302,11 @@ fn split_key(body: &str) -> Option<(String, &str)> {
 /// Every `define` of the chart's templates (helpers), by name.
 fn defines(templates: &Templates) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for text in templates.values() {
+    let texts = templates
+        .iter()
+        .filter(|(name, _)| name.as_str() != CHART_VALUES && name.as_str() != RELEASE_CONFIG)
+        .map(|(_, text)| text);
+    for text in texts {
         let mut rest = text.as_str();
         while let Some(start) = rest.find("define \"") {
             let after = &rest[start + 8..];
@@ -1058,6 +1690,8 @@ spec:
         let files = crate::release::decode_chart_files(secret["data"]["release"].as_str().unwrap())
             .unwrap();
         assert_eq!(files.chart, "shop");
+        // The release's values come along, and the hints below are checked against them.
+        assert!(files.templates.contains_key(CHART_VALUES));
         let source = source_of(&files.manifest, "ConfigMap", "shop-config").unwrap();
         assert_eq!(source, "shop/templates/app.yaml");
         let t = trace(&files.templates, &source, "ConfigMap", "/data/greeting");
@@ -1088,5 +1722,331 @@ spec:
             ]
         );
         assert!(values_read(&shop(), "shop/templates/none.yaml", "Deployment").is_empty());
+    }
+
+    /// A chart shaped like the public charts whose hints were wrong: containers under `if`,
+    /// env lists that mix `range` items with literal ones, `toYaml` lists after literal
+    /// items, an `if` that drops a port before the traced one, `range` over a list.
+    const POD: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: graf
+spec:
+  replicas: {{ .Values.replicas }}
+  template:
+    spec:
+      containers:
+        {{- if .Values.sidecar.enabled }}
+        - name: sidecar
+          image: {{ .Values.sidecar.image }}
+          env:
+            - name: METHOD
+              value: {{ .Values.sidecar.watchMethod }}
+          securityContext:
+            {{- toYaml .Values.sidecar.securityContext | nindent 12 }}
+        {{- end }}
+        - name: grafana
+          image: {{ .Values.image }}
+          env:
+            {{- range $key, $value := .Values.env }}
+            - name: {{ $key }}
+              value: {{ $value | quote }}
+            {{- end }}
+            - name: GF_PATHS_DATA
+              value: {{ .Values.paths.data }}
+            - name: GF_LOG_LEVEL
+              value: {{ .Values.log.level }}
+            {{- range .Values.extraEnv }}
+            - name: {{ .name }}
+              value: {{ .value | quote }}
+            {{- end }}
+          ports:
+            {{- if .Values.metrics.enabled }}
+            - name: metrics
+              containerPort: {{ .Values.metrics.port }}
+            {{- end }}
+            - name: http
+              containerPort: {{ .Values.service.port }}
+          volumeMounts:
+            - name: data
+              mountPath: /var/lib/grafana
+            {{- with .Values.extraMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          securityContext:
+            {{- toYaml .Values.securityContext | nindent 12 }}
+        {{- with .Values.extraContainers }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+"#;
+
+    const INGRESS: &str = r#"apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: graf
+spec:
+  rules:
+    - host: {{ .Values.host | quote }}
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+"#;
+
+    fn graf(values: Option<serde_json::Value>) -> Templates {
+        let mut t = chart(&[
+            ("templates/deployment.yaml", POD),
+            ("templates/ingress.yaml", INGRESS),
+        ]);
+        if let Some(values) = values {
+            t.insert(CHART_VALUES.into(), values.to_string());
+        }
+        t
+    }
+
+    fn graf_values() -> serde_json::Value {
+        serde_json::json!({
+            "replicas": 1,
+            "image": "grafana:11",
+            "host": "grafana.example.com",
+            "sidecar": {"enabled": true, "image": "k8s-sidecar", "watchMethod": "WATCH",
+                        "securityContext": {"runAsUser": 65534}},
+            "env": {"GF_FEATURE": "on"},
+            "paths": {"data": "/var/lib/grafana"},
+            "log": {"level": "info"},
+            "extraEnv": [{"name": "EXTRA", "value": "1"}],
+            "metrics": {"enabled": true, "port": 9090},
+            "service": {"port": 3000},
+            "extraMounts": [{"name": "dash", "mountPath": "/dash"}],
+            "securityContext": {"runAsUser": 472},
+            "extraContainers": [{"name": "proxy", "image": "envoy", "args": ["--v=2"]}]
+        })
+    }
+
+    /// The object as the chart renders with [`graf_values`].
+    fn graf_rendered() -> serde_json::Value {
+        serde_json::json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "sidecar", "image": "k8s-sidecar",
+             "env": [{"name": "METHOD", "value": "WATCH"}],
+             "securityContext": {"runAsUser": 65534}},
+            {"name": "grafana", "image": "grafana:11",
+             "env": [{"name": "GF_FEATURE", "value": "on"},
+                     {"name": "GF_PATHS_DATA", "value": "/var/lib/grafana"},
+                     {"name": "GF_LOG_LEVEL", "value": "info"},
+                     {"name": "EXTRA", "value": "1"}],
+             "ports": [{"name": "metrics", "containerPort": 9090},
+                       {"name": "http", "containerPort": 3000}],
+             "volumeMounts": [{"name": "data", "mountPath": "/var/lib/grafana"},
+                              {"name": "dash", "mountPath": "/dash"}],
+             "securityContext": {"runAsUser": 472}},
+            {"name": "proxy", "image": "envoy", "args": ["--v=2"]}
+        ]}}}})
+    }
+
+    fn graf_trace(templates: &Templates, path: &str) -> Trace {
+        trace(
+            templates,
+            "graf/templates/deployment.yaml",
+            "Deployment",
+            path,
+        )
+    }
+
+    /// With the rendered object: the field's chart value is read from it.
+    fn graf_change(templates: &Templates, path: &str) -> Trace {
+        let rendered = graf_rendered();
+        let (_, chart) = wants(
+            &path.split('/').skip(1).collect::<Vec<_>>(),
+            Some(&rendered),
+            true,
+        );
+        let chart = chart.cloned().unwrap_or_default();
+        trace_change(
+            templates,
+            "graf/templates/deployment.yaml",
+            "Deployment",
+            path,
+            Some(&rendered),
+            &chart,
+        )
+    }
+
+    /// grafana's GF_LOG_LEVEL was said to come from `sidecar.dashboards.watchMethod`: the
+    /// first `value:` of any env list, where containers and env items are conditional.
+    #[test]
+    fn items_after_a_conditional_or_a_range_are_not_matched_by_position() {
+        for templates in [graf(None), graf(Some(graf_values()))] {
+            let level = graf_trace(&templates, "/spec/template/spec/containers/1/env/2/value");
+            assert!(level.keys.is_empty(), "{level:?}");
+            assert!(!level.to_string().contains("watchMethod"), "{level}");
+            // An item `range` writes: the key is an item of `env`, not `env`.
+            let ranged = graf_trace(&templates, "/spec/template/spec/containers/1/env/0/value");
+            assert!(ranged.keys.is_empty(), "{ranged:?}");
+            // `range` over a list: never `extraEnv.value`, a key that does not exist.
+            let extra = graf_trace(&templates, "/spec/template/spec/containers/1/env/3/value");
+            assert!(extra.keys.is_empty(), "{extra:?}");
+            // An `if` drops the metrics port before the http one.
+            let port = graf_trace(
+                &templates,
+                "/spec/template/spec/containers/1/ports/1/containerPort",
+            );
+            assert!(port.keys.is_empty(), "{port:?}");
+            // What is certain still is: a field of the document, a literal first item.
+            assert_eq!(graf_trace(&templates, "/spec/replicas").keys, ["replicas"]);
+        }
+    }
+
+    /// Knowing the rendered object, an item with a literal `name:` is found by it wherever
+    /// it lands, and its key is checked against the values.
+    #[test]
+    fn items_with_a_literal_name_are_found_by_it() {
+        let templates = graf(Some(graf_values()));
+        let level = graf_change(&templates, "/spec/template/spec/containers/1/env/2/value");
+        assert_eq!(level.keys, ["log.level"], "{level:?}");
+        let port = graf_change(
+            &templates,
+            "/spec/template/spec/containers/1/ports/1/containerPort",
+        );
+        assert_eq!(port.keys, ["service.port"], "{port:?}");
+        let method = graf_change(&templates, "/spec/template/spec/containers/0/env/0/value");
+        assert_eq!(method.keys, ["sidecar.watchMethod"], "{method:?}");
+        // Items written by `range` have no literal name: still nothing.
+        let ranged = graf_change(&templates, "/spec/template/spec/containers/1/env/0/value");
+        assert!(ranged.keys.is_empty(), "{ranged:?}");
+        let extra = graf_change(&templates, "/spec/template/spec/containers/1/env/3/value");
+        assert!(extra.keys.is_empty(), "{extra:?}");
+    }
+
+    /// `volumeMounts[0].args`, `securityContext[0].args`: a `toYaml` deeper under a list
+    /// was taken for the list's own items.
+    #[test]
+    fn to_yaml_lists_count_from_where_they_start() {
+        let templates = graf(Some(graf_values()));
+        let args = graf_trace(&templates, "/spec/template/spec/containers/2/args/0");
+        assert!(
+            !args
+                .keys
+                .iter()
+                .any(|k| k.contains("volumeMounts") || k.contains("securityContext")),
+            "{args:?}"
+        );
+        // The containers before `extraContainers` are conditional: its first item's
+        // position is not certain.
+        assert!(args.keys.is_empty(), "{args:?}");
+        // A mount after the literal one comes from `extraMounts[0]`, not `extraMounts[1]`.
+        for t in [graf(None), graf(Some(graf_values()))] {
+            let mount = graf_change(
+                &t,
+                "/spec/template/spec/containers/1/volumeMounts/1/mountPath",
+            );
+            assert_eq!(mount.keys, ["extraMounts[0].mountPath"], "{mount:?}");
+            let literal = graf_change(
+                &t,
+                "/spec/template/spec/containers/1/volumeMounts/0/mountPath",
+            );
+            assert!(literal.keys.is_empty(), "{literal:?}");
+            assert_eq!(literal.line, Some(43));
+        }
+        // The rendered object names the container: its securityContext is the chart's.
+        let security = graf_change(
+            &templates,
+            "/spec/template/spec/containers/1/securityContext/runAsUser",
+        );
+        assert_eq!(security.keys, ["securityContext.runAsUser"], "{security:?}");
+        let sidecar = graf_change(
+            &templates,
+            "/spec/template/spec/containers/0/securityContext/runAsUser",
+        );
+        assert_eq!(
+            sidecar.keys,
+            ["sidecar.securityContext.runAsUser"],
+            "{sidecar:?}"
+        );
+        // With no list before it, `extraContainers` items are tied to their index.
+        let only = chart(&[(
+            "templates/d.yaml",
+            "kind: Deployment\nspec:\n  containers:\n    {{- toYaml .Values.extraContainers | nindent 4 }}\n  securityContext:\n    {{- toYaml .Values.securityContext | nindent 4 }}\n",
+        )]);
+        let t = trace(
+            &only,
+            "c/templates/d.yaml",
+            "Deployment",
+            "/spec/containers/0/args",
+        );
+        assert_eq!(t.keys, ["extraContainers[0].args"]);
+    }
+
+    /// A field of an atomic list item (an Ingress rule's host) still names its key.
+    #[test]
+    fn a_field_in_an_atomic_item_names_its_key_when_certain() {
+        let templates = graf(Some(graf_values()));
+        let rendered = serde_json::json!({"spec": {"rules": [{"host": "grafana.example.com",
+            "http": {"paths": [{"path": "/", "pathType": "Prefix"}]}}]}});
+        let t = trace_change(
+            &templates,
+            "graf/templates/ingress.yaml",
+            "Ingress",
+            "/spec/rules/0/host",
+            Some(&rendered),
+            &serde_json::json!("grafana.example.com"),
+        );
+        assert_eq!(t.keys, ["host"], "{t:?}");
+        let plain = trace(
+            &templates,
+            "graf/templates/ingress.yaml",
+            "Ingress",
+            "/spec/rules/0/host",
+        );
+        assert_eq!(plain.keys, ["host"]);
+    }
+
+    /// A key not in the release's values, or whose value there is not the field's, is not
+    /// named; the release's config counts over the chart's defaults.
+    #[test]
+    fn hints_are_checked_against_the_release_values() {
+        let mut values = graf_values();
+        values["log"] = serde_json::json!({});
+        let templates = graf(Some(values));
+        let level = graf_change(&templates, "/spec/template/spec/containers/1/env/2/value");
+        assert!(level.keys.is_empty(), "{level:?}");
+        // The chart renders 1 replica; values that say 4 are not what rendered it.
+        let mut four = graf(Some(graf_values()));
+        four.insert(RELEASE_CONFIG.into(), r#"{"replicas": 4}"#.into());
+        assert!(graf_change(&four, "/spec/replicas").keys.is_empty());
+        // The config is what rendered it.
+        let mut one = graf(Some(serde_json::json!({"replicas": 4})));
+        one.insert(RELEASE_CONFIG.into(), r#"{"replicas": 1}"#.into());
+        assert_eq!(graf_change(&one, "/spec/replicas").keys, ["replicas"]);
+        // A scalar field is not a map's key, a `null` in the config deletes a default.
+        let mut gone = graf(Some(graf_values()));
+        gone.insert(RELEASE_CONFIG.into(), r#"{"image": null}"#.into());
+        let image = graf_change(&gone, "/spec/template/spec/containers/1/image");
+        assert!(image.keys.is_empty(), "{image:?}");
+        let mut map = graf(Some(graf_values()));
+        map.insert(RELEASE_CONFIG.into(), r#"{"image": {"tag": "11"}}"#.into());
+        let image = graf_change(&map, "/spec/template/spec/containers/1/image");
+        assert!(image.keys.is_empty(), "{image:?}");
+        // Keys in --set syntax are looked up as --set reads them.
+        let v = serde_json::json!({"a": {"b.c": [1, {"d": 2}]}});
+        assert_eq!(lookup(&v, "a.b\\.c[1].d"), Some(&serde_json::json!(2)));
+        assert_eq!(lookup(&v, "a.b\\.c[2]"), None);
+    }
+
+    /// The request's list indexes are not the chart's when the request moved items: no
+    /// position is trusted then.
+    #[test]
+    fn a_request_that_moves_items_gets_no_positional_key() {
+        let templates = graf(Some(graf_values()));
+        let rendered = graf_rendered();
+        // The request put a new env var first: its env/3 is the chart's GF_LOG_LEVEL.
+        let t = trace_change(
+            &templates,
+            "graf/templates/deployment.yaml",
+            "Deployment",
+            "/spec/template/spec/containers/1/volumeMounts/1/mountPath",
+            Some(&rendered),
+            &serde_json::json!("/var/lib/grafana"),
+        );
+        assert!(t.keys.is_empty(), "{t:?}");
     }
 }
