@@ -440,7 +440,8 @@ fn run_owned_fields(
     openapi: Option<&std::path::Path>,
     manager: Option<&str>,
 ) -> Result<bool, String> {
-    use crate::ownership::{applied_object, attribution_of, helm_fields, owned_fields};
+    use crate::fields_v1::{attribution_of, helm_fields, owned_fields};
+    use crate::ownership::applied_object;
     let index = load_index(releases)?;
     let schema = load_schema(openapi)?;
     let mut all_match = true;

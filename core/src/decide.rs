@@ -9,9 +9,10 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::index::{Index, LockedObject, ReleaseKey};
+use crate::fields_v1::describe_field_path;
 use crate::ownership::{
-    cross_version_changes, describe_field_path, duplicate_keys, helm_metadata_changes,
-    locked_changes, locked_changes_at, repair_patch, stored_form, Change,
+    cross_version_changes, duplicate_keys, helm_metadata_changes, locked_changes,
+    locked_changes_at, repair_patch, stored_form, Change,
 };
 use crate::policy::{Config, Mode};
 use crate::release::{describe_json_error, Status};
@@ -863,7 +864,7 @@ fn co_owner_claims(
                 .map(|e| e.field_set())
         })
         .unwrap_or_default();
-    crate::ownership::co_owned_paths(schema, root, chart, helm, &claimed.field_set(), &before)
+    crate::fields_v1::co_owned_paths(schema, root, chart, helm, &claimed.field_set(), &before)
 }
 
 /// The request's object in the index: a `scale` request names the parent by resource, and a

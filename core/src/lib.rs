@@ -9,6 +9,7 @@
 
 pub mod decide;
 pub mod exception;
+pub mod fields_v1;
 pub mod index;
 pub mod inspect;
 pub mod interning;

@@ -18,8 +18,9 @@
 //! does not block unrelated writes, and moving a field back to the chart's value is allowed).
 //! Values compare as the API server stores them: quantities canonically, numbers by value.
 //!
-//! [`owned_fields`] gives the same ownership as a set of `fieldsV1` paths, to be checked against
-//! the `managedFields` entry the API server itself wrote for Helm ([`helm_fields`]).
+//! The same ownership as a set of `fieldsV1` paths, to be checked against the `managedFields`
+//! entry the API server itself wrote for Helm, is the module `fields_v1`'s (it builds on this
+//! one's helpers; this module does not use it).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -849,7 +850,7 @@ impl<'a> Walk<'a> {
 /// Whether server-side apply attributes a null of this type to its applier (structured-merge-
 /// diff: a scalar, or an atomic list, map or untyped value; not a granular map or struct, a
 /// set, a map-list, or a deduced value).
-fn null_is_owned(atom: &Atom) -> bool {
+pub(crate) fn null_is_owned(atom: &Atom) -> bool {
     matches!(
         atom,
         Atom::Scalar(_)
@@ -876,7 +877,7 @@ fn same_json(schema: &Schema, ty: TypeId, new: Option<&Value>, old: Option<&Valu
 
 /// A value from the chart or from a request, read alike.
 #[derive(Clone, Copy)]
-enum Node<'a> {
+pub(crate) enum Node<'a> {
     Tree(&'a Tree),
     Json(&'a Value),
 }
@@ -1123,7 +1124,12 @@ fn pair_key<'a>(
 
 /// The key of a map-list item: its key fields (a missing one takes the schema's default), as
 /// canonical JSON; `None` when the item is not an object or lacks a key without a default.
-fn item_key(schema: &Schema, item_ty: TypeId, keys: &[Box<str>], item: Node<'_>) -> Option<String> {
+pub(crate) fn item_key(
+    schema: &Schema,
+    item_ty: TypeId,
+    keys: &[Box<str>],
+    item: Node<'_>,
+) -> Option<String> {
     item.entries()?;
     let mut fields = BTreeMap::new();
     for key in keys {
@@ -1149,7 +1155,7 @@ fn known_key_default(key: &str) -> Option<&'static str> {
 }
 
 /// `80.0` and `80` are one key.
-fn normalize_number(value: Value) -> Value {
+pub(crate) fn normalize_number(value: Value) -> Value {
     match &value {
         Value::Number(n) if n.as_i64().is_none() => match n.as_f64() {
             Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
@@ -1195,351 +1201,6 @@ pub fn repair_patch(changes: &[Change]) -> json_patch::Patch {
         })
         .collect();
     json_patch::Patch(ops)
-}
-
-/// A set of `fieldsV1` paths, each written as its path elements joined by `.` with keys and
-/// values in canonical JSON: `f:spec.f:containers.k:{"name":"web"}.f:image`.
-pub type FieldSet = BTreeSet<String>;
-
-/// The fields Helm's server-side apply of `chart` owns, as the API server would list them in
-/// Helm's `managedFields` entry (`applied` is the object as Helm applies it, see
-/// [`applied_object`]).
-pub fn owned_fields(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
-    let mut set = FieldSet::new();
-    if let Tree::Map(entries) = applied {
-        for (key, value) in entries.iter() {
-            if matches!(&**key, "apiVersion" | "kind" | "status") {
-                continue;
-            }
-            let path = format!("f:{key}");
-            owned_walk(schema, schema.field(root, key), value, &path, &mut set);
-        }
-    }
-    // The API server keeps the object's identity out of every manager's set.
-    for stripped in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "selfLink",
-        "managedFields",
-    ] {
-        let path = format!("f:metadata.f:{stripped}");
-        set.retain(|p| p != &path && !p.starts_with(&format!("{path}.")));
-    }
-    set
-}
-
-fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
-    let atom = schema.atom(ty);
-    if matches!(value, Tree::Null) {
-        if null_is_owned(atom) {
-            set.insert(path.to_string());
-        }
-        return;
-    }
-    match (atom, value) {
-        (
-            Atom::Struct { atomic: false, .. } | Atom::Map { atomic: false, .. } | Atom::Deduced,
-            Tree::Map(entries),
-        ) => {
-            for (key, child) in entries.iter() {
-                let child_path = format!("{path}.f:{key}");
-                owned_walk(schema, schema.field(ty, key), child, &child_path, set);
-                if !schema.is_declared_field(ty, key) {
-                    set.insert(child_path);
-                }
-            }
-        }
-        (
-            Atom::List {
-                list_type: ListType::Set,
-                ..
-            },
-            Tree::List(list),
-        ) => {
-            for item in list.iter().filter(|i| !matches!(i, Tree::Null)) {
-                let json = normalize_number(item.to_json());
-                set.insert(format!("{path}.v:{json}"));
-            }
-        }
-        (
-            Atom::List {
-                items,
-                list_type: ListType::Map(keys),
-            },
-            Tree::List(list),
-        ) => {
-            for item in list.iter() {
-                if let Some(key) = item_key(schema, *items, keys, Node::Tree(item)) {
-                    let item_path = format!("{path}.k:{key}");
-                    owned_walk(schema, *items, item, &item_path, set);
-                    set.insert(item_path);
-                }
-            }
-        }
-        _ => {
-            set.insert(path.to_string());
-        }
-    }
-}
-
-/// Empty structs the chart sets (`emptyDir: {}`): helm-locker locks their presence (removing one
-/// changes what the chart set, and the next apply may fail), while Kubernetes 1.20's server-side
-/// apply lists them in no manager's set (later versions do). Comparisons with `managedFields`
-/// leave these paths out on both sides.
-pub fn presence_locks(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
-    fn walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
-        match (schema.atom(ty), value) {
-            (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
-                set.insert(path.to_string());
-            }
-            (
-                Atom::Struct { atomic: false, .. }
-                | Atom::Map { atomic: false, .. }
-                | Atom::Deduced,
-                Tree::Map(entries),
-            ) => {
-                for (key, child) in entries.iter() {
-                    walk(
-                        schema,
-                        schema.field(ty, key),
-                        child,
-                        &format!("{path}.f:{key}"),
-                        set,
-                    );
-                }
-            }
-            (
-                Atom::List {
-                    items,
-                    list_type: ListType::Map(keys),
-                },
-                Tree::List(list),
-            ) => {
-                for item in list.iter() {
-                    if let Some(key) = item_key(schema, *items, keys, Node::Tree(item)) {
-                        walk(schema, *items, item, &format!("{path}.k:{key}"), set);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut set = FieldSet::new();
-    if let Tree::Map(entries) = applied {
-        for (key, value) in entries.iter() {
-            walk(
-                schema,
-                schema.field(root, key),
-                value,
-                &format!("f:{key}"),
-                &mut set,
-            );
-        }
-    }
-    set
-}
-
-/// Reads a `fieldsV1` value into a [`FieldSet`] (`.` marks a node that is itself a member).
-pub fn parse_fields_v1(fields: &Value) -> FieldSet {
-    fn walk(node: &Map<String, Value>, path: &str, set: &mut FieldSet) {
-        for (element, child) in node {
-            if element == "." {
-                continue;
-            }
-            let element = canonical_element(element);
-            let child_path = if path.is_empty() {
-                element
-            } else {
-                format!("{path}.{element}")
-            };
-            let child = child.as_object();
-            let member = child.is_none_or(|c| c.is_empty() || c.contains_key("."));
-            if let Some(c) = child {
-                walk(c, &child_path, set);
-            }
-            if member {
-                set.insert(child_path);
-            }
-        }
-    }
-    let mut set = FieldSet::new();
-    if let Some(node) = fields.as_object() {
-        walk(node, "", &mut set);
-    }
-    set
-}
-
-/// `k:{"protocol":"TCP","containerPort":80}` with its keys sorted, numbers as integers.
-fn canonical_element(element: &str) -> String {
-    let Some((prefix, rest)) = element.split_once(':') else {
-        return element.to_string();
-    };
-    match prefix {
-        "k" | "v" => match serde_json::from_str::<Value>(rest) {
-            Ok(Value::Object(map)) => {
-                let sorted: BTreeMap<String, Value> = map
-                    .into_iter()
-                    .map(|(k, v)| (k, normalize_number(v)))
-                    .collect();
-                format!(
-                    "{prefix}:{}",
-                    serde_json::to_string(&sorted).unwrap_or_default()
-                )
-            }
-            Ok(value) => format!("{prefix}:{}", normalize_number(value)),
-            Err(_) => element.to_string(),
-        },
-        _ => element.to_string(),
-    }
-}
-
-/// The `managedFields` entry Helm wrote on a live object: the `Apply` entry of `manager` if
-/// given, else of the manager that owns Helm's release annotation.
-pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v str, &'v Value)> {
-    let entries = live.pointer("/metadata/managedFields")?.as_array()?;
-    entries
-        .iter()
-        .filter(|e| e.get("operation").and_then(Value::as_str) == Some("Apply"))
-        .filter_map(|e| Some((e.get("manager")?.as_str()?, e.get("fieldsV1")?)))
-        .find(|(name, fields)| match manager {
-            Some(m) => *name == m,
-            None => fields
-                .pointer("/f:metadata/f:annotations")
-                .and_then(Value::as_object)
-                .is_some_and(|a| a.contains_key(&format!("f:{RELEASE_NAME_ANNOTATION}"))),
-        })
-}
-
-/// How helm-locker's ownership of a live object differs from the `managedFields` entry the
-/// API server wrote for Helm: fields Helm owns that are not locked (`missing`), and fields
-/// locked beyond Helm's entry (`extra`). `None` when the object has no Apply entry of Helm.
-#[derive(Debug, PartialEq)]
-pub struct Attribution {
-    pub manager: String,
-    pub missing: Vec<String>,
-    pub extra: Vec<String>,
-}
-
-impl Attribution {
-    pub fn matches(&self) -> bool {
-        self.missing.is_empty() && self.extra.is_empty()
-    }
-}
-
-pub fn compare_attribution(
-    schema: &Schema,
-    root: TypeId,
-    applied: &Tree,
-    live: &Value,
-) -> Option<Attribution> {
-    let (manager, fields) = helm_fields(live, None)?;
-    Some(attribution_of(schema, root, applied, manager, fields))
-}
-
-/// Compares the set Helm owns by `fields` (its `fieldsV1`) with what helm-locker locks.
-pub fn attribution_of(
-    schema: &Schema,
-    root: TypeId,
-    applied: &Tree,
-    manager: &str,
-    fields: &Value,
-) -> Attribution {
-    let ours = owned_fields(schema, root, applied);
-    let helms = parse_fields_v1(fields);
-    let presence = presence_locks(schema, root, applied);
-    Attribution {
-        manager: manager.to_string(),
-        missing: helms
-            .difference(&ours)
-            .filter(|p| !presence.contains(*p))
-            .cloned()
-            .collect(),
-        extra: ours.difference(&helms).cloned().collect(),
-    }
-}
-
-/// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
-pub fn co_owned_paths(
-    schema: &Schema,
-    root: TypeId,
-    chart: &Tree,
-    release: (&str, &str),
-    claimed: &FieldSet,
-    before: &FieldSet,
-) -> Vec<String> {
-    let owned = owned_fields(schema, root, &applied_object(chart, release));
-    claimed
-        .intersection(&owned)
-        .filter(|p| !before.contains(*p))
-        .cloned()
-        .collect()
-}
-
-/// `f:spec.f:containers.k:{"name":"web"}.f:image` as `/spec/containers/[name=web]/image`.
-pub fn describe_field_path(path: &str) -> String {
-    let mut out = String::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        // Elements are separated by `.`, but keys and values are JSON that may contain dots.
-        let (element, tail) = match rest.get(..2) {
-            Some("k:") | Some("v:") => {
-                let mut depth = 0i32;
-                let mut in_string = false;
-                let mut escaped = false;
-                let mut end = rest.len();
-                for (i, c) in rest.char_indices().skip(2) {
-                    match c {
-                        _ if escaped => escaped = false,
-                        '\\' if in_string => escaped = true,
-                        '"' => in_string = !in_string,
-                        '{' | '[' if !in_string => depth += 1,
-                        '}' | ']' if !in_string => depth -= 1,
-                        '.' if !in_string && depth == 0 => {
-                            end = i;
-                            break;
-                        }
-                        _ => {}
-                    }
-                }
-                (&rest[..end], rest.get(end + 1..).unwrap_or_default())
-            }
-            // A field name may hold dots (`f:receipt.html`): the element ends at the dot that
-            // starts the next element.
-            _ => match (1..rest.len()).find(|&i| {
-                rest.as_bytes()[i] == b'.'
-                    && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
-            }) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, ""),
-            },
-        };
-        rest = tail;
-        out.push('/');
-        match element.split_at_checked(2) {
-            Some(("f:", name)) => out.push_str(&name.replace('~', "~0").replace('/', "~1")),
-            Some(("i:", index)) => out.push_str(index),
-            Some(("v:", value)) => out.push_str(&format!("[{value}]")),
-            Some(("k:", key)) => {
-                let fields: Vec<String> = serde_json::from_str::<Map<String, Value>>(key)
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| match v {
-                                Value::String(s) => format!("{k}={s}"),
-                                other => format!("{k}={other}"),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_else(|_| vec![key.to_string()]);
-                out.push_str(&format!("[{}]", fields.join(",")));
-            }
-            _ => out.push_str(element),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -1725,24 +1386,6 @@ mod tests {
             Some(shadowed)
         )
         .is_empty());
-    }
-
-    #[test]
-    fn field_paths_are_described_as_json_pointers_with_keyed_items() {
-        assert_eq!(
-            describe_field_path("f:spec.f:containers.k:{\"name\":\"web.1\"}.f:ports.k:{\"containerPort\":80,\"protocol\":\"TCP\"}.f:protocol"),
-            "/spec/containers/[name=web.1]/ports/[containerPort=80,protocol=TCP]/protocol"
-        );
-        assert_eq!(describe_field_path("f:data.f:greeting"), "/data/greeting");
-        // Names with dots and slashes (a ConfigMap key, an annotation): one segment each.
-        assert_eq!(
-            describe_field_path("f:data.f:receipt.html"),
-            "/data/receipt.html"
-        );
-        assert_eq!(
-            describe_field_path("f:metadata.f:annotations.f:meta.helm.sh/release-name"),
-            "/metadata/annotations/meta.helm.sh~1release-name"
-        );
     }
 
     #[test]
@@ -2006,37 +1649,5 @@ mod tests {
             &[],
         );
         assert_eq!(drift.len(), 2, "{drift:?}");
-    }
-
-    #[test]
-    fn owned_fields_read_as_fields_v1() {
-        let schema = schema();
-        let chart = Tree::from(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "labels": {"app": "web"}},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"spec": {
-                "containers": [{"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]}],
-                "volumes": [{"name": "tmp", "emptyDir": {}}]}}}}));
-        let owned = owned_fields(
-            &schema,
-            schema.root_or_deduced("apps/v1", "Deployment"),
-            &chart,
-        );
-        let helm = parse_fields_v1(&json!({
-            "f:metadata": {"f:labels": {"f:app": {}}},
-            "f:spec": {"f:selector": {}, "f:template": {"f:spec": {
-                "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {},
-                    "f:ports": {"k:{\"protocol\":\"TCP\",\"containerPort\":80}": {".": {}, "f:containerPort": {}}}}},
-                "f:volumes": {"k:{\"name\":\"tmp\"}": {".": {}, "f:name": {}}}}}}}));
-        assert_eq!(owned, helm);
-        // Kubernetes 1.20 lists no empty struct; helm-locker still locks its presence.
-        let presence = presence_locks(
-            &schema,
-            schema.root_or_deduced("apps/v1", "Deployment"),
-            &chart,
-        );
-        assert_eq!(
-            presence.into_iter().collect::<Vec<_>>(),
-            ["f:spec.f:template.f:spec.f:volumes.k:{\"name\":\"tmp\"}.f:emptyDir"]
-        );
     }
 }

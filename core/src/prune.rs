@@ -235,9 +235,9 @@ impl ApplyEntry<'_> {
         )
     }
 
-    pub fn field_set(&self) -> crate::ownership::FieldSet {
+    pub fn field_set(&self) -> crate::fields_v1::FieldSet {
         serde_json::from_str::<Value>(self.fields)
-            .map(|v| crate::ownership::parse_fields_v1(&v))
+            .map(|v| crate::fields_v1::parse_fields_v1(&v))
             .unwrap_or_default()
     }
 }

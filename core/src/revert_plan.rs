@@ -126,11 +126,11 @@ pub fn attribution(
     schema: &Schema,
     object: &LockedObject,
     live: &Value,
-) -> Option<crate::ownership::Attribution> {
+) -> Option<crate::fields_v1::Attribution> {
     let release = &object.release;
     let applied = applied_object(&object.content(), (&release.name, &release.namespace));
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    let mut attribution = crate::ownership::compare_attribution(schema, root, &applied, live)?;
+    let mut attribution = crate::fields_v1::compare_attribution(schema, root, &applied, live)?;
     if !attribution.extra.is_empty() {
         let others = others_fields(live, &attribution.manager);
         attribution
@@ -143,8 +143,8 @@ pub fn attribution(
 /// What the managedFields entries but Helm's `Apply` entry (of `helm`) own: every field, and
 /// the leaves among them (a scalar, or an atomic value with all inside it).
 struct OthersFields {
-    all: crate::ownership::FieldSet,
-    leaves: crate::ownership::FieldSet,
+    all: crate::fields_v1::FieldSet,
+    leaves: crate::fields_v1::FieldSet,
 }
 
 fn others_fields(live: &Value, helm: &str) -> OthersFields {
@@ -166,7 +166,7 @@ fn others_fields(live: &Value, helm: &str) -> OthersFields {
         let Some(fields) = entry.get("fieldsV1") else {
             continue;
         };
-        let set = crate::ownership::parse_fields_v1(fields);
+        let set = crate::fields_v1::parse_fields_v1(fields);
         for path in &set {
             let below = format!("{path}.");
             let parent = set
@@ -195,7 +195,7 @@ fn owned_by(others: &OthersFields, path: &str) -> bool {
     })
 }
 
-/// The elements of a [`crate::ownership::FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
+/// The elements of a [`crate::fields_v1::FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
 /// separated by `.`, though keys and values are JSON that may hold dots, and so may field names
 /// (`f:receipt.html`).
 fn field_path_elements(path: &str) -> Vec<&str> {
@@ -747,7 +747,7 @@ mod tests {
     /// The web Deployment as the API server stores it after Helm's apply (`python`, the SDK's
     /// manager), with Helm's entry exactly what the schema says Helm owns, and the entries
     /// `others` (manager, fieldsV1).
-    fn applied_deployment(helm: &crate::ownership::FieldSet, others: &[(&str, Value)]) -> Value {
+    fn applied_deployment(helm: &crate::fields_v1::FieldSet, others: &[(&str, Value)]) -> Value {
         let deploy = &objects()[0];
         let mut live = desired_object(deploy, None, &[]);
         live["metadata"]["resourceVersion"] = json!("42");
@@ -761,11 +761,11 @@ mod tests {
         live
     }
 
-    fn helm_owns() -> crate::ownership::FieldSet {
+    fn helm_owns() -> crate::fields_v1::FieldSet {
         let deploy = &objects()[0];
         let schema = Schema::builtin();
         let applied = applied_object(&deploy.content(), ("shop", "shop"));
-        crate::ownership::owned_fields(
+        crate::fields_v1::owned_fields(
             &schema,
             schema.root_or_deduced("apps/v1", "Deployment"),
             &applied,
@@ -798,7 +798,7 @@ mod tests {
         live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.27");
         assert!(check(&live).matches(), "{:?}", check(&live));
         // The comparison without the other managers' entries is what used to be counted.
-        let bare = crate::ownership::attribution_of(
+        let bare = crate::fields_v1::attribution_of(
             &schema,
             schema.root_or_deduced("apps/v1", "Deployment"),
             &applied_object(&deploy.content(), ("shop", "shop")),
@@ -837,7 +837,7 @@ mod tests {
 
     #[test]
     fn an_atomic_value_above_a_field_makes_it_the_other_managers() {
-        let mut all = crate::ownership::FieldSet::new();
+        let mut all = crate::fields_v1::FieldSet::new();
         all.insert("f:spec.f:selector".to_string());
         all.insert("f:metadata.f:labels".to_string());
         all.insert("f:metadata.f:labels.f:team".to_string());

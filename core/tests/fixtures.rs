@@ -599,7 +599,8 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
 /// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
 #[test]
 fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
-    use helm_locker_core::ownership::{applied_object, attribution_of, helm_fields};
+    use helm_locker_core::fields_v1::{attribution_of, helm_fields};
+    use helm_locker_core::ownership::applied_object;
     use helm_locker_core::schema::Schema;
     let schema = Schema::builtin();
     let mut index = Index::new();

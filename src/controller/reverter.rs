@@ -551,7 +551,7 @@ impl Reverter {
         live: &Value,
     ) {
         // Re-compared only when Helm's entry changes (a new apply), not on every status update.
-        let Some((_, fields)) = crate::ownership::helm_fields(live, None) else {
+        let Some((_, fields)) = crate::fields_v1::helm_fields(live, None) else {
             return;
         };
         let stamp = fields.to_string();
