@@ -537,7 +537,7 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::
         let data = by_name
             .get(&(state.key.namespace.clone(), name.clone()))
             .or_else(|| by_name.get(&(String::new(), name)));
-        if let Some(files) = data.and_then(|d| crate::release::decode_chart_files(d).ok()) {
+        if let Some(files) = data.and_then(|d| crate::chart::decode_chart_files(d).ok()) {
             charts.insert((state.key.clone(), revision), files);
         }
     }
@@ -604,7 +604,7 @@ fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::decide::Decisi
     let files = files::release_files(releases).ok().and_then(|found| {
         found.iter().find_map(|file| {
             let text = std::fs::read_to_string(file).ok()?;
-            crate::release::find_chart_files(&text, &locked.release, locked.revision)
+            crate::chart::find_chart_files(&text, &locked.release, locked.revision)
         })
     });
     if let Some(files) = files {

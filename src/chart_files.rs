@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
+use crate::chart::ChartFiles;
 use crate::confirm::BoxFuture;
 use crate::index::ReleaseKey;
-use crate::release::ChartFiles;
 
 /// Where a revision's chart files come from: the API server, or the release folder.
 pub trait ReadChartFiles: Send + Sync {
@@ -46,7 +46,7 @@ impl ReadChartFiles for KubeChartFiles {
             // A client hands `data` over with the Secret's base64 undone: Helm's layer remains.
             let helm_layer = data.0.clone();
             tokio::task::spawn_blocking(move || {
-                crate::release::decode_chart_files_payload(&helm_layer)
+                crate::chart::decode_chart_files_payload(&helm_layer)
             })
             .await
             .map_err(|e| e.to_string())?
@@ -75,7 +75,7 @@ impl ReadChartFiles for FolderChartFiles {
                     crate::source::files::release_files(&[dir]).map_err(|e| e.to_string())?;
                 Ok(files.iter().find_map(|file| {
                     let text = std::fs::read_to_string(file).ok()?;
-                    crate::release::find_chart_files(&text, &release, revision)
+                    crate::chart::find_chart_files(&text, &release, revision)
                 }))
             })
             .await

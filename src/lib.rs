@@ -10,8 +10,8 @@
 #![deny(unsafe_code)]
 
 pub use helm_locker_core::{
-    decide, exception, fields_v1, index, inspect, interning, kinds, manifest, ownership, policy,
-    quantity, release, revert_plan, review, schema, trace, tree, yaml,
+    chart, decide, exception, fields_v1, index, inspect, interning, kinds, manifest, ownership,
+    policy, quantity, release, revert_plan, review, schema, trace, tree, yaml,
 };
 
 pub mod app;

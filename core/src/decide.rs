@@ -97,7 +97,7 @@ impl Locked {
     /// Appends where the chart (`files`, of this revision) sets each changed field and the
     /// `helm upgrade --set` that changes it ([`crate::trace::advice`]). A Secret's values stay
     /// out of the command.
-    pub fn add_chart_advice(&mut self, files: &crate::release::ChartFiles) {
+    pub fn add_chart_advice(&mut self, files: &crate::chart::ChartFiles) {
         let target = &self.target;
         let hide_values = target.api_version == "v1" && target.kind == "Secret";
         if let Some(advice) = crate::trace::advice(

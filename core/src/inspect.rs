@@ -4,8 +4,9 @@ use serde::Serialize;
 
 use std::collections::BTreeMap;
 
+use crate::chart::ChartFiles;
 use crate::index::Index;
-use crate::release::{ChartFiles, ReleaseKey};
+use crate::release::ReleaseKey;
 
 /// The chart files of the revisions at hand (read from the same release files), by release and
 /// revision: with them each object says which template renders it and which values it reads.

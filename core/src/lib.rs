@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod chart;
 pub mod decide;
 pub mod exception;
 pub mod fields_v1;

@@ -204,84 +204,13 @@ pub fn decode_data_release(value: &str) -> Result<Release, DecodeError> {
     decode_helm_payload(&helm_layer)
 }
 
-/// What a release keeps of its chart besides the manifest: the templates, for tracing a field
-/// to its values key ([`crate::trace`]). Decoded on demand (a denial, `review --explain`), never
-/// kept in the index.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ChartFiles {
-    /// The chart's name (`metadata.name`).
-    pub chart: String,
-    pub manifest: String,
-    /// By name as Helm stores them: `templates/deployment.yaml`.
-    pub templates: crate::trace::Templates,
-}
-
-/// The chart files of a Secret's `data.release` value (both base64 layers).
-pub fn decode_chart_files(data_release: &str) -> Result<ChartFiles, DecodeError> {
-    let helm_layer =
-        decode_base64(data_release.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
-    decode_chart_files_payload(&helm_layer)
-}
-
-/// The chart files of Helm's own encoding (what a Secret's `data.release` holds once the
-/// Secret's base64 is undone, as a Kubernetes client hands it over).
-pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, DecodeError> {
-    let json = helm_payload_json(helm_base64)?;
-    #[derive(Deserialize)]
-    struct Raw {
-        chart: Option<RawChartFiles>,
-        manifest: Option<String>,
-        /// The release's user-supplied values.
-        config: Option<Value>,
-    }
-    #[derive(Deserialize)]
-    struct RawChartFiles {
-        metadata: Option<RawChartMetadata>,
-        #[serde(default)]
-        templates: Vec<RawFile>,
-        /// The chart's default values.
-        values: Option<Value>,
-    }
-    #[derive(Deserialize)]
-    struct RawFile {
-        name: String,
-        #[serde(default)]
-        data: String,
-    }
-    let raw: Raw =
-        serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
-    let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
-    let mut templates: crate::trace::Templates = chart
-        .templates
-        .into_iter()
-        .filter_map(|f| {
-            let text = String::from_utf8(decode_base64(f.data.as_bytes())?).ok()?;
-            Some((f.name, text))
-        })
-        .collect();
-    // The values, so that a values-key hint can be checked against them (trace.rs).
-    for (name, values) in [
-        (crate::trace::CHART_VALUES, chart.values),
-        (crate::trace::RELEASE_CONFIG, raw.config),
-    ] {
-        if let Some(values) = values.filter(|v| !v.is_null()) {
-            templates.insert(name.to_string(), values.to_string());
-        }
-    }
-    Ok(ChartFiles {
-        chart: chart.metadata.and_then(|m| m.name).unwrap_or_default(),
-        manifest: raw.manifest.unwrap_or_default(),
-        templates,
-    })
-}
-
 /// Decodes Helm's own encoding: base64 of (optionally gzipped) JSON.
 pub fn decode_helm_payload(helm_base64: &[u8]) -> Result<Release, DecodeError> {
     decode_release_json(&helm_payload_json(helm_base64)?)
 }
 
 /// The release JSON inside Helm's encoding.
-fn helm_payload_json(helm_base64: &[u8]) -> Result<Vec<u8>, DecodeError> {
+pub(crate) fn helm_payload_json(helm_base64: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let bytes = decode_base64(helm_base64).ok_or(DecodeError::NotBase64(Layer::Helm))?;
     let json = if bytes.starts_with(&GZIP_MAGIC) {
         let mut out = Vec::with_capacity(bytes.len() * 4);
@@ -299,7 +228,7 @@ fn helm_payload_json(helm_base64: &[u8]) -> Result<Vec<u8>, DecodeError> {
     Ok(json)
 }
 
-fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
     let engine = &base64::engine::general_purpose::STANDARD;
     match engine.decode(input) {
         Ok(bytes) => Some(bytes),
@@ -341,8 +270,8 @@ struct RawChart {
 }
 
 #[derive(Deserialize)]
-struct RawChartMetadata {
-    name: Option<String>,
+pub(crate) struct RawChartMetadata {
+    pub(crate) name: Option<String>,
     version: Option<String>,
 }
 
@@ -458,26 +387,6 @@ pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
         collect_secrets(&doc, &mut out)?;
     }
     Ok(out)
-}
-
-/// The chart files of revision `revision` of `release` in a release file (as
-/// [`parse_release_file`] reads it); `None` when the file does not hold it.
-pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Option<ChartFiles> {
-    let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
-    release_data(text).into_iter().find_map(|entry| {
-        let matches = match &entry.secret {
-            Some(secret) => {
-                secret.name == secret_name
-                    && (secret.namespace.is_empty() || secret.namespace == release.namespace)
-            }
-            None => decode_data_release(&entry.data).is_ok_and(|r| {
-                r.name == release.name && r.namespace == release.namespace && r.revision == revision
-            }),
-        };
-        matches
-            .then(|| decode_chart_files(&entry.data).ok())
-            .flatten()
-    })
 }
 
 /// A release Secret's `data.release` value in a release file, undecoded.

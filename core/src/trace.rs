@@ -31,6 +31,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::chart::{ChartFiles, Templates, CHART_VALUES, RELEASE_CONFIG};
+
 /// Where a field of a rendered object was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {
@@ -52,19 +54,6 @@ impl std::fmt::Display for Trace {
         }
     }
 }
-
-/// The chart's templates by name as Helm stores them (`templates/deployment.yaml`,
-/// `templates/_helpers.tpl`). Read from a release, it also holds the chart's default values
-/// ([`CHART_VALUES`]) and the release's config ([`RELEASE_CONFIG`]) as JSON: names no
-/// template has (Helm's all start with `templates/`).
-pub type Templates = BTreeMap<String, String>;
-
-/// The name under which [`Templates`] holds the chart's default values (`chart.values` of
-/// the release JSON), as JSON.
-pub const CHART_VALUES: &str = "(release)/chart.values.json";
-/// The name under which [`Templates`] holds the release's user-supplied values (`config`),
-/// as JSON.
-pub const RELEASE_CONFIG: &str = "(release)/config.json";
 
 /// Traces `path` (a JSON pointer into the object, `/spec/replicas`; list items by index or as
 /// `[name=web]`) in the template `source` (the manifest's `# Source:`, which starts with the
@@ -277,7 +266,7 @@ fn rendered_object(manifest: &str, kind: &str, name: &str) -> Option<(String, Va
 /// way: helm upgrade shop <chart> -n shop --reuse-values --set web.replicas=7`. `None` when
 /// nothing could be traced. `hide_values` (a Secret) leaves the values out of the command.
 pub fn advice(
-    files: &crate::release::ChartFiles,
+    files: &ChartFiles,
     release: &crate::release::ReleaseKey,
     kind: &str,
     name: &str,
@@ -1630,7 +1619,7 @@ spec:
     #[test]
     fn advice_names_the_keys_and_gives_the_upgrade() {
         let manifest = "---\n# Source: shop/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n";
-        let files = crate::release::ChartFiles {
+        let files = crate::chart::ChartFiles {
             chart: "shop".into(),
             manifest: manifest.into(),
             templates: shop(),
@@ -1687,8 +1676,8 @@ spec:
             .as_array()
             .and_then(|items| items.last())
             .unwrap_or(&secrets);
-        let files = crate::release::decode_chart_files(secret["data"]["release"].as_str().unwrap())
-            .unwrap();
+        let files =
+            crate::chart::decode_chart_files(secret["data"]["release"].as_str().unwrap()).unwrap();
         assert_eq!(files.chart, "shop");
         // The release's values come along, and the hints below are checked against them.
         assert!(files.templates.contains_key(CHART_VALUES));

@@ -7,10 +7,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{lock_state, Live};
+use crate::chart::ChartFiles;
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
 use crate::policy::Config;
-use crate::release::ChartFiles;
 use crate::revert_plan;
 use crate::schema::Schema;
 

@@ -1,0 +1,117 @@
+//! A release's chart files: what Helm keeps of the chart besides the manifest (the templates,
+//! the chart's default values and the release's config), read from a release on demand.
+//!
+//! The files are decoded with [`crate::release`]'s reading of Helm's storage format, and
+//! [`crate::trace`] follows a field to its values key in them: release.rs knows nothing of chart
+//! files, and trace.rs takes them from here, not from release.rs.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::release::{
+    decode_base64, decode_data_release, describe_json_error, helm_payload_json, release_data,
+    DecodeError, Layer, RawChartMetadata, ReleaseKey,
+};
+
+/// The chart's templates by name as Helm stores them (`templates/deployment.yaml`,
+/// `templates/_helpers.tpl`). Read from a release, it also holds the chart's default values
+/// ([`CHART_VALUES`]) and the release's config ([`RELEASE_CONFIG`]) as JSON: names no
+/// template has (Helm's all start with `templates/`).
+pub type Templates = BTreeMap<String, String>;
+
+/// The name under which [`Templates`] holds the chart's default values (`chart.values` of
+/// the release JSON), as JSON.
+pub const CHART_VALUES: &str = "(release)/chart.values.json";
+/// The name under which [`Templates`] holds the release's user-supplied values (`config`),
+/// as JSON.
+pub const RELEASE_CONFIG: &str = "(release)/config.json";
+
+/// What a release keeps of its chart besides the manifest: the templates, for tracing a field
+/// to its values key ([`crate::trace`]). Decoded on demand (a denial, `review --explain`), never
+/// kept in the index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChartFiles {
+    /// The chart's name (`metadata.name`).
+    pub chart: String,
+    pub manifest: String,
+    /// By name as Helm stores them: `templates/deployment.yaml`.
+    pub templates: Templates,
+}
+
+/// The chart files of a Secret's `data.release` value (both base64 layers).
+pub fn decode_chart_files(data_release: &str) -> Result<ChartFiles, DecodeError> {
+    let helm_layer =
+        decode_base64(data_release.as_bytes()).ok_or(DecodeError::NotBase64(Layer::Secret))?;
+    decode_chart_files_payload(&helm_layer)
+}
+
+/// The chart files of Helm's own encoding (what a Secret's `data.release` holds once the
+/// Secret's base64 is undone, as a Kubernetes client hands it over).
+pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, DecodeError> {
+    let json = helm_payload_json(helm_base64)?;
+    #[derive(Deserialize)]
+    struct Raw {
+        chart: Option<RawChartFiles>,
+        manifest: Option<String>,
+        /// The release's user-supplied values.
+        config: Option<Value>,
+    }
+    #[derive(Deserialize)]
+    struct RawChartFiles {
+        metadata: Option<RawChartMetadata>,
+        #[serde(default)]
+        templates: Vec<RawFile>,
+        /// The chart's default values.
+        values: Option<Value>,
+    }
+    #[derive(Deserialize)]
+    struct RawFile {
+        name: String,
+        #[serde(default)]
+        data: String,
+    }
+    let raw: Raw =
+        serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
+    let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
+    let mut templates: Templates = chart
+        .templates
+        .into_iter()
+        .filter_map(|f| {
+            let text = String::from_utf8(decode_base64(f.data.as_bytes())?).ok()?;
+            Some((f.name, text))
+        })
+        .collect();
+    // The values, so that a values-key hint can be checked against them (trace.rs).
+    for (name, values) in [(CHART_VALUES, chart.values), (RELEASE_CONFIG, raw.config)] {
+        if let Some(values) = values.filter(|v| !v.is_null()) {
+            templates.insert(name.to_string(), values.to_string());
+        }
+    }
+    Ok(ChartFiles {
+        chart: chart.metadata.and_then(|m| m.name).unwrap_or_default(),
+        manifest: raw.manifest.unwrap_or_default(),
+        templates,
+    })
+}
+
+/// The chart files of revision `revision` of `release` in a release file (as
+/// [`parse_release_file`] reads it); `None` when the file does not hold it.
+pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Option<ChartFiles> {
+    let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
+    release_data(text).into_iter().find_map(|entry| {
+        let matches = match &entry.secret {
+            Some(secret) => {
+                secret.name == secret_name
+                    && (secret.namespace.is_empty() || secret.namespace == release.namespace)
+            }
+            None => decode_data_release(&entry.data).is_ok_and(|r| {
+                r.name == release.name && r.namespace == release.namespace && r.revision == revision
+            }),
+        };
+        matches
+            .then(|| decode_chart_files(&entry.data).ok())
+            .flatten()
+    })
+}
