@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::fields_v1::describe_field_path;
+use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
     cross_version_changes, duplicate_keys, helm_metadata_changes, locked_changes,
     locked_changes_at, repair_patch, stored_form, Change,
