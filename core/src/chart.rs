@@ -97,7 +97,7 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
 }
 
 /// The chart files of revision `revision` of `release` in a release file (as
-/// [`parse_release_file`] reads it); `None` when the file does not hold it.
+/// [`crate::release::parse_release_file`] reads it); `None` when the file does not hold it.
 pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Option<ChartFiles> {
     let secret_name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
     release_data(text).into_iter().find_map(|entry| {
