@@ -409,7 +409,7 @@ pub fn decide(
     };
     let lock = match Lock::of(index, config, request, object, door) {
         Ok(lock) => lock,
-        Err(allowed) => return Ok(Decision::Allow(allowed)),
+        Err(allowed) => return Ok(Decision::Allow(*allowed)),
     };
     if request.operation == Operation::Delete || door.evict {
         return Ok(lock.delete());
@@ -478,39 +478,39 @@ impl<'a> Lock<'a> {
         request: &'a Request<'a>,
         object: &'a std::sync::Arc<LockedObject>,
         door: Door,
-    ) -> Result<Lock<'a>, Allowed> {
+    ) -> Result<Lock<'a>, Box<Allowed>> {
         let release = ReleaseKey::clone(&object.release);
         let newest = index
             .release(&release)
             .and_then(|state| state.newest())
-            .ok_or(Allowed::NotOwned)?;
+            .ok_or_else(|| Box::new(Allowed::NotOwned))?;
         if newest.status.is_helm_at_work() {
-            return Err(Allowed::HelmAtWork {
+            return Err(Box::new(Allowed::HelmAtWork {
                 release,
                 status: newest.status,
                 confirmed: false,
-            });
+            }));
         }
         if !newest.status.locks() {
             let reason = format!(
                 "its newest revision {} is {}",
                 newest.revision, newest.status
             );
-            return Err(Allowed::NotLocked { release, reason });
+            return Err(Box::new(Allowed::NotLocked { release, reason }));
         }
         let policy = config.policy(&release, &newest.labels, index.registration(&release));
         if policy.mode == Mode::Off {
-            return Err(Allowed::NotLocked {
+            return Err(Box::new(Allowed::NotLocked {
                 release,
                 reason: policy.unlocked_because,
-            });
+            }));
         }
         let user = &request.user_info;
         if policy.exempts(&user.username, &user.groups) {
-            return Err(Allowed::Exempt {
+            return Err(Box::new(Allowed::Exempt {
                 release,
                 user: user.username.to_string(),
-            });
+            }));
         }
         // The object proves its owner: only an object that carries the release's annotations
         // is the release's (Helm's own rule for adoption). A CREATE has no stored object: the
@@ -528,7 +528,7 @@ impl<'a> Lock<'a> {
                 && request.namespace() == Some(release.namespace.as_str())
                 && object.namespace.is_some();
             if !in_own_namespace && !names_release(stored, &release) {
-                return Err(Allowed::Unproven { release });
+                return Err(Box::new(Allowed::Unproven { release }));
             }
             OwnerProof::Shown
         };
