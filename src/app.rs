@@ -47,10 +47,15 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
-    /// Print the HelmRelease CustomResourceDefinition (helm.cattle.io/v1alpha1) as YAML.
+    /// Print the HelmRelease CustomResourceDefinition (helm.cattle.io/v1alpha1) as YAML, or
+    /// with --lock-exception the LockException one (helm-locker.io/v1alpha1).
     ///
-    /// The chart ships the same file: charts/helm-locker/crds/helmreleases.helm.cattle.io.yaml.
-    Crd,
+    /// The chart ships the same files under charts/helm-locker/crds/.
+    Crd {
+        /// The LockException CRD (time-boxed exceptions to the lock).
+        #[arg(long)]
+        lock_exception: bool,
+    },
     /// Decide one AdmissionReview offline, exactly as the server would, and print the response.
     ///
     /// Exit status is 0 for allow and deny alike; non-zero only when the input is unusable.
@@ -212,6 +217,16 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_RECREATE", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     recreate: bool,
+    /// Honour LockExceptions (helm-locker.io/v1alpha1, `helm-locker crd --lock-exception`):
+    /// time-boxed, audited openings of a release of the exception's own namespace to named
+    /// users or groups. Needs the CRD installed and list/watch on lockexceptions.
+    #[arg(long, env = "HELM_LOCKER_LOCK_EXCEPTIONS", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    lock_exceptions: bool,
+    /// The longest a LockException stays open from its creation, whatever its `until` says
+    /// (30m, 4h, 1d).
+    #[arg(long, env = "HELM_LOCKER_EXCEPTION_MAX_DURATION", default_value = "1d", value_parser = duration)]
+    exception_max_duration: std::time::Duration,
     /// Record every denial, warning and repair as a Warning Event on the object (who, which
     /// paths), at most one per object, reason and user every 30 s; dry runs are not recorded.
     /// Needs create and patch on events.
@@ -321,8 +336,12 @@ pub fn main() -> ExitCode {
         Command::Kubectl(args) => return crate::plugin::run(args),
         Command::Serve(args) => run_serve(*args),
         Command::Inspect { paths, output } => run_inspect(&paths, output),
-        Command::Crd => {
-            print!("{}", crate::crd::crd_yaml());
+        Command::Crd { lock_exception } => {
+            if lock_exception {
+                print!("{}", crate::lock_exception::crd_yaml());
+            } else {
+                print!("{}", crate::crd::crd_yaml());
+            }
             Ok(())
         }
         Command::Review {
@@ -733,6 +752,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         shutdown_grace: args.shutdown_grace,
         controller: Some(controller),
         events: args.events,
+        lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
     })
 }
 

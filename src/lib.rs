@@ -22,6 +22,7 @@ pub mod confirm;
 pub mod controller;
 pub mod crd;
 pub mod index_store;
+pub mod lock_exception;
 pub mod metrics;
 pub mod plugin;
 pub mod readiness;

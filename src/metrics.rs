@@ -57,6 +57,9 @@ pub struct Metrics {
     pub unproven_claims_allowed: Counter,
     pub unproven_objects: Gauge,
     pub missing_objects: Gauge,
+    pub exceptions_open: Gauge,
+    pub exception_longest_open_seconds: Gauge,
+    pub exceptions_used: Counter,
 }
 
 impl Default for Metrics {
@@ -173,6 +176,24 @@ impl Metrics {
             "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
             missing_objects.clone(),
         );
+        let exceptions_open = Gauge::default();
+        registry.register(
+            "exceptions_open",
+            "LockExceptions open now (each opens a release, or objects or paths of it, to named users until a time)",
+            exceptions_open.clone(),
+        );
+        let exception_longest_open_seconds = Gauge::default();
+        registry.register(
+            "exception_longest_open_seconds",
+            "How long the longest-open LockException has been open (0 when none is)",
+            exception_longest_open_seconds.clone(),
+        );
+        let exceptions_used = Counter::default();
+        registry.register(
+            "exceptions_used",
+            "Writes to locked objects let through by an open LockException (each is also an Event naming it, the user and the reason)",
+            exceptions_used.clone(),
+        );
         let watch_restarts = Counter::default();
         registry.register(
             "watch_restarts",
@@ -233,6 +254,9 @@ impl Metrics {
             unproven_claims_allowed,
             unproven_objects,
             missing_objects,
+            exceptions_open,
+            exception_longest_open_seconds,
+            exceptions_used,
             admissions,
             admission_seconds,
             bad_requests,

@@ -84,6 +84,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         shutdown_grace: Duration::from_secs(2),
         controller: None,
         events: false,
+        lock_exceptions: None,
     };
     let server = BoundServer::bind(settings).await.unwrap();
     let addr = server.addr;

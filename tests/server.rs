@@ -89,6 +89,7 @@ async fn start(config: Config) -> Running {
         shutdown_grace: Duration::from_secs(5),
         controller: None,
         events: false,
+        lock_exceptions: None,
     };
     let server = BoundServer::bind(settings).await.unwrap();
     let (addr, admin) = (server.addr, server.admin_addr);

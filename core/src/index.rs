@@ -146,6 +146,28 @@ impl Index {
             .collect()
     }
 
+    /// What the reverter leaves alone in `object` at `now`: the ignore rules, and the paths
+    /// open LockExceptions give to their users (`""`, the whole object, when one opens every
+    /// path).
+    pub fn left_alone(
+        &self,
+        config: &crate::policy::Config,
+        object: &LockedObject,
+        now: i64,
+    ) -> Vec<String> {
+        let mut paths = self.ignored_paths(config, object);
+        for exception in self.exceptions(&object.release) {
+            if exception.is_open(now) {
+                paths.extend(
+                    exception
+                        .open_paths(&object.kind, &object.name)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        paths
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

@@ -292,8 +292,11 @@ impl Reverter {
             }
             for state in index.releases() {
                 let before = previous.release(&state.key);
+                // A LockException that opens or closes changes what is left alone: when one
+                // closes, the drift it left behind is reverted.
                 let changed = before.is_none_or(|b| !Arc::ptr_eq(b, state))
-                    || previous.registration(&state.key) != index.registration(&state.key);
+                    || previous.registration(&state.key) != index.registration(&state.key)
+                    || previous.exceptions(&state.key) != index.exceptions(&state.key);
                 if !changed {
                     continue;
                 }
@@ -468,7 +471,7 @@ impl Reverter {
         }
         let schema = self.schema.load();
         self.check_attribution(&schema, locked, &live);
-        let ignore = index.ignored_paths(&self.config, locked);
+        let ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         if !revert_plan::drift(&schema, locked, &live, &ignore).is_empty() {
             let _ = tx.send(Job {
@@ -792,7 +795,10 @@ impl Reverter {
                 return Err(Failure::Error(stale.error.clone()));
             }
         }
-        let ignore = index.ignored_paths(&self.config, &object);
+        let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
+        if ignore.iter().any(String::is_empty) {
+            return Ok(Outcome::Skipped("opened by a LockException"));
+        }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let changes = match &live_json {
             Some(live) if !self.observe(&object, live) => {

@@ -43,7 +43,15 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                 .flat_map(|s| s.objects.iter().flatten().cloned())
                 .collect();
             let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
-            let report = status::status(&index, &config, &schema, &live);
+            let mut index = index;
+            index.replace_exceptions(lock_exceptions(&client, scope).await);
+            let report = status::status(
+                &index,
+                &config,
+                &schema,
+                &live,
+                crate::lock_exception::now(),
+            );
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -65,6 +73,78 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             let report = diff::diff(&index, &config, &schema, &live);
             print(target.output, &report, diff::render_text)?;
             Ok(ExitCode::from(report.exit_status()))
+        }
+        PluginCommand::Unlock {
+            release,
+            duration,
+            reason,
+            users,
+            groups,
+            objects,
+            paths,
+        } => {
+            if users.is_empty() && groups.is_empty() {
+                return Err("name whom it opens the release to: --user or --group".into());
+            }
+            let until = std::time::SystemTime::now() + duration;
+            let spec = crate::lock_exception::LockExceptionSpec {
+                release: release.clone(),
+                until: humantime::format_rfc3339_seconds(until).to_string(),
+                reason,
+                users,
+                groups,
+                objects: objects
+                    .iter()
+                    .map(|o| match o.split_once('/') {
+                        Some((kind, name)) => crate::lock_exception::ObjectSpec {
+                            kind: Some(kind.to_string()),
+                            name: name.to_string(),
+                        },
+                        None => crate::lock_exception::ObjectSpec {
+                            kind: None,
+                            name: o.clone(),
+                        },
+                    })
+                    .collect(),
+                paths,
+            };
+            let mut lock_exception = crate::lock_exception::LockException::new("", spec);
+            lock_exception.metadata.name = None;
+            lock_exception.metadata.generate_name = Some(format!("unlock-{release}-"));
+            // Checked as the locker will read it, before it is created.
+            let probe = crate::lock_exception::LockException {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("probe".into()),
+                    namespace: Some(namespace.clone()),
+                    ..Default::default()
+                },
+                spec: lock_exception.spec.clone(),
+            };
+            crate::lock_exception::exception(
+                &probe,
+                duration + std::time::Duration::from_secs(60),
+            )?;
+            let api: Api<crate::lock_exception::LockException> =
+                Api::namespaced(client.clone(), &namespace);
+            let created = api
+                .create(&kube::api::PostParams::default(), &lock_exception)
+                .await
+                .map_err(|e| format!("cannot create the LockException in {namespace}: {e}"))?;
+            println!(
+                "lockexception.helm-locker.io/{} created: release {namespace}/{release} is open to {} until {} ({}).",
+                created.metadata.name.unwrap_or_default(),
+                created
+                    .spec
+                    .users
+                    .iter()
+                    .cloned()
+                    .chain(created.spec.groups.iter().map(|g| format!("group {g}")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                created.spec.until,
+                humantime::format_duration(duration),
+            );
+            Ok(ExitCode::SUCCESS)
         }
         PluginCommand::Why { object, name } => {
             let (type_, name) = match (object.split_once('/'), name) {
@@ -122,6 +202,31 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
             print(target.output, &report, why::render_text)?;
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The LockExceptions in scope, as the locker reads them (its maximum open time is not known
+/// here: a year). None when the CRD is not installed or not readable.
+async fn lock_exceptions(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Vec<crate::exception::Exception> {
+    use crate::lock_exception::LockException;
+    let api: Api<LockException> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let max = std::time::Duration::from_secs(365 * 24 * 3600);
+    match api.list(&Default::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|le| crate::lock_exception::exception(le, max).ok())
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "LockExceptions not read");
+            Vec::new()
         }
     }
 }

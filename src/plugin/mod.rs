@@ -104,6 +104,35 @@ pub enum PluginCommand {
         /// Only this release (in the namespace of -n, or the context's).
         release: Option<String>,
     },
+    /// Break glass: open RELEASE (in -n NAMESPACE) to the users and groups named, for a while,
+    /// with a reason, by creating a LockException (helm-locker.io/v1alpha1). Needs RBAC to
+    /// create lockexceptions there, and a locker run with --lock-exceptions. Every write it
+    /// lets through is an Event; when it ends the lock is back and the drift is reverted.
+    ///
+    /// Example: kubectl locker unlock shop -n shop --for 30m --reason "INC-42: scale for the
+    /// sale" --user alice --path /spec/replicas --object Deployment/shop-web
+    Unlock {
+        /// The Helm release to open.
+        release: String,
+        /// For how long (30m, 2h; the locker caps it at its --exception-max-duration).
+        #[arg(long = "for", value_parser = humantime::parse_duration)]
+        duration: std::time::Duration,
+        /// Why (shown in the Events of every write it lets through).
+        #[arg(long)]
+        reason: String,
+        /// A user it opens the release to (repeatable).
+        #[arg(long = "user")]
+        users: Vec<String>,
+        /// A group it opens the release to (repeatable).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        /// Only this object, KIND/NAME or NAME (repeatable; default: all of the release's).
+        #[arg(long = "object")]
+        objects: Vec<String>,
+        /// Only this field, a JSON pointer (repeatable; default: all).
+        #[arg(long = "path")]
+        paths: Vec<String>,
+    },
 }
 
 /// `kubectl-locker ...`: the plugin's own command line.

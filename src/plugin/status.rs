@@ -37,10 +37,48 @@ pub struct ReleaseStatus {
 #[derive(Debug, Serialize)]
 pub struct StatusReport {
     pub releases: Vec<ReleaseStatus>,
+    /// LockExceptions open now.
+    pub exceptions: Vec<ExceptionStatus>,
 }
 
-/// Every release of the index (sorted by namespace and name) with its lock state and drift.
-pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects) -> StatusReport {
+/// An open LockException and its time left.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExceptionStatus {
+    /// `namespace/name`.
+    pub name: String,
+    pub release: String,
+    pub users: Vec<String>,
+    pub groups: Vec<String>,
+    /// The paths it opens (all when empty).
+    pub paths: Vec<String>,
+    pub reason: String,
+    pub seconds_left: i64,
+}
+
+/// Every release of the index (sorted by namespace and name) with its lock state and drift,
+/// and the LockExceptions open at `now` (Unix seconds).
+pub fn status(
+    index: &Index,
+    config: &Config,
+    schema: &Schema,
+    live: &LiveObjects,
+    now: i64,
+) -> StatusReport {
+    let exceptions = index
+        .all_exceptions()
+        .into_iter()
+        .filter(|e| e.is_open(now))
+        .map(|e| ExceptionStatus {
+            name: e.name.clone(),
+            release: e.release.to_string(),
+            users: e.users.clone(),
+            groups: e.groups.clone(),
+            paths: e.paths.clone(),
+            reason: e.reason.clone(),
+            seconds_left: e.remaining(now),
+        })
+        .collect();
     let releases = index
         .releases()
         .into_iter()
@@ -82,7 +120,10 @@ pub fn status(index: &Index, config: &Config, schema: &Schema, live: &LiveObject
             }
         })
         .collect();
-    StatusReport { releases }
+    StatusReport {
+        releases,
+        exceptions,
+    }
 }
 
 pub fn render_text(report: &StatusReport) -> String {
@@ -125,7 +166,38 @@ pub fn render_text(report: &StatusReport) -> String {
             r.reason.clone().unwrap_or_default(),
         ]);
     }
-    super::table(&rows)
+    let mut out = super::table(&rows);
+    if !report.exceptions.is_empty() {
+        let mut rows = vec![["EXCEPTION", "RELEASE", "FOR", "PATHS", "LEFT", "REASON"]
+            .map(String::from)
+            .to_vec()];
+        for e in &report.exceptions {
+            let who: Vec<String> = e
+                .users
+                .iter()
+                .cloned()
+                .chain(e.groups.iter().map(|g| format!("group:{g}")))
+                .collect();
+            rows.push(vec![
+                e.name.clone(),
+                e.release.clone(),
+                who.join(","),
+                if e.paths.is_empty() {
+                    "*".into()
+                } else {
+                    e.paths.join(",")
+                },
+                humantime::format_duration(std::time::Duration::from_secs(
+                    e.seconds_left.max(0) as u64
+                ))
+                .to_string(),
+                e.reason.clone(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&super::table(&rows));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -143,6 +215,7 @@ mod tests {
             &Config::default(),
             &schema,
             &live(&index, live_deployment(3, "nginx:1.25")),
+            0,
         );
         let r = &clean.releases[0];
         assert_eq!((r.locked, r.objects, r.drifted_fields), (true, Some(3), 0));
@@ -151,6 +224,7 @@ mod tests {
             &Config::default(),
             &schema,
             &live(&index, live_deployment(7, "nginx:1.27")),
+            0,
         );
         assert_eq!(drifted.releases[0].drifted_fields, 2);
         let text = render_text(&drifted);
@@ -176,6 +250,7 @@ mod tests {
             &Config::default(),
             &Schema::builtin(),
             &live(&index, theirs),
+            0,
         );
         let r = &report.releases[0];
         assert_eq!((r.drifted_fields, r.unproven_objects), (0, 1));
@@ -183,6 +258,44 @@ mod tests {
             render_text(&report).contains("0 (1 not the release's)"),
             "{}",
             render_text(&report)
+        );
+    }
+
+    /// Open LockExceptions are listed with their time left; closed ones are not.
+    #[test]
+    fn open_exceptions_are_listed_with_their_time_left() {
+        let mut index = index(Status::Deployed);
+        let exception = |name: &str, until| crate::exception::Exception {
+            name: format!("shop/{name}"),
+            release: crate::index::ReleaseKey::new("shop", "shop"),
+            users: vec!["oncall".into()],
+            groups: vec!["sre".into()],
+            objects: vec![],
+            paths: vec!["/spec/replicas".into()],
+            reason: "INC-42".into(),
+            opened: 0,
+            until,
+        };
+        index.replace_exceptions([exception("open", 1_800), exception("closed", 500)]);
+        let report = status(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &LiveObjects::new(),
+            600,
+        );
+        assert_eq!(report.exceptions.len(), 1);
+        assert_eq!(
+            (
+                report.exceptions[0].name.as_str(),
+                report.exceptions[0].seconds_left
+            ),
+            ("shop/open", 1_200)
+        );
+        let text = render_text(&report);
+        assert!(
+            text.contains("shop/open  shop/shop  oncall,group:sre  /spec/replicas  20m   INC-42"),
+            "{text}"
         );
     }
 
@@ -196,7 +309,7 @@ mod tests {
             let index = index(status_now);
             let mut objects = live(&index, live_deployment(3, "nginx:1.25"));
             objects.retain(|id, _| id.kind != "ConfigMap");
-            let report = status(&index, &Config::default(), &schema, &objects);
+            let report = status(&index, &Config::default(), &schema, &objects, 0);
             let r = &report.releases[0];
             assert!(!r.locked);
             assert!(r.reason.as_deref().unwrap().contains(why), "{:?}", r.reason);
@@ -216,6 +329,7 @@ mod tests {
             &Config::default(),
             &Schema::builtin(),
             &LiveObjects::new(),
+            0,
         );
         let shop = report.releases.iter().find(|r| r.name == "shop").unwrap();
         assert_eq!(

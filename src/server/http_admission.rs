@@ -152,6 +152,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
         Endpoint::Validate => decision.for_validation(),
         Endpoint::Mutate => decision.for_mutation(),
     };
+    let decision = excuse_if_open(state, &index, request, decision);
     let decision = confirm_if_needed(state, decision).await;
     let decision = prove_if_needed(state, request, decision).await;
     let decision = with_values_advice(state, decision).await;
@@ -181,6 +182,71 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
         tracing::debug!(uid = %request.uid, "{}", decision.explain());
     }
     respond(state, endpoint, &review, &decision, started)
+}
+
+/// Break glass: a denial, warning or repair that an open LockException covers is allowed; each
+/// such write is counted and recorded as an Event naming the exception, the user and the
+/// reason (never for a dry run).
+fn excuse_if_open(
+    state: &AppState,
+    index: &crate::index::Index,
+    request: &crate::review::Request<'_>,
+    decision: Decision,
+) -> Decision {
+    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = &decision
+    else {
+        return decision;
+    };
+    let exceptions = index.exceptions(&locked.release);
+    if exceptions.is_empty() {
+        return decision;
+    }
+    let user = &request.user_info;
+    let target = locked.target.clone();
+    let paths: Vec<String> = locked.changes.iter().map(|c| c.path.clone()).collect();
+    let what = if locked.delete {
+        format!("delete {}", locked.object)
+    } else if paths.is_empty() {
+        format!("write {}", locked.object)
+    } else {
+        format!("change {} of {}", paths.join(", "), locked.object)
+    };
+    let excused = crate::decide::excuse(
+        decision,
+        &exceptions,
+        &user.username,
+        &user.groups,
+        crate::lock_exception::now(),
+    );
+    if let Decision::Allow(crate::decide::Allowed::Excepted {
+        release,
+        exception,
+        user,
+        reason,
+        until,
+    }) = &excused
+    {
+        state.metrics.exceptions_used.inc();
+        tracing::info!(uid = %request.uid, user = %user, exception = %exception, release = %release, reason = %reason, until, "{what}: allowed by a LockException");
+        if let (Some(sink), false) = (&state.attempts, request.dry_run.unwrap_or(false)) {
+            sink.record(crate::attempts::Attempt {
+                regarding: k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some(target.api_version),
+                    kind: Some(target.kind),
+                    namespace: target.namespace,
+                    name: Some(target.name),
+                    ..Default::default()
+                },
+                reason: "LockExceptionUsed",
+                action: "Allow",
+                user: user.clone(),
+                message: format!(
+                    "LockException {exception} let {user} {what} (release {release}): {reason}"
+                ),
+            });
+        }
+    }
+    excused
 }
 
 /// Counts the denial by release, and offers it to the Events publisher (never for a dry run:

@@ -57,6 +57,8 @@ pub struct Settings {
     pub controller: Option<crate::controller::ControllerSettings>,
     /// Record denials, warnings and repairs as Events on the objects (Kubernetes source only).
     pub events: bool,
+    /// Honour LockExceptions, open at most this long (Kubernetes source only).
+    pub lock_exceptions: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +136,7 @@ pub struct BoundServer {
     grace: Duration,
     controller: Option<crate::controller::ControllerSettings>,
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
+    lock_exceptions: Option<Duration>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -260,6 +263,7 @@ impl BoundServer {
             grace: settings.shutdown_grace,
             controller: settings.controller,
             attempts,
+            lock_exceptions: settings.lock_exceptions,
         })
     }
 
@@ -330,6 +334,26 @@ impl BoundServer {
                             state.metrics.clone(),
                         ),
                     );
+                }
+                if let Some(max) = self.lock_exceptions {
+                    let namespaces: Vec<Option<String>> = if state.config.namespaces.is_empty() {
+                        vec![None]
+                    } else {
+                        state.config.namespaces.iter().cloned().map(Some).collect()
+                    };
+                    for namespace in namespaces {
+                        tasks.spawn(
+                            "a LockException watch",
+                            source::lock_exceptions::LockExceptions {
+                                client: client.clone(),
+                                namespace,
+                                index: state.index.clone(),
+                                metrics: state.metrics.clone(),
+                                max,
+                            }
+                            .run(),
+                        );
+                    }
                 }
                 start_controllers(&mut tasks, client, &state, self.controller);
             }

@@ -2,6 +2,7 @@
 
 pub mod files;
 pub mod folder;
+pub mod lock_exceptions;
 pub mod openapi;
 pub mod release_secrets;
 

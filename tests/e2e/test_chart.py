@@ -84,10 +84,26 @@ def shipped(name):
         return helm.values_from_yaml(f.read())
 
 
+def bound_to_locker(docs):
+    """The roles bound to the locker's own ServiceAccount (the chart also ships roles for people
+    to bind, such as <release>-unlock)."""
+    bound = set()
+    for binding in of_kind(docs, "ClusterRoleBinding") + of_kind(docs, "RoleBinding"):
+        if any(s.get("kind") == "ServiceAccount" for s in binding.get("subjects", [])):
+            ref = binding["roleRef"]
+            bound.add((ref["kind"], ref["name"], binding["metadata"].get("namespace") if ref["kind"] == "Role" else None))
+    return bound
+
+
 def write_grants(docs):
-    """Every (kind, namespace, apiGroup, resource, verb, resourceNames) a write verb is granted on."""
+    """Every (kind, namespace, apiGroup, resource, verb, resourceNames) a write verb is granted on
+    to the locker's ServiceAccount."""
     grants = set()
+    bound = bound_to_locker(docs)
     for role in of_kind(docs, "ClusterRole") + of_kind(docs, "Role"):
+        namespace = role["metadata"].get("namespace") if role["kind"] == "Role" else None
+        if (role["kind"], role["metadata"]["name"], namespace) not in bound:
+            continue
         for rule in role.get("rules", []):
             for verb in set(rule.get("verbs", [])) & WRITE_VERBS:
                 for group in rule.get("apiGroups", [None]):

@@ -134,14 +134,14 @@ class Monitoring(unittest.TestCase):
         alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
         self.assertEqual(alerts, {"HelmLockerDown", "HelmLockerNoReadyReplica", "HelmLockerDenialsSpiking",
                                   "HelmLockerRevertsFailing", "HelmLockerCertificateExpiring",
-                                  "HelmLockerReleaseFailed"})
+                                  "HelmLockerReleaseFailed", "HelmLockerExceptionOpenLong"})
         with open(os.path.join(ROOT, "tests", "monitoring", "rules_test.yaml")) as f:
             tested = set(re.findall(r"alertname: (\w+)", f.read()))
         self.assertEqual(tested, alerts, "every alert has a promtool unit test")
 
     def test_thresholds_and_labels_come_from_values(self):
         values = chart.merged(ALL_ON, {"monitoring": {"prometheusRule": {
-            "denialsPerSecond": 2, "certificateExpiryDays": 7, "releaseFailedFor": "2h",
+            "denialsPerSecond": 2, "certificateExpiryDays": 7, "releaseFailedFor": "2h", "exceptionOpenFor": "30m",
             "labels": {"release": "kube-prometheus-stack"}, "additionalAlertLabels": {"team": "platform"}}}})
         _, docs = chart.render(values, namespace="locker", name="hl")
         rule = chart.one(docs, "PrometheusRule")
@@ -150,6 +150,7 @@ class Monitoring(unittest.TestCase):
         self.assertIn("> 2", rules["HelmLockerDenialsSpiking"]["expr"])
         self.assertIn("< 604800", rules["HelmLockerCertificateExpiring"]["expr"])
         self.assertEqual(rules["HelmLockerReleaseFailed"]["for"], "2h")
+        self.assertIn("> 1800", rules["HelmLockerExceptionOpenLong"]["expr"])
         self.assertIn('up{job="hl-helm-locker",namespace="locker"}', rules["HelmLockerDown"]["expr"])
         for r in rules.values():
             self.assertEqual(r["labels"]["team"], "platform", r["alert"])

@@ -171,3 +171,9 @@ annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "helm-locker.tlsSecret" .) }}
 {{- end }}
 {{- end }}
+
+{{/* A duration such as 30s, 15m or 4h, in seconds. */}}
+{{- define "helm-locker.seconds" -}}
+{{- $n := trimSuffix "s" (trimSuffix "m" (trimSuffix "h" .)) | int -}}
+{{- if hasSuffix "h" . }}{{ mul $n 3600 }}{{ else if hasSuffix "m" . }}{{ mul $n 60 }}{{ else }}{{ $n }}{{ end -}}
+{{- end -}}

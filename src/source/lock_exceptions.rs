@@ -1,0 +1,158 @@
+//! LockExceptions from the API server: a watch on every namespace (or the configured ones)
+//! that keeps the index's open exceptions current. An exception leaves the index when it closes
+//! (its time is up, or it is deleted), so the index changes then too and the reverter looks again
+//! at the drift it left behind. One that cannot be honoured is logged and gets one Warning Event.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource, ResourceExt};
+
+use crate::exception::Exception;
+use crate::index_store::IndexStore;
+use crate::lock_exception::{exception, now, LockException};
+use crate::metrics::Metrics;
+
+/// How often open exceptions are looked at for their end and the gauges refreshed.
+const TICK: Duration = Duration::from_secs(1);
+
+pub struct LockExceptions {
+    pub client: Client,
+    /// `None`: every namespace.
+    pub namespace: Option<String>,
+    pub index: Arc<IndexStore>,
+    pub metrics: Arc<Metrics>,
+    /// The longest an exception may stay open from its creation (`--exception-max-duration`).
+    pub max: Duration,
+}
+
+impl LockExceptions {
+    pub async fn run(self) {
+        let api: Api<LockException> = match &self.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: "helm-locker".into(),
+                instance: std::env::var("HOSTNAME").ok(),
+            },
+        );
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut all: BTreeMap<String, Exception> = BTreeMap::new();
+        let mut listing: Option<BTreeMap<String, Exception>> = None;
+        let mut warned: HashSet<String> = HashSet::new();
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                event = stream.next() => {
+                    let Some(event) = event else { return };
+                    match event {
+                        Ok(WatchEvent::Init) => listing = Some(BTreeMap::new()),
+                        Ok(WatchEvent::InitApply(le)) => {
+                            if let (Some(list), Some(e)) = (listing.as_mut(), self.read(&le, &recorder, &mut warned).await) {
+                                list.insert(e.name.clone(), e);
+                            }
+                        }
+                        Ok(WatchEvent::InitDone) => {
+                            all = listing.take().unwrap_or_default();
+                            tracing::info!(exceptions = all.len(), "LockExceptions listed");
+                        }
+                        Ok(WatchEvent::Apply(le)) => {
+                            let name = format!("{}/{}", le.namespace().unwrap_or_default(), le.name_any());
+                            match self.read(&le, &recorder, &mut warned).await {
+                                Some(e) => {
+                                    tracing::info!(exception = %e.name, release = %e.release, users = ?e.users, groups = ?e.groups, paths = ?e.paths, until = e.until, reason = %e.reason, "LockException seen");
+                                    all.insert(name, e);
+                                }
+                                None => { all.remove(&name); }
+                            }
+                        }
+                        Ok(WatchEvent::Delete(le)) => {
+                            all.remove(&format!("{}/{}", le.namespace().unwrap_or_default(), le.name_any()));
+                        }
+                        Err(e) => {
+                            self.metrics.watch_restarts.inc();
+                            tracing::warn!(error = %e, "LockException watch failed (is the CRD installed?); retrying with backoff");
+                            continue;
+                        }
+                    }
+                }
+                _ = tick.tick() => {}
+            }
+            self.publish(&all).await;
+        }
+    }
+
+    /// A LockException as the core reads it; one that cannot be honoured is logged and gets a
+    /// Warning Event, once per version of it.
+    async fn read(
+        &self,
+        le: &LockException,
+        recorder: &Recorder,
+        warned: &mut HashSet<String>,
+    ) -> Option<Exception> {
+        match exception(le, self.max) {
+            Ok(e) => Some(e),
+            Err(why) => {
+                let id = format!(
+                    "{}/{}@{}",
+                    le.namespace().unwrap_or_default(),
+                    le.name_any(),
+                    le.resource_version().unwrap_or_default()
+                );
+                if warned.insert(id) {
+                    tracing::warn!(exception = %le.name_any(), namespace = ?le.namespace(), why = %why, "LockException not honoured");
+                    let event = Event {
+                        type_: EventType::Warning,
+                        reason: "LockExceptionInvalid".into(),
+                        note: Some(format!(
+                            "helm-locker does not honour this LockException: {why}"
+                        )),
+                        action: "Ignore".into(),
+                        secondary: None,
+                    };
+                    if let Err(e) = recorder.publish(&event, &le.object_ref(&())).await {
+                        tracing::debug!(error = %e, "could not record the LockExceptionInvalid event");
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Puts the open exceptions in the index when they differ from what it holds (a closed
+    /// one leaves it), and refreshes the gauges.
+    async fn publish(&self, all: &BTreeMap<String, Exception>) {
+        let now = now();
+        let open: Vec<Exception> = all.values().filter(|e| e.is_open(now)).cloned().collect();
+        let index = self.index.snapshot();
+        let held: Vec<&Exception> = index.all_exceptions();
+        if held.len() != open.len() || held.iter().zip(&open).any(|(a, b)| *a != b) {
+            for closed in held
+                .iter()
+                .filter(|h| !open.iter().any(|o| o.name == h.name))
+            {
+                tracing::info!(exception = %closed.name, release = %closed.release, "LockException closed: the lock is back");
+            }
+            self.index
+                .update(move |index| index.replace_exceptions(open))
+                .await;
+        }
+        let index = self.index.snapshot();
+        let open = index.all_exceptions();
+        self.metrics.exceptions_open.set(open.len() as i64);
+        self.metrics
+            .exception_longest_open_seconds
+            .set(open.iter().map(|e| now - e.opened).max().unwrap_or(0));
+    }
+}
