@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::decide::decide;
-use crate::index::Index;
-use crate::inspect;
-use crate::policy::{self, Mode};
-use crate::review::{parse_review, render_response};
-use crate::schema::Schema;
+use crate::core::decide::decide;
+use crate::core::index::Index;
+use crate::core::inspect;
+use crate::core::policy::{self, Mode};
+use crate::core::review::{parse_review, render_response};
+use crate::core::schema::Schema;
 use crate::source::files;
 
 /// Makes Helm the only way to change what Helm installed.
@@ -176,7 +176,7 @@ struct ServeArgs {
     exclude_namespaces: Vec<String>,
     /// Lock only releases whose Secret labels match (k=v,k!=v,k,!k).
     #[arg(long, env = "HELM_LOCKER_RELEASE_SELECTOR")]
-    release_selector: Option<crate::policy::LabelSelector>,
+    release_selector: Option<crate::core::policy::LabelSelector>,
     /// Users whose writes are never blocked (in addition to the control plane's).
     #[arg(
         long = "exempt-user",
@@ -459,8 +459,8 @@ fn run_owned_fields(
     openapi: Option<&std::path::Path>,
     manager: Option<&str>,
 ) -> Result<bool, String> {
-    use crate::fields_v1::{attribution_of, helm_fields, owned_fields};
-    use crate::ownership::applied_object;
+    use crate::core::fields_v1::{attribution_of, helm_fields, owned_fields};
+    use crate::core::ownership::applied_object;
     let index = load_index(releases)?;
     let schema = load_schema(openapi)?;
     let mut all_match = true;
@@ -531,7 +531,7 @@ fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
 
 /// The chart files of each release's newest revision, from the same files (not standard input,
 /// which was read once already).
-fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::Charts {
+fn inspected_charts(paths: &[PathBuf], index: &crate::core::index::Index) -> inspect::Charts {
     // Every Secret's data, read once by name; decoded only for the revisions listed.
     let mut by_name = std::collections::HashMap::new();
     for file in files::release_files(paths).unwrap_or_default() {
@@ -541,7 +541,7 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        for entry in crate::release::release_data(&text) {
+        for entry in crate::core::release::release_data(&text) {
             if let Some(secret) = entry.secret {
                 by_name.insert((secret.namespace, secret.name), entry.data);
             }
@@ -556,7 +556,7 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::index::Index) -> inspect::
         let data = by_name
             .get(&(state.key.namespace.clone(), name.clone()))
             .or_else(|| by_name.get(&(String::new(), name)));
-        if let Some(files) = data.and_then(|d| crate::chart::decode_chart_files(d).ok()) {
+        if let Some(files) = data.and_then(|d| crate::core::chart::decode_chart_files(d).ok()) {
             charts.insert((state.key.clone(), revision), files);
         }
     }
@@ -616,14 +616,14 @@ fn run_review(
 
 /// For `review`: where the chart sets the denied fields, read from the chart stored in the
 /// release files given (the server reads it from the release Secret).
-fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::decide::Decision) {
+fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::core::decide::Decision) {
     let Some(locked) = decision.traceable() else {
         return;
     };
     let files = files::release_files(releases).ok().and_then(|found| {
         found.iter().find_map(|file| {
             let text = std::fs::read_to_string(file).ok()?;
-            crate::chart::find_chart_files(&text, &locked.release, locked.revision)
+            crate::core::chart::find_chart_files(&text, &locked.release, locked.revision)
         })
     });
     if let Some(files) = files {

@@ -25,7 +25,7 @@ use crate::metrics::{Metrics, ResultLabels};
 
 /// One write helm-locker stopped or changed.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Attempt {
+pub(crate) struct Attempt {
     pub regarding: ObjectReference,
     /// `LockedFieldChangeDenied`, `LockedObjectDeleteDenied`, `LockedFieldChangeWarned`,
     /// `LockedFieldChangeRepaired`.
@@ -39,13 +39,13 @@ pub struct Attempt {
 
 /// The request handlers' end: offers attempts without ever waiting.
 #[derive(Clone)]
-pub struct AttemptSink {
+pub(crate) struct AttemptSink {
     tx: mpsc::Sender<Attempt>,
     metrics: Arc<Metrics>,
 }
 
 impl AttemptSink {
-    pub fn record(&self, attempt: Attempt) {
+    pub(crate) fn record(&self, attempt: Attempt) {
         if self.tx.try_send(attempt).is_err() {
             self.count("dropped");
         }
@@ -60,20 +60,23 @@ impl AttemptSink {
 }
 
 /// The sink and the receiving end for [`publish`].
-pub fn channel(metrics: Arc<Metrics>, capacity: usize) -> (AttemptSink, mpsc::Receiver<Attempt>) {
+pub(crate) fn channel(
+    metrics: Arc<Metrics>,
+    capacity: usize,
+) -> (AttemptSink, mpsc::Receiver<Attempt>) {
     let (tx, rx) = mpsc::channel(capacity);
     (AttemptSink { tx, metrics }, rx)
 }
 
 /// Which attempts become Events: at most one per object, reason and user per window.
 #[derive(Default)]
-pub struct EventLimiter {
+pub(crate) struct EventLimiter {
     last: HashMap<(String, &'static str, String), (Instant, u64)>,
 }
 
 /// What to do with one attempt.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Publish it; this many like it were held back since the last one.
     Publish {
         held_back: u64,
@@ -82,9 +85,9 @@ pub enum Verdict {
 }
 
 impl EventLimiter {
-    pub const WINDOW: Duration = Duration::from_secs(30);
+    pub(crate) const WINDOW: Duration = Duration::from_secs(30);
 
-    pub fn admit(&mut self, attempt: &Attempt, now: Instant) -> Verdict {
+    pub(crate) fn admit(&mut self, attempt: &Attempt, now: Instant) -> Verdict {
         let r = &attempt.regarding;
         let object = format!(
             "{}/{}/{}/{}",
@@ -118,7 +121,7 @@ impl EventLimiter {
 }
 
 /// The Event's note: who, and what they were told (Events cap notes at 1 kB).
-pub fn note(attempt: &Attempt, held_back: u64) -> String {
+pub(crate) fn note(attempt: &Attempt, held_back: u64) -> String {
     let mut note = format!("{}: {}", attempt.user, attempt.message);
     if held_back > 0 {
         note.push_str(&format!(
@@ -138,7 +141,7 @@ pub fn note(attempt: &Attempt, held_back: u64) -> String {
 }
 
 /// The Event for an attempt (events.k8s.io/v1), in the object's namespace.
-pub fn event(
+pub(crate) fn event(
     attempt: &Attempt,
     held_back: u64,
     instance: &str,
@@ -158,7 +161,7 @@ pub fn event(
 }
 
 /// What an Event says.
-pub struct Note<'a> {
+pub(crate) struct Note<'a> {
     /// `Normal` or `Warning`.
     pub type_: &'a str,
     pub reason: &'a str,
@@ -173,7 +176,7 @@ pub struct Note<'a> {
 /// namespace `""` (`involvedObject.namespace "" does not match event.namespace`). Such an Event
 /// goes to [`CLUSTER_EVENTS`] (`default`, where client-go's and kube-rs's recorders put it);
 /// [`create`] moves it to `kube-system` where the API server accepts only that (1.20).
-pub fn event_about(
+pub(crate) fn event_about(
     regarding: &ObjectReference,
     what: Note<'_>,
     reporter: (&str, &str),
@@ -210,10 +213,10 @@ pub fn event_about(
 }
 
 /// Where Events about cluster-scoped objects go.
-pub const CLUSTER_EVENTS: &str = "default";
+pub(crate) const CLUSTER_EVENTS: &str = "default";
 /// Where they go when the API server refuses [`CLUSTER_EVENTS`]: before Kubernetes 1.22 (checked
 /// on 1.20), an events.k8s.io Event whose `regarding` has no namespace must be in `kube-system`.
-pub const CLUSTER_EVENTS_FALLBACK: &str = "kube-system";
+pub(crate) const CLUSTER_EVENTS_FALLBACK: &str = "kube-system";
 
 /// Set once the API server refused an Event about a cluster-scoped object in [`CLUSTER_EVENTS`]:
 /// later ones go straight to [`CLUSTER_EVENTS_FALLBACK`].
@@ -235,7 +238,7 @@ fn namespace_refused(error: &kube::Error) -> bool {
 
 /// Creates an Event; one about a cluster-scoped object goes to [`CLUSTER_EVENTS`], or to
 /// [`CLUSTER_EVENTS_FALLBACK`] where the API server accepts only that.
-pub async fn create(client: &Client, mut event: Event) -> Result<(), kube::Error> {
+pub(crate) async fn create(client: &Client, mut event: Event) -> Result<(), kube::Error> {
     let cluster = cluster_scoped(&event);
     if cluster && CLUSTER_EVENTS_REFUSED.load(Ordering::Relaxed) {
         event.metadata.namespace = Some(CLUSTER_EVENTS_FALLBACK.into());
@@ -261,7 +264,7 @@ fn event_name(object: &str, now: k8s_openapi::jiff::Timestamp) -> String {
 }
 
 /// Publishes attempts as Events until the sink is dropped.
-pub async fn publish(
+pub(crate) async fn publish(
     client: Client,
     instance: String,
     mut rx: mpsc::Receiver<Attempt>,

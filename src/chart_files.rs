@@ -1,5 +1,5 @@
 //! The chart's templates of a release revision, read on demand to tell a denied user which
-//! values key sets a field ([`crate::trace`]). The index never keeps templates (they would
+//! values key sets a field ([`crate::core::trace`]). The index never keeps templates (they would
 //! double its memory); a denial reads the revision's Secret once, and a revision never changes,
 //! so what was read (or found missing) is kept for the next denial.
 
@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
-use crate::chart::ChartFiles;
 use crate::confirm::BoxFuture;
-use crate::index::ReleaseKey;
+use crate::core::chart::ChartFiles;
+use crate::core::index::ReleaseKey;
 
 /// Where a revision's chart files come from: the API server, or the release folder.
-pub trait ReadChartFiles: Send + Sync {
+pub(crate) trait ReadChartFiles: Send + Sync {
     fn read<'a>(
         &'a self,
         release: &'a ReleaseKey,
@@ -24,7 +24,7 @@ pub trait ReadChartFiles: Send + Sync {
 }
 
 /// Reads `sh.helm.release.v1.<name>.v<revision>` from the release's namespace.
-pub struct KubeChartFiles {
+pub(crate) struct KubeChartFiles {
     pub client: Client,
 }
 
@@ -46,7 +46,7 @@ impl ReadChartFiles for KubeChartFiles {
             // A client hands `data` over with the Secret's base64 undone: Helm's layer remains.
             let helm_layer = data.0.clone();
             tokio::task::spawn_blocking(move || {
-                crate::chart::decode_chart_files_payload(&helm_layer)
+                crate::core::chart::decode_chart_files_payload(&helm_layer)
             })
             .await
             .map_err(|e| e.to_string())?
@@ -57,7 +57,7 @@ impl ReadChartFiles for KubeChartFiles {
 }
 
 /// Reads the release folder's files (`serve --releases-dir`).
-pub struct FolderChartFiles {
+pub(crate) struct FolderChartFiles {
     pub dir: PathBuf,
 }
 
@@ -75,7 +75,7 @@ impl ReadChartFiles for FolderChartFiles {
                     crate::source::files::release_files(&[dir]).map_err(|e| e.to_string())?;
                 Ok(files.iter().find_map(|file| {
                     let text = std::fs::read_to_string(file).ok()?;
-                    crate::chart::find_chart_files(&text, &release, revision)
+                    crate::core::chart::find_chart_files(&text, &release, revision)
                 }))
             })
             .await
@@ -90,7 +90,7 @@ type Revisions = HashMap<(ReleaseKey, u64), Arc<tokio::sync::OnceCell<Option<Arc
 /// Revisions read so far, at most [`CACHED_REVISIONS`] (then it starts over). Denials of the
 /// same revision that arrive together share one read (a rollout's pods, a loop of `kubectl
 /// apply`): the API server sees one GET, not one per denial.
-pub struct ChartFilesCache {
+pub(crate) struct ChartFilesCache {
     source: Box<dyn ReadChartFiles>,
     read: Mutex<Revisions>,
 }
@@ -98,7 +98,7 @@ pub struct ChartFilesCache {
 const CACHED_REVISIONS: usize = 64;
 
 impl ChartFilesCache {
-    pub fn new(source: Box<dyn ReadChartFiles>) -> Self {
+    pub(crate) fn new(source: Box<dyn ReadChartFiles>) -> Self {
         ChartFilesCache {
             source,
             read: Mutex::new(HashMap::new()),
@@ -107,7 +107,7 @@ impl ChartFilesCache {
 
     /// The chart files of a revision; `None` when it has none or they cannot be read now. A
     /// failed read is not kept: the next denial tries again.
-    pub async fn get(&self, release: &ReleaseKey, revision: u64) -> Option<Arc<ChartFiles>> {
+    pub(crate) async fn get(&self, release: &ReleaseKey, revision: u64) -> Option<Arc<ChartFiles>> {
         let key = (release.clone(), revision);
         let cell = {
             let mut read = self.lock();

@@ -1,6 +1,6 @@
 //! The policy file (`--config`): modes, exemptions, ignore rules, which releases are locked.
 
-use crate::policy::{self, Config};
+use crate::core::policy::{self, Config};
 
 /// Reads and validates the policy file; the defaults without one.
 pub(crate) fn load(path: Option<&std::path::Path>) -> Result<Config, String> {

@@ -7,14 +7,14 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::index::ReleaseKey;
-use crate::release::Status;
+use crate::core::index::ReleaseKey;
+use crate::core::release::Status;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Reads a release's newest revision and its status straight from the source of truth
 /// (rule 7); `None` when the release has no revision left.
-pub trait Confirm: Send + Sync {
+pub(crate) trait Confirm: Send + Sync {
     fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
@@ -31,7 +31,7 @@ pub trait Confirm: Send + Sync {
 
 /// An object as an admission request addresses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredObject {
+pub(crate) struct StoredObject {
     pub group: String,
     pub version: String,
     /// The plural resource name (`deployments`).

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::index::Index;
+use crate::core::index::Index;
 
 /// The index, shared between its writers (the sources, the HelmRelease controller) and many
 /// readers (requests). Background tasks (the reverter, the HelmRelease status)
 /// [`subscribe`](Self::subscribe) to hear about updates.
-pub struct IndexStore {
+pub(crate) struct IndexStore {
     current: ArcSwap<Index>,
     /// Held across a whole update: one writer at a time.
     writer: Mutex<()>,
@@ -27,7 +27,7 @@ impl Default for IndexStore {
 }
 
 impl IndexStore {
-    pub fn new(index: Index) -> Self {
+    pub(crate) fn new(index: Index) -> Self {
         IndexStore {
             current: ArcSwap::from_pointee(index),
             writer: Mutex::new(()),
@@ -36,19 +36,19 @@ impl IndexStore {
     }
 
     /// A receiver that changes after every update (the value counts updates).
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.updates.subscribe()
     }
 
     /// The current snapshot; cheap, lock-free, and unaffected by later updates.
-    pub fn snapshot(&self) -> Arc<Index> {
+    pub(crate) fn snapshot(&self) -> Arc<Index> {
         self.current.load_full()
     }
 
     /// Applies a change to a copy of the current index and publishes it, all under the writer
     /// lock, on the calling thread: for synchronous callers and for changes too small to be
     /// worth a thread (async code uses [`update`](Self::update)).
-    pub fn update_now<T>(&self, change: impl FnOnce(&mut Index) -> T) -> T {
+    pub(crate) fn update_now<T>(&self, change: impl FnOnce(&mut Index) -> T) -> T {
         // A writer that panicked left the published index as it was: carry on.
         let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = Index::clone(&self.current.load());
@@ -61,7 +61,7 @@ impl IndexStore {
     /// [`update_now`](Self::update_now) on the blocking pool, so neither the wait for the
     /// writer lock nor a long change (a re-list parsing thousands of manifests) holds up the
     /// runtime's workers.
-    pub async fn update<T: Send + 'static>(
+    pub(crate) async fn update<T: Send + 'static>(
         self: &Arc<Self>,
         change: impl FnOnce(&mut Index) -> T + Send + 'static,
     ) -> T {
@@ -76,7 +76,7 @@ impl IndexStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{ReleaseSecret, Status};
+    use crate::core::release::{ReleaseSecret, Status};
 
     use std::time::Duration;
 
@@ -129,7 +129,7 @@ mod tests {
                 store
                     .update(move |index| {
                         index.set_registration(
-                            crate::index::ReleaseKey::new("a", format!("r{i}")),
+                            crate::core::index::ReleaseKey::new("a", format!("r{i}")),
                             Some(Default::default()),
                         )
                     })
@@ -143,7 +143,7 @@ mod tests {
         let index = store.snapshot();
         assert_eq!(index.release_count(), 220, "a writer's releases were lost");
         for i in 0..20 {
-            let key = crate::index::ReleaseKey::new("a", format!("r{i}"));
+            let key = crate::core::index::ReleaseKey::new("a", format!("r{i}"));
             assert!(
                 index.registration(&key).is_some(),
                 "registration of {key} lost"

@@ -8,14 +8,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AdmissionLabels {
+pub(crate) struct AdmissionLabels {
     pub endpoint: &'static str,
     pub operation: &'static str,
     pub decision: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DenialLabels {
+pub(crate) struct DenialLabels {
     /// `namespace/name` of the release.
     pub release: String,
     /// deny, warn or repair.
@@ -23,17 +23,17 @@ pub struct DenialLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabels {
+pub(crate) struct StatusLabels {
     /// Helm's status of the release's newest revision: deployed, failed, pending-upgrade...
     pub status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
+pub(crate) struct ResultLabels {
     pub result: &'static str,
 }
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     pub admissions: Family<AdmissionLabels, Counter>,
     pub admission_seconds: Histogram,
@@ -69,7 +69,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("helm_locker");
         let admissions = Family::<AdmissionLabels, Counter>::default();
         registry.register(
@@ -273,7 +273,7 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");

@@ -6,7 +6,7 @@
 use tokio::sync::watch;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ready {
+pub(crate) enum ReadyState {
     /// This many scopes have not completed their first list.
     Starting {
         pending: usize,
@@ -16,17 +16,17 @@ pub enum Ready {
     Failed(String),
 }
 
-pub struct Readiness {
-    state: watch::Sender<Ready>,
+pub(crate) struct Readiness {
+    state: watch::Sender<ReadyState>,
 }
 
 impl Readiness {
     /// Ready after `scopes` calls to [`scope_listed`](Self::scope_listed) (at once for 0).
-    pub fn new(scopes: usize) -> Readiness {
+    pub(crate) fn new(scopes: usize) -> Readiness {
         let first = if scopes == 0 {
-            Ready::Ready
+            ReadyState::Ready
         } else {
-            Ready::Starting { pending: scopes }
+            ReadyState::Starting { pending: scopes }
         };
         Readiness {
             state: watch::channel(first).0,
@@ -34,41 +34,42 @@ impl Readiness {
     }
 
     /// One scope has completed its first list; call once per scope.
-    pub fn scope_listed(&self) {
+    pub(crate) fn scope_listed(&self) {
         self.state.send_if_modified(|state| match state {
-            Ready::Starting { pending } if *pending > 1 => {
+            ReadyState::Starting { pending } if *pending > 1 => {
                 *pending -= 1;
                 true
             }
-            Ready::Starting { .. } => {
-                *state = Ready::Ready;
+            ReadyState::Starting { .. } => {
+                *state = ReadyState::Ready;
                 true
             }
-            Ready::Ready | Ready::Failed(_) => false,
+            ReadyState::Ready | ReadyState::Failed(_) => false,
         });
     }
 
     /// Not ready, for good: `why` is shown by `/readyz`.
-    pub fn fail(&self, why: String) {
-        self.state.send_replace(Ready::Failed(why));
+    pub(crate) fn fail(&self, why: String) {
+        self.state.send_replace(ReadyState::Failed(why));
     }
 
-    pub fn current(&self) -> Ready {
+    pub(crate) fn current(&self) -> ReadyState {
         self.state.borrow().clone()
     }
 
-    pub fn is_ready(&self) -> bool {
-        *self.state.borrow() == Ready::Ready
+    #[cfg(test)]
+    fn is_ready(&self) -> bool {
+        *self.state.borrow() == ReadyState::Ready
     }
 
     /// Completes when ready; `false` if the server failed first.
-    pub async fn wait_ready(&self) -> bool {
+    pub(crate) async fn wait_ready(&self) -> bool {
         let mut rx = self.state.subscribe();
         let ready = match rx
-            .wait_for(|s| matches!(s, Ready::Ready | Ready::Failed(_)))
+            .wait_for(|s| matches!(s, ReadyState::Ready | ReadyState::Failed(_)))
             .await
         {
-            Ok(state) => *state == Ready::Ready,
+            Ok(state) => *state == ReadyState::Ready,
             Err(_) => false,
         };
         ready
@@ -88,7 +89,7 @@ mod tests {
             tokio::spawn(async move { r.wait_ready().await })
         };
         readiness.scope_listed();
-        assert_eq!(readiness.current(), Ready::Starting { pending: 1 });
+        assert_eq!(readiness.current(), ReadyState::Starting { pending: 1 });
         assert!(!waiter.is_finished());
         readiness.scope_listed();
         assert!(readiness.is_ready());

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use helm_locker::policy::Config;
+use helm_locker::core::policy::Config;
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 

@@ -260,7 +260,7 @@ fn review_reads_crds_for_a_custom_resources_scale() {
         "zoo",
         "zoo",
         1,
-        helm_locker::release::Status::Deployed,
+        helm_locker::core::release::Status::Deployed,
         manifest,
     );
     let releases = dir.path().join("releases.json");

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 mod common;
 
 use common::Http;
-use helm_locker::policy::{Config, Mode};
+use helm_locker::core::policy::{Config, Mode};
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 
@@ -440,7 +440,7 @@ async fn a_changed_release_folder_is_picked_up() {
         "shop",
         "shop",
         3,
-        helm_locker::release::Status::PendingUpgrade,
+        helm_locker::core::release::Status::PendingUpgrade,
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop-web}\nspec: {replicas: 3}\n",
     );
     std::fs::write(

@@ -15,14 +15,14 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::core::policy::{Config, Mode};
+use crate::core::release::Status;
 use crate::crd::{desired_status, registrations, target_release, transition_event, HelmRelease};
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
-use crate::policy::{Config, Mode};
 use crate::readiness::Readiness;
-use crate::release::Status;
 
-pub struct HelmReleases {
+pub(crate) struct HelmReleases {
     pub client: Client,
     pub namespace: String,
     pub index: Arc<IndexStore>,
@@ -35,7 +35,7 @@ pub struct HelmReleases {
 }
 
 impl HelmReleases {
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let api: Api<HelmRelease> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut stream = watcher::watcher(api.clone(), watcher::Config::default())
             .default_backoff()

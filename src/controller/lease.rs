@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 /// What the Lease allows this replica to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// No Lease yet: create it, holding it.
     Create,
     /// Held by us: renew.
@@ -25,7 +25,7 @@ pub enum Step {
 }
 
 /// Decides from the Lease as read, and since when it has looked the same to us.
-pub fn step(
+pub(crate) fn step(
     lease: Option<&LeaseSpec>,
     identity: &str,
     unchanged_since: Instant,
@@ -51,7 +51,7 @@ pub fn step(
 
 /// Timing of the election.
 #[derive(Clone, Debug)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// How long a Lease not renewed stays with its holder.
     pub duration: Duration,
     /// How often the holder renews and the others look.
@@ -61,7 +61,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    pub fn for_duration(duration: Duration) -> Timing {
+    pub(crate) fn for_duration(duration: Duration) -> Timing {
         Timing {
             duration,
             retry: duration / 5,
@@ -70,7 +70,7 @@ impl Timing {
     }
 }
 
-pub struct Election {
+pub(crate) struct Election {
     pub client: Client,
     pub namespace: String,
     pub name: String,
@@ -88,7 +88,7 @@ fn observed(spec: Option<&LeaseSpec>) -> (Option<String>, Option<String>) {
 
 impl Election {
     /// Runs forever, publishing whether this replica leads.
-    pub async fn run(self, leader: watch::Sender<bool>) {
+    pub(crate) async fn run(self, leader: watch::Sender<bool>) {
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut last_seen = (None, None);
         let mut unchanged_since = Instant::now();

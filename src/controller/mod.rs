@@ -1,9 +1,9 @@
 //! The controllers that run beside the webhook in `helm-locker serve`: leader election, the
 //! drift reverter and the HelmRelease registrations and status.
 
-pub mod helmreleases;
-pub mod lease;
-pub mod reverter;
+pub(crate) mod helmreleases;
+pub(crate) mod lease;
+pub(crate) mod reverter;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The drift reverter: the second line behind the webhook. It watches every kind that locked
 //! releases own (discovery + dynamic API; watches come and go with the releases), finds drift
 //! with the webhook's own field comparison, and puts the chart's values back as Helm's field
-//! manager (see [`crate::revert_plan`]); a deleted object is created again, unless the chart gives it
+//! manager (see [`crate::core::revert_plan`]); a deleted object is created again, unless the chart gives it
 //! owners (then the garbage collector deleted it with them).
 //!
 //! It writes nothing a release's author could not (docs/security.md): a release Secret is
@@ -33,16 +33,16 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
-use crate::index::{Index, LockedObject, ReleaseKey, ReleaseState};
+use crate::core::index::{Index, LockedObject, ReleaseKey, ReleaseState};
+use crate::core::ownership::Change;
+use crate::core::policy::{Config, Mode};
+use crate::core::release::Status;
+use crate::core::revert_plan::{self, Backoff, HelmWriter};
 use crate::metrics::{Metrics, ResultLabels};
-use crate::ownership::Change;
-use crate::policy::{Config, Mode};
-use crate::release::Status;
-use crate::revert_plan::{self, Backoff, HelmWriter};
 
 /// One object, as the index keys it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ObjectKey {
+pub(crate) struct ObjectKey {
     pub group: String,
     pub version: String,
     pub kind: String,
@@ -91,11 +91,11 @@ fn revertable<'i>(
     matches!(policy.mode, Mode::Deny | Mode::Repair).then_some((&**state, newest.revision))
 }
 
-pub struct Reverter {
+pub(crate) struct Reverter {
     pub client: Client,
     pub index: Arc<crate::index_store::IndexStore>,
     pub config: Arc<Config>,
-    pub schema: Arc<crate::schema::SharedSchema>,
+    pub schema: Arc<crate::core::schema::SharedSchema>,
     pub confirm: Arc<dyn Confirm>,
     pub leader: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
@@ -129,7 +129,7 @@ impl Proofs {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let proven = if crate::release::live_owner(live).as_ref() == Some(release) {
+        let proven = if crate::core::release::live_owner(live).as_ref() == Some(release) {
             self.carried.insert(key.clone(), uid.to_string());
             true
         } else {
@@ -220,11 +220,11 @@ enum Outcome {
 impl Reverter {
     // The reverter's collaborators, each shared with the server; a struct would only rename them.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         index: Arc<crate::index_store::IndexStore>,
         config: Arc<Config>,
-        schema: Arc<crate::schema::SharedSchema>,
+        schema: Arc<crate::core::schema::SharedSchema>,
         confirm: Arc<dyn Confirm>,
         leader: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
@@ -248,7 +248,7 @@ impl Reverter {
     }
 
     /// Runs until aborted: watches follow the index; one worker reverts.
-    pub async fn run(self: Arc<Self>) {
+    pub(crate) async fn run(self: Arc<Self>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let follow = tokio::spawn(self.clone().follow_index(tx.clone()));
         self.work(rx, tx).await;
@@ -549,12 +549,12 @@ impl Reverter {
     /// reverse), counted and logged so it shows in production rather than as a bypass.
     fn check_attribution(
         &self,
-        schema: &crate::schema::Schema,
+        schema: &crate::core::schema::Schema,
         locked: &LockedObject,
         live: &Value,
     ) {
         // Re-compared only when Helm's entry changes (a new apply), not on every status update.
-        let Some((_, fields)) = crate::fields_v1::helm_fields(live, None) else {
+        let Some((_, fields)) = crate::core::fields_v1::helm_fields(live, None) else {
             return;
         };
         let stamp = fields.to_string();

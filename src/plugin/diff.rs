@@ -5,15 +5,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Live, LiveObjects, ObjectId};
-use crate::index::{Index, ReleaseState};
-use crate::policy::Config;
-use crate::release::Status;
-use crate::revert_plan;
-use crate::schema::Schema;
+use crate::core::index::{Index, ReleaseState};
+use crate::core::policy::Config;
+use crate::core::release::Status;
+use crate::core::revert_plan;
+use crate::core::schema::Schema;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FieldDrift {
+pub(crate) struct FieldDrift {
     pub path: String,
     pub chart: Value,
     /// `null` when the live object lacks the field.
@@ -22,7 +22,7 @@ pub struct FieldDrift {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectDrift {
+pub(crate) struct ObjectDrift {
     pub release: String,
     pub api_version: String,
     pub kind: String,
@@ -36,7 +36,7 @@ pub struct ObjectDrift {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Skipped {
+pub(crate) struct Skipped {
     pub release: String,
     pub status: String,
     pub reason: String,
@@ -44,7 +44,7 @@ pub struct Skipped {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DiffReport {
+pub(crate) struct DiffReport {
     /// Whether any compared object drifted or is missing.
     pub drift: bool,
     pub releases: usize,
@@ -57,7 +57,7 @@ pub struct DiffReport {
 
 impl DiffReport {
     /// 0 no drift, 1 drift, 2 something could not be read (and no drift was found).
-    pub fn exit_status(&self) -> u8 {
+    pub(crate) fn exit_status(&self) -> u8 {
         if self.drift {
             1
         } else if self.differences.iter().any(|d| d.state == "unreadable") {
@@ -70,7 +70,7 @@ impl DiffReport {
 
 /// Releases whose newest revision is deployed are compared (whatever the policy's mode: drift is
 /// drift); the others are skipped with the reason.
-pub fn compared(state: &ReleaseState) -> Result<(), String> {
+pub(crate) fn compared(state: &ReleaseState) -> Result<(), String> {
     let Some(newest) = state.newest() else {
         return Err("no revision".into());
     };
@@ -89,7 +89,12 @@ pub fn compared(state: &ReleaseState) -> Result<(), String> {
     Ok(())
 }
 
-pub fn diff(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects) -> DiffReport {
+pub(crate) fn diff(
+    index: &Index,
+    config: &Config,
+    schema: &Schema,
+    live: &LiveObjects,
+) -> DiffReport {
     let mut report = DiffReport {
         drift: false,
         releases: 0,
@@ -157,7 +162,7 @@ pub fn diff(index: &Index, config: &Config, schema: &Schema, live: &LiveObjects)
     report
 }
 
-pub fn render_text(report: &DiffReport) -> String {
+pub(crate) fn render_text(report: &DiffReport) -> String {
     let mut out = String::new();
     for d in &report.differences {
         let id = match &d.namespace {

@@ -15,16 +15,16 @@ use kube::Client;
 use serde::Serialize;
 
 use super::{diff, status, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand};
-use crate::index::{Index, LockedObject};
-use crate::release::{release_secret_from_parts, ReleaseSecret, SecretRef};
-use crate::schema::Schema;
+use crate::core::index::{Index, LockedObject};
+use crate::core::release::{release_secret_from_parts, ReleaseSecret, SecretRef};
+use crate::core::schema::Schema;
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
 /// Live objects read at once.
 const CONCURRENT_READS: usize = 16;
 
-pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
+pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
     let target = &args.target;
     let mut config = crate::config_file::load(target.config.as_deref())?;
     if target.registration_namespace.is_some() {
@@ -211,7 +211,7 @@ pub async fn run(args: PluginArgs) -> Result<ExitCode, String> {
 async fn lock_exceptions(
     client: &Client,
     namespace: Option<&str>,
-) -> Vec<crate::exception::Exception> {
+) -> Vec<crate::core::exception::Exception> {
     use crate::lock_exception::LockException;
     let api: Api<LockException> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -494,7 +494,7 @@ const SHORT_NAMES: &[(&[&str], &str, &str)] = &[
 
 /// A kind from its kubectl short name (table above, whose scope the core knows), else by
 /// discovery: a kind, plural or singular resource name, optionally `.group`.
-pub fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
+pub(crate) fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
     let lower = type_.to_ascii_lowercase();
     let (name, group) = match lower.split_once('.') {
         Some((name, group)) => (name.to_string(), Some(group.to_string())),
@@ -510,7 +510,7 @@ pub fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
 
 /// (group, kind, namespaced) of TYPE.
 async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool), String> {
-    use crate::kinds::{scope_of, Scope as Known};
+    use crate::core::kinds::{scope_of, Scope as Known};
     if let Some((group, kind)) = short_name(type_) {
         match scope_of(group, kind) {
             Known::Namespaced => return Ok((group.into(), kind.into(), true)),

@@ -8,10 +8,10 @@
 //! The reports are pure functions of the index (built from the release Secrets), the policy and
 //! the live objects ([`status`], [`why`], [`diff`]); [`kube_io`] only reads the API server.
 
-pub mod diff;
-pub mod kube_io;
-pub mod status;
-pub mod why;
+pub(crate) mod diff;
+pub(crate) mod kube_io;
+pub(crate) mod status;
+pub(crate) mod why;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,8 +21,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::index::{Index, LockedObject, ReleaseState};
-use crate::policy::{Config, Mode};
+use crate::core::index::{Index, LockedObject, ReleaseState};
+use crate::core::policy::{Config, Mode};
 
 /// What helm-locker locks in this cluster, read-only (a kubectl plugin).
 ///
@@ -30,13 +30,13 @@ use crate::policy::{Config, Mode};
 /// compares them as the locker does. Install: ln -s $(which helm-locker) /usr/local/bin/kubectl-locker
 #[derive(Parser, Debug)]
 #[command(name = "kubectl locker", bin_name = "kubectl locker", version)]
-pub struct KubectlLocker {
+pub(crate) struct KubectlLocker {
     #[command(flatten)]
     pub args: PluginArgs,
 }
 
 #[derive(clap::Args, Debug)]
-pub struct PluginArgs {
+pub(crate) struct PluginArgs {
     #[command(flatten)]
     pub target: Target,
     #[command(subcommand)]
@@ -45,7 +45,7 @@ pub struct PluginArgs {
 
 /// Where and how to look: kubectl's own flags.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster).
     #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -72,13 +72,13 @@ pub struct Target {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum PluginCommand {
+pub(crate) enum PluginCommand {
     /// Each Helm release: revision, status, whether it is locked (and why not), mode, objects,
     /// and the fields that differ from the chart now.
     ///
@@ -136,12 +136,12 @@ pub enum PluginCommand {
 }
 
 /// `kubectl-locker ...`: the plugin's own command line.
-pub fn main_as_kubectl() -> ExitCode {
+pub(crate) fn main_as_kubectl() -> ExitCode {
     run(KubectlLocker::parse().args)
 }
 
 /// Runs a plugin command; errors are printed as `kubectl-locker: ...` with exit status 2.
-pub fn run(args: PluginArgs) -> ExitCode {
+pub(crate) fn run(args: PluginArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -162,7 +162,7 @@ fn fail(message: &str) -> ExitCode {
 
 /// One object's identity, as the index keys it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectId {
+pub(crate) struct ObjectId {
     pub group: String,
     pub version: String,
     pub kind: String,
@@ -171,7 +171,7 @@ pub struct ObjectId {
 }
 
 impl ObjectId {
-    pub fn of(object: &LockedObject) -> ObjectId {
+    pub(crate) fn of(object: &LockedObject) -> ObjectId {
         ObjectId {
             group: object.group.to_string(),
             version: object.version.to_string(),
@@ -184,7 +184,7 @@ impl ObjectId {
 
 /// A live object as read from the API server.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Live {
+pub(crate) enum Live {
     Found(Value),
     /// The API server has no such object (deleted).
     Missing,
@@ -192,19 +192,19 @@ pub enum Live {
     Unreadable(String),
 }
 
-pub type LiveObjects = HashMap<ObjectId, Live>;
+pub(crate) type LiveObjects = HashMap<ObjectId, Live>;
 
 /// Whether a release is locked now, its mode, and why not.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LockState {
+pub(crate) struct LockState {
     pub locked: bool,
     pub mode: String,
     /// Why the release is not locked (`None` when it is).
     pub reason: Option<String>,
 }
 
-/// The decision's rules 2 and 3 for a release as a whole (see [`crate::decide`]).
-pub fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockState {
+/// The decision's rules 2 and 3 for a release as a whole (see [`crate::core::decide`]).
+pub(crate) fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockState {
     let Some(newest) = state.newest() else {
         return LockState {
             locked: false,
@@ -239,7 +239,7 @@ pub fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockS
 }
 
 /// A value for a table: compact JSON, `(absent)` for none, long values cut in the middle.
-pub fn show(value: Option<&Value>) -> String {
+pub(crate) fn show(value: Option<&Value>) -> String {
     const MAX: usize = 60;
     let Some(value) = value else {
         return "(absent)".into();
@@ -261,7 +261,7 @@ pub fn show(value: Option<&Value>) -> String {
 }
 
 /// Rows aligned in columns (two spaces apart; the last column is not padded).
-pub fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -292,13 +292,13 @@ pub fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::release::Status;
+    use crate::core::release::Status;
     use helm_locker_core::test_util::release_secret;
     use serde_json::json;
 
-    pub const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
+    pub(crate) const CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.25\n        resources: {limits: {cpu: \"0.5\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {greeting: hello}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n";
 
-    pub fn index(status: Status) -> Index {
+    pub(crate) fn index(status: Status) -> Index {
         Index::from_secrets([release_secret("shop", "shop", 2, status, CHART)])
     }
 
@@ -306,7 +306,7 @@ pub(crate) mod tests {
         json!({"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"})
     }
 
-    pub fn live_deployment(replicas: i64, image: &str) -> Value {
+    pub(crate) fn live_deployment(replicas: i64, image: &str) -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "shop",
                 "labels": {"app.kubernetes.io/managed-by": "Helm"}, "annotations": helm_metadata()},
@@ -316,7 +316,7 @@ pub(crate) mod tests {
     }
 
     /// The chart's objects, live and unchanged (the Deployment as given).
-    pub fn live(index: &Index, deployment: Value) -> LiveObjects {
+    pub(crate) fn live(index: &Index, deployment: Value) -> LiveObjects {
         let mut live = LiveObjects::new();
         for state in index.releases() {
             for object in state.objects.iter().flatten() {

@@ -3,14 +3,14 @@
 use serde::Serialize;
 
 use super::{lock_state, Live, LiveObjects, ObjectId};
-use crate::index::Index;
-use crate::policy::Config;
-use crate::revert_plan;
-use crate::schema::Schema;
+use crate::core::index::Index;
+use crate::core::policy::Config;
+use crate::core::revert_plan;
+use crate::core::schema::Schema;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReleaseStatus {
+pub(crate) struct ReleaseStatus {
     pub name: String,
     pub namespace: String,
     pub revision: u64,
@@ -35,7 +35,7 @@ pub struct ReleaseStatus {
 }
 
 #[derive(Debug, Serialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     pub releases: Vec<ReleaseStatus>,
     /// LockExceptions open now.
     pub exceptions: Vec<ExceptionStatus>,
@@ -44,7 +44,7 @@ pub struct StatusReport {
 /// An open LockException and its time left.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ExceptionStatus {
+pub(crate) struct ExceptionStatus {
     /// `namespace/name`.
     pub name: String,
     pub release: String,
@@ -58,7 +58,7 @@ pub struct ExceptionStatus {
 
 /// Every release of the index (sorted by namespace and name) with its lock state and drift,
 /// and the LockExceptions open at `now` (Unix seconds).
-pub fn status(
+pub(crate) fn status(
     index: &Index,
     config: &Config,
     schema: &Schema,
@@ -90,7 +90,7 @@ pub fn status(
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
                     Some(Live::Found(value))
-                        if crate::release::live_owner(value).as_ref() != Some(&state.key) =>
+                        if crate::core::release::live_owner(value).as_ref() != Some(&state.key) =>
                     {
                         unproven_objects += 1;
                     }
@@ -126,7 +126,7 @@ pub fn status(
     }
 }
 
-pub fn render_text(report: &StatusReport) -> String {
+pub(crate) fn render_text(report: &StatusReport) -> String {
     if report.releases.is_empty() {
         return "No Helm releases found.\n".into();
     }
@@ -203,8 +203,8 @@ pub fn render_text(report: &StatusReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::release::Status;
     use crate::plugin::tests::{index, live, live_deployment};
-    use crate::release::Status;
 
     #[test]
     fn a_deployed_release_is_locked_and_its_drift_counted() {
@@ -265,9 +265,9 @@ mod tests {
     #[test]
     fn open_exceptions_are_listed_with_their_time_left() {
         let mut index = index(Status::Deployed);
-        let exception = |name: &str, until| crate::exception::Exception {
+        let exception = |name: &str, until| crate::core::exception::Exception {
             name: format!("shop/{name}"),
-            release: crate::index::ReleaseKey::new("shop", "shop"),
+            release: crate::core::index::ReleaseKey::new("shop", "shop"),
             users: vec!["oncall".into()],
             groups: vec!["sre".into()],
             objects: vec![],

@@ -7,16 +7,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{lock_state, Live};
-use crate::chart::ChartFiles;
-use crate::index::{Index, LockedObject, ReleaseKey};
-use crate::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
-use crate::policy::Config;
-use crate::revert_plan;
-use crate::schema::Schema;
+use crate::core::chart::ChartFiles;
+use crate::core::index::{Index, LockedObject, ReleaseKey};
+use crate::core::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
+use crate::core::policy::Config;
+use crate::core::revert_plan;
+use crate::core::schema::Schema;
 
 /// The object asked about.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     pub group: String,
     pub kind: String,
     /// `None` for a cluster-scoped kind.
@@ -35,7 +35,7 @@ impl Wanted {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Owner {
+pub(crate) struct Owner {
     pub name: String,
     pub namespace: String,
     pub revision: u64,
@@ -48,7 +48,7 @@ pub struct Owner {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LockedField {
+pub(crate) struct LockedField {
     pub path: String,
     pub chart: Value,
     /// `null` when the live object lacks the field.
@@ -61,7 +61,7 @@ pub struct LockedField {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WhyReport {
+pub(crate) struct WhyReport {
     pub object: String,
     /// The release that locks the object (`null`: none renders it).
     pub release: Option<Owner>,
@@ -75,7 +75,7 @@ pub struct WhyReport {
 
 /// Every release claiming the object; the first is the owner: the release the live object's
 /// Helm annotations name, else the index's choice (as the webhook decides).
-pub fn claims<'i>(
+pub(crate) fn claims<'i>(
     index: &'i Index,
     wanted: &Wanted,
     live: Option<&Value>,
@@ -104,7 +104,7 @@ fn annotated_release(live: &Value) -> Option<ReleaseKey> {
 }
 
 /// `chart`: the owning revision's chart files, to say which values key sets each field.
-pub fn why(
+pub(crate) fn why(
     index: &Index,
     config: &Config,
     schema: &Schema,
@@ -149,13 +149,15 @@ pub fn why(
             let ignore = index.ignored_paths(config, object);
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
             let source = chart.and_then(|c| {
-                crate::trace::source_of(&c.manifest, &object.kind, &object.name).map(|s| (c, s))
+                crate::core::trace::source_of(&c.manifest, &object.kind, &object.name)
+                    .map(|s| (c, s))
             });
             revert_plan::locked_values(schema, object, value, &ignore)
                 .into_iter()
                 .map(|v| LockedField {
                     from: source.as_ref().map(|(c, source)| {
-                        crate::trace::trace(&c.templates, source, &object.kind, &v.path).to_string()
+                        crate::core::trace::trace(&c.templates, source, &object.kind, &v.path)
+                            .to_string()
                     }),
                     path: v.path,
                     chart: v.chart,
@@ -175,7 +177,7 @@ pub fn why(
     }
 }
 
-pub fn render_text(report: &WhyReport) -> String {
+pub(crate) fn render_text(report: &WhyReport) -> String {
     let Some(release) = &report.release else {
         return format!(
             "{}: no Helm release locks it (no deployed release's manifest renders it; hooks and crds/ are never locked).\n",
@@ -235,8 +237,8 @@ pub fn render_text(report: &WhyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::release::Status;
     use crate::plugin::tests::{index, live_deployment};
-    use crate::release::Status;
 
     fn deploy(name: &str) -> Wanted {
         Wanted {

@@ -8,12 +8,12 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::core::release::Status;
 use crate::metrics::StatusLabels;
-use crate::readiness::Ready;
-use crate::release::Status;
+use crate::readiness::ReadyState;
 use crate::server::state::AppState;
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -23,12 +23,12 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     match state.readiness.current() {
-        Ready::Ready => (StatusCode::OK, "ready\n".to_string()),
-        Ready::Starting { .. } => (
+        ReadyState::Ready => (StatusCode::OK, "ready\n".to_string()),
+        ReadyState::Starting { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: release Secrets not indexed yet\n".to_string(),
         ),
-        Ready::Failed(why) => (
+        ReadyState::Failed(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}; stopping\n"),
         ),

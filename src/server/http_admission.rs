@@ -12,9 +12,9 @@ use axum::Router;
 use http_body_util::BodyExt;
 
 use crate::confirm::StoredObject;
-use crate::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
+use crate::core::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
+use crate::core::review::{parse_review, read_head, render_response, Head, Review};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
-use crate::review::{parse_review, read_head, render_response, Head, Review};
 use crate::server::state::AppState;
 
 #[derive(Clone, Copy)]
@@ -32,7 +32,7 @@ impl Endpoint {
     }
 }
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
@@ -175,7 +175,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     } else {
         if matches!(
             decision,
-            Decision::Allow(crate::decide::Allowed::Unproven { .. })
+            Decision::Allow(crate::core::decide::Allowed::Unproven { .. })
         ) {
             state.metrics.unproven_claims_allowed.inc();
         }
@@ -189,8 +189,8 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
 /// reason (never for a dry run).
 fn excuse_if_open(
     state: &AppState,
-    index: &crate::index::Index,
-    request: &crate::review::Request<'_>,
+    index: &crate::core::index::Index,
+    request: &crate::core::review::Request<'_>,
     decision: Decision,
 ) -> Decision {
     let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = &decision
@@ -211,14 +211,14 @@ fn excuse_if_open(
     } else {
         format!("change {} of {}", paths.join(", "), locked.object)
     };
-    let excused = crate::decide::excuse(
+    let excused = crate::core::decide::excuse(
         decision,
         &exceptions,
         &user.username,
         &user.groups,
         crate::lock_exception::now(),
     );
-    if let Decision::Allow(crate::decide::Allowed::Excepted {
+    if let Decision::Allow(crate::core::decide::Allowed::Excepted {
         release,
         exception,
         user,
@@ -253,9 +253,9 @@ fn excuse_if_open(
 /// `kubectl diff` tries nothing).
 fn record_attempt(
     state: &AppState,
-    request: &crate::review::Request<'_>,
+    request: &crate::core::review::Request<'_>,
     decision: &Decision,
-    locked: &crate::decide::Locked,
+    locked: &crate::core::decide::Locked,
 ) {
     let label = decision.label();
     state
@@ -346,7 +346,7 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
 /// fails the decision stands: the request already named an object of a deployed release.
 async fn prove_if_needed(
     state: &AppState,
-    request: &crate::review::Request<'_>,
+    request: &crate::core::review::Request<'_>,
     decision: Decision,
 ) -> Decision {
     let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {

@@ -31,7 +31,7 @@ fn builder(header_timeout: Duration) -> auto::Builder<TokioExecutor> {
 
 /// Serves `router` on `listener`, with TLS when `tls` is given, until `shutdown` completes;
 /// then waits up to `grace` for open requests.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     router: Router,

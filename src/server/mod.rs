@@ -1,8 +1,8 @@
 //! `helm-locker serve`: the admission webhook (TLS) and the admin port, fed by a release source.
 
-pub mod admin;
-pub mod http_admission;
-pub mod listen;
+pub(crate) mod admin;
+pub(crate) mod http_admission;
+pub(crate) mod listen;
 pub mod self_managed;
 pub mod state;
 pub mod tls;
@@ -15,9 +15,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::confirm::Confirm;
+use crate::core::policy::Config;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
-use crate::policy::Config;
 use crate::readiness;
 use crate::source;
 use state::{AppState, HttpSettings};
@@ -126,7 +126,7 @@ pub struct BoundServer {
     pub admin_addr: SocketAddr,
     /// PEM of the CA that signed the serving certificate, when self-signed.
     pub ca_pem: Option<String>,
-    pub state: Arc<AppState>,
+    pub(crate) state: Arc<AppState>,
     listener: TcpListener,
     admin_listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -231,8 +231,8 @@ impl BoundServer {
         let state = Arc::new(AppState {
             index: Arc::new(IndexStore::default()),
             config: Arc::new(settings.config),
-            schema: Arc::new(crate::schema::SharedSchema::new(
-                crate::schema::Schema::builtin(),
+            schema: Arc::new(crate::core::schema::SharedSchema::new(
+                crate::core::schema::Schema::builtin(),
             )),
             metrics,
             readiness: Arc::new(readiness::Readiness::new(scopes)),
@@ -499,7 +499,7 @@ fn start_controllers(
     }
 }
 
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

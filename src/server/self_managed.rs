@@ -51,14 +51,14 @@ const FIELD_MANAGER: &str = "helm-locker";
 
 /// The PEMs kept in the Secret: `ca` may hold several CA certificates (newest first).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pems {
+pub(crate) struct Pems {
     pub ca: String,
     pub cert: String,
     pub key: String,
 }
 
 /// The PEMs of a Secret's data, if all three keys are there and are text.
-pub fn pems_from_secret(data: &BTreeMap<String, ByteString>) -> Option<Pems> {
+pub(crate) fn pems_from_secret(data: &BTreeMap<String, ByteString>) -> Option<Pems> {
     let text = |key: &str| {
         data.get(key)
             .and_then(|b| String::from_utf8(b.0.clone()).ok())
@@ -71,7 +71,7 @@ pub fn pems_from_secret(data: &BTreeMap<String, ByteString>) -> Option<Pems> {
 }
 
 /// Why the PEMs must be replaced, or `None` when they can be served as they are.
-pub fn replacement_reason(pems: &Pems, names: &[String], now: i64) -> Option<String> {
+pub(crate) fn replacement_reason(pems: &Pems, names: &[String], now: i64) -> Option<String> {
     let not_after = match certs_gen::expiry(pems.cert.as_bytes()) {
         Ok((_, not_after)) => not_after,
         Err(e) => return Some(format!("tls.crt is unusable ({e})")),
@@ -93,7 +93,7 @@ pub fn replacement_reason(pems: &Pems, names: &[String], now: i64) -> Option<Str
 }
 
 /// The PEM certificates in a bundle, each with its END line.
-pub fn certificates(bundle: &str) -> Vec<String> {
+pub(crate) fn certificates(bundle: &str) -> Vec<String> {
     const END: &str = "-----END CERTIFICATE-----";
     bundle
         .split_inclusive(END)
@@ -106,7 +106,7 @@ pub fn certificates(bundle: &str) -> Vec<String> {
 
 /// The CA bundle after a renewal: the new CA first, then the previous CAs that have not
 /// expired (at most two), so certificates they signed stay trusted while replicas switch.
-pub fn renewed_bundle(new_ca: &str, previous: Option<&str>, now: i64) -> String {
+pub(crate) fn renewed_bundle(new_ca: &str, previous: Option<&str>, now: i64) -> String {
     let mut bundle = new_ca.to_string();
     if !bundle.ends_with('\n') {
         bundle.push('\n');
@@ -125,7 +125,10 @@ pub fn renewed_bundle(new_ca: &str, previous: Option<&str>, now: i64) -> String 
 /// A JSON Patch that sets every webhook's `clientConfig.caBundle` of a webhook configuration
 /// (as JSON) to `bundle_b64`, or `None` when all already carry it. The patch first tests the
 /// resourceVersion, so it never applies to a list that changed since it was read.
-pub fn ca_bundle_patch(config: &serde_json::Value, bundle_b64: &str) -> Option<serde_json::Value> {
+pub(crate) fn ca_bundle_patch(
+    config: &serde_json::Value,
+    bundle_b64: &str,
+) -> Option<serde_json::Value> {
     let webhooks = config.get("webhooks")?.as_array()?;
     let mut ops = Vec::new();
     for (i, webhook) in webhooks.iter().enumerate() {
@@ -197,7 +200,7 @@ fn api_error(what: &str, e: kube::Error) -> String {
 }
 
 /// Reads the Secret, creating or renewing it when needed; returns the PEMs to serve.
-pub async fn ensure_secret(client: &Client, settings: &SelfManaged) -> Result<Pems, String> {
+pub(crate) async fn ensure_secret(client: &Client, settings: &SelfManaged) -> Result<Pems, String> {
     let api: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
     let what = format!("Secret {}/{}", settings.namespace, settings.secret);
     let post = PostParams {
@@ -253,7 +256,7 @@ pub async fn ensure_secret(client: &Client, settings: &SelfManaged) -> Result<Pe
 
 /// Writes the PEMs for serving when they differ from what is there (beside, then renamed,
 /// key last-but-readable only by us). Returns whether anything changed.
-pub fn write_files(dir: &Path, pems: &Pems) -> std::io::Result<bool> {
+pub(crate) fn write_files(dir: &Path, pems: &Pems) -> std::io::Result<bool> {
     std::fs::create_dir_all(dir)?;
     let mut changed = false;
     // The key first: the reloader keeps the previous pair until both fit together.
@@ -308,7 +311,7 @@ where
 
 /// Puts `ca` as the caBundle of every named webhook configuration (of either kind). Returns
 /// the names found under neither kind.
-pub async fn ensure_ca_bundles(
+pub(crate) async fn ensure_ca_bundles(
     client: &Client,
     names: &[String],
     ca: &str,
@@ -330,7 +333,7 @@ pub async fn ensure_ca_bundles(
 
 /// One round: the Secret (created or renewed when needed), the serving files, the caBundles.
 /// Returns whether every webhook configuration was found.
-pub async fn reconcile(client: &Client, settings: &SelfManaged) -> Result<bool, String> {
+pub(crate) async fn reconcile(client: &Client, settings: &SelfManaged) -> Result<bool, String> {
     let pems = ensure_secret(client, settings).await?;
     if write_files(&settings.dir, &pems).map_err(|e| format!("{}: {e}", settings.dir.display()))? {
         tracing::info!(dir = %settings.dir.display(), "serving certificate files written");
@@ -343,7 +346,7 @@ pub async fn reconcile(client: &Client, settings: &SelfManaged) -> Result<bool, 
 }
 
 /// Re-checks forever (renewals, a replica's renewal, webhook configurations recreated).
-pub async fn run(client: Client, settings: SelfManaged) {
+pub(crate) async fn run(client: Client, settings: SelfManaged) {
     let mut complete = true;
     loop {
         tokio::time::sleep(if complete {

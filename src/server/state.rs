@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::Confirm;
+use crate::core::policy::Config;
+use crate::core::schema::SharedSchema;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
-use crate::policy::Config;
 use crate::readiness::Readiness;
-use crate::schema::SharedSchema;
 
 /// Limits and timeouts of the admission port.
 #[derive(Clone, Debug)]
@@ -28,7 +28,7 @@ impl Default for HttpSettings {
     }
 }
 
-pub struct AppState {
+pub(crate) struct AppState {
     pub index: Arc<IndexStore>,
     pub config: Arc<Config>,
     /// List and map semantics of every kind (embedded, then the API server's).

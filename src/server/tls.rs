@@ -34,7 +34,7 @@ pub enum TlsError {
 }
 
 /// Loads a certificate chain and key from PEM files, checking that they belong together.
-pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+pub(crate) fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|source| TlsError::Read {
             path: path.into(),
@@ -45,7 +45,7 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsEr
 }
 
 /// Checks that a PEM certificate and key (already in memory) belong together.
-pub fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
+pub(crate) fn check_pair(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
     certified_key(
         cert_pem,
         key_pem,
@@ -89,7 +89,7 @@ struct Loaded {
 /// Serves the certificate in `cert`/`key`, reloading it when either file changes, and keeps
 /// `expiry` (`helm_locker_certificate_expiry_timestamp_seconds`) at the served one's notAfter.
 #[derive(Debug)]
-pub struct ReloadingCert {
+pub(crate) struct ReloadingCert {
     cert: PathBuf,
     key: PathBuf,
     current: Mutex<Loaded>,
@@ -111,7 +111,7 @@ fn stamp(cert: &Path, key: &Path) -> (Option<SystemTime>, Option<SystemTime>) {
 }
 
 impl ReloadingCert {
-    pub fn new(cert: PathBuf, key: PathBuf, expiry: Gauge) -> Result<Self, TlsError> {
+    pub(crate) fn new(cert: PathBuf, key: PathBuf, expiry: Gauge) -> Result<Self, TlsError> {
         let loaded = load_certified_key(&cert, &key)?;
         if let Some(at) = not_after(&cert) {
             expiry.set(at);
@@ -163,7 +163,7 @@ impl ResolvesServerCert for ReloadingCert {
 
 /// TLS 1.2+ with ALPN for HTTP/2 and HTTP/1.1; optionally requiring client certificates
 /// signed by `client_ca` (the API server's, `--client-ca`).
-pub fn server_config(
+pub(crate) fn server_config(
     resolver: Arc<ReloadingCert>,
     client_ca: Option<&Path>,
 ) -> Result<rustls::ServerConfig, TlsError> {

@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::release::{parse_release_file, ReleaseSecret, SecretRef};
+use crate::core::release::{parse_release_file, ReleaseSecret, SecretRef};
 
 /// A file or Secret that could not be used; the others still are.
 #[derive(Debug)]
-pub struct LoadProblem {
+pub(crate) struct LoadProblem {
     pub file: PathBuf,
     pub secret: Option<SecretRef>,
     pub error: String,
@@ -22,13 +22,13 @@ impl std::fmt::Display for LoadProblem {
 }
 
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub secrets: Vec<ReleaseSecret>,
     pub problems: Vec<LoadProblem>,
 }
 
 /// Files with these extensions are read from folders.
-pub fn is_release_file(path: &Path) -> bool {
+pub(crate) fn is_release_file(path: &Path) -> bool {
     matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("json" | "yaml" | "yml")
@@ -36,7 +36,7 @@ pub fn is_release_file(path: &Path) -> bool {
 }
 
 /// The release files under `paths` (files as given, folders recursively), sorted.
-pub fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -64,7 +64,7 @@ pub fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// Reads every release Secret under `paths` (`-` reads standard input).
-pub fn load(paths: &[PathBuf]) -> Loaded {
+pub(crate) fn load(paths: &[PathBuf]) -> Loaded {
     let mut loaded = Loaded::default();
     let files = match release_files(paths) {
         Ok(files) => files,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::index::Index;
+use crate::core::index::Index;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -26,7 +26,7 @@ fn fingerprint(dir: &Path) -> Fingerprint {
 }
 
 /// Reads the folder into a fresh index, logging unusable files by name.
-pub fn load_index(dir: &Path, metrics: &Metrics) -> Index {
+pub(crate) fn load_index(dir: &Path, metrics: &Metrics) -> Index {
     let loaded = files::load(&[dir.to_path_buf()]);
     for problem in &loaded.problems {
         metrics.release_decode_errors.inc();
@@ -42,7 +42,7 @@ pub fn load_index(dir: &Path, metrics: &Metrics) -> Index {
 }
 
 /// Loads the folder now, then polls it every `interval` and swaps in a new index on change.
-pub async fn run(
+pub(crate) async fn run(
     dir: PathBuf,
     shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,

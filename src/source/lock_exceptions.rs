@@ -14,7 +14,7 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
 
-use crate::exception::Exception;
+use crate::core::exception::Exception;
 use crate::index_store::IndexStore;
 use crate::lock_exception::{exception, now, LockException};
 use crate::metrics::Metrics;
@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 /// How often open exceptions are looked at for their end and the gauges refreshed.
 const TICK: Duration = Duration::from_secs(1);
 
-pub struct LockExceptions {
+pub(crate) struct LockExceptions {
     pub client: Client,
     /// `None`: every namespace.
     pub namespace: Option<String>,
@@ -33,7 +33,7 @@ pub struct LockExceptions {
 }
 
 impl LockExceptions {
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let api: Api<LockException> = match &self.namespace {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),

@@ -11,11 +11,11 @@ use axum::http;
 use http_body_util::BodyExt;
 use kube::Client;
 
+use crate::core::schema::{Schema, SharedSchema};
 use crate::metrics::{Metrics, ResultLabels};
-use crate::schema::{Schema, SharedSchema};
 
 /// Keeps `schema` equal to the API server's document; runs until aborted.
-pub async fn run(
+pub(crate) async fn run(
     client: Client,
     schema: Arc<SharedSchema>,
     metrics: Arc<Metrics>,

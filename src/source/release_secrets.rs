@@ -13,11 +13,13 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, StoredObject};
-use crate::index::ReleaseKey;
+use crate::core::index::ReleaseKey;
+use crate::core::release::{
+    release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status,
+};
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
-use crate::release::{release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status};
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
@@ -103,7 +105,7 @@ impl ForeignWarnings {
     }
 }
 
-fn log_report(report: &crate::index::UpdateReport) {
+fn log_report(report: &crate::core::index::UpdateReport) {
     for conflict in &report.conflicts {
         tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
     }
@@ -112,7 +114,7 @@ fn log_report(report: &crate::index::UpdateReport) {
 /// Watches release Secrets in `namespace` (all when `None`) and keeps `shared` current.
 /// Tells `readiness` once, after its first complete list. Returns only if the watch stream
 /// ends, which the server treats as a failure.
-pub async fn watch(
+pub(crate) async fn watch(
     client: Client,
     namespace: Option<String>,
     shared: Arc<IndexStore>,
@@ -228,7 +230,7 @@ async fn reload_release(
 }
 
 /// Rule 7 against the API server: the `status` label of the highest `version` Secret.
-pub struct KubeConfirm {
+pub(crate) struct KubeConfirm {
     pub client: Client,
 }
 
@@ -269,7 +271,7 @@ impl Confirm for KubeConfirm {
             let resource = kube::core::ApiResource {
                 group: object.group.clone(),
                 version: object.version.clone(),
-                api_version: crate::manifest::api_version(&object.group, &object.version),
+                api_version: crate::core::manifest::api_version(&object.group, &object.version),
                 kind: String::new(),
                 plural: object.resource.clone(),
             };
@@ -282,7 +284,7 @@ impl Confirm for KubeConfirm {
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(meta.and_then(|m| {
-                crate::release::annotated_release_key(m.metadata.annotations.as_ref()?)
+                crate::core::release::annotated_release_key(m.metadata.annotations.as_ref()?)
             }))
         })
     }
