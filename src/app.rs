@@ -302,18 +302,6 @@ fn restore_default_sigpipe() {
 #[cfg(not(unix))]
 fn restore_default_sigpipe() {}
 
-/// An error and every cause under it: `no usable Kubernetes configuration: failed to infer
-/// config: ...`.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        text.push_str(&format!(": {next}"));
-        cause = next.source();
-    }
-    text
-}
-
 /// The whole program: parses the command line and runs the command; `main.rs` only calls this.
 pub fn main() -> ExitCode {
     // The one-shot commands print to standard output: `helm-locker inspect | head` should end
@@ -572,7 +560,8 @@ fn run_review(
     openapi: Option<&std::path::Path>,
     crd_files: &[PathBuf],
 ) -> Result<(), String> {
-    let mut config = crate::config_file::load(config)?;
+    let mut config =
+        crate::config_file::load(config).map_err(|e| crate::error_chain::with_causes(&e))?;
     if let Some(mode) = mode {
         config.mode = mode;
     }
@@ -663,12 +652,12 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
     runtime.block_on(async move {
         let server = BoundServer::bind(settings)
             .await
-            .map_err(|e| with_causes(&e))?;
+            .map_err(|e| crate::error_chain::with_causes(&e))?;
         tracing::info!(addr = %server.addr, admin_addr = %server.admin_addr, "helm-locker serving");
         server
             .run(crate::server::shutdown_signal())
             .await
-            .map_err(|e| with_causes(&e))
+            .map_err(|e| crate::error_chain::with_causes(&e))
     })
 }
 
@@ -676,7 +665,8 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
 /// override the file).
 fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     use crate::server::{Certificate, ReleaseSource, Settings};
-    let mut config = crate::config_file::load(args.config.as_deref())?;
+    let mut config = crate::config_file::load(args.config.as_deref())
+        .map_err(|e| crate::error_chain::with_causes(&e))?;
     if let Some(mode) = args.mode {
         config.mode = mode;
     }

@@ -18,6 +18,7 @@ mod config_file;
 pub(crate) mod confirm;
 pub mod controller;
 pub(crate) mod crd;
+mod error_chain;
 pub(crate) mod index_store;
 pub(crate) mod lock_exception;
 pub(crate) mod metrics;

@@ -26,7 +26,8 @@ const CONCURRENT_READS: usize = 16;
 
 pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
     let target = &args.target;
-    let mut config = crate::config_file::load(target.config.as_deref())?;
+    let mut config = crate::config_file::load(target.config.as_deref())
+        .map_err(|e| crate::error_chain::with_causes(&e))?;
     if target.registration_namespace.is_some() {
         config.registration_namespace = target.registration_namespace.clone();
     }

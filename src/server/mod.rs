@@ -74,8 +74,8 @@ pub enum ServeError {
     SelfSigned(String),
     #[error("no usable Kubernetes configuration")]
     Kubernetes(#[source] kube::Error),
-    #[error("self-managed certificate: {0}")]
-    SelfManaged(String),
+    #[error("self-managed certificate")]
+    SelfManaged(#[from] self_managed::SelfManagedError),
     #[error("stopped: {0}")]
     TaskEnded(String),
 }
@@ -154,9 +154,7 @@ impl BoundServer {
                 let client = kube::Client::try_default()
                     .await
                     .map_err(ServeError::Kubernetes)?;
-                self_managed::reconcile(&client, wanted)
-                    .await
-                    .map_err(ServeError::SelfManaged)?;
+                self_managed::reconcile(&client, wanted).await?;
                 let ca = std::fs::read_to_string(wanted.dir.join("ca.crt")).ok();
                 managed = Some((client, wanted.clone()));
                 ((wanted.dir.join("tls.crt"), wanted.dir.join("tls.key")), ca)

@@ -152,9 +152,36 @@ pub(crate) fn ca_bundle_patch(
     Some(serde_json::Value::Array(ops))
 }
 
-fn generate(names: &[String], previous_ca: Option<&str>, now: i64) -> Result<Pems, String> {
+/// Why a round of the self-managed certificate failed; the API server's error is its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfManagedError {
+    #[error("cannot generate a certificate: {0}")]
+    Generate(String),
+    #[error("{what}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what} keeps changing under us; retrying later")]
+    Contended { what: String },
+    #[error("{what}: {reason}")]
+    Unreadable { what: String, reason: String },
+    #[error("cannot write the serving files to {dir}")]
+    Files {
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn generate(
+    names: &[String],
+    previous_ca: Option<&str>,
+    now: i64,
+) -> Result<Pems, SelfManagedError> {
     let pki = certs_gen::generate("helm-locker", names, &Default::default())
-        .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+        .map_err(|e| SelfManagedError::Generate(e.to_string()))?;
     Ok(Pems {
         ca: renewed_bundle(&pki.ca_pem, previous_ca, now),
         cert: pki.cert_pem,
@@ -195,12 +222,18 @@ fn secret_of(settings: &SelfManaged, pems: &Pems, resource_version: Option<Strin
     }
 }
 
-fn api_error(what: &str, e: kube::Error) -> String {
-    format!("{what}: {e}")
+fn api_error(what: &str, source: kube::Error) -> SelfManagedError {
+    SelfManagedError::Api {
+        what: what.to_string(),
+        source,
+    }
 }
 
 /// Reads the Secret, creating or renewing it when needed; returns the PEMs to serve.
-pub(crate) async fn ensure_secret(client: &Client, settings: &SelfManaged) -> Result<Pems, String> {
+pub(crate) async fn ensure_secret(
+    client: &Client,
+    settings: &SelfManaged,
+) -> Result<Pems, SelfManagedError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
     let what = format!("Secret {}/{}", settings.namespace, settings.secret);
     let post = PostParams {
@@ -251,7 +284,7 @@ pub(crate) async fn ensure_secret(client: &Client, settings: &SelfManaged) -> Re
             Err(e) => return Err(api_error(&format!("cannot update {what} ({reason})"), e)),
         }
     }
-    Err(format!("{what} keeps changing under us; retrying later"))
+    Err(SelfManagedError::Contended { what })
 }
 
 /// Writes the PEMs for serving when they differ from what is there (beside, then renamed,
@@ -282,7 +315,12 @@ pub(crate) fn write_files(dir: &Path, pems: &Pems) -> std::io::Result<bool> {
     Ok(changed)
 }
 
-async fn patch_one<K>(api: Api<K>, kind: &str, name: &str, bundle_b64: &str) -> Result<bool, String>
+async fn patch_one<K>(
+    api: Api<K>,
+    kind: &str,
+    name: &str,
+    bundle_b64: &str,
+) -> Result<bool, SelfManagedError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
 {
@@ -293,10 +331,13 @@ where
     else {
         return Ok(false);
     };
-    let json = serde_json::to_value(&config).map_err(|e| format!("{kind} {name}: {e}"))?;
+    let unreadable = |e: serde_json::Error| SelfManagedError::Unreadable {
+        what: format!("{kind} {name}"),
+        reason: e.to_string(),
+    };
+    let json = serde_json::to_value(&config).map_err(unreadable)?;
     if let Some(patch) = ca_bundle_patch(&json, bundle_b64) {
-        let patch: json_patch::Patch =
-            serde_json::from_value(patch).map_err(|e| format!("{kind} {name}: {e}"))?;
+        let patch: json_patch::Patch = serde_json::from_value(patch).map_err(unreadable)?;
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
@@ -315,7 +356,7 @@ pub(crate) async fn ensure_ca_bundles(
     client: &Client,
     names: &[String],
     ca: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SelfManagedError> {
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
     let mut missing = Vec::new();
     for name in names {
@@ -333,9 +374,16 @@ pub(crate) async fn ensure_ca_bundles(
 
 /// One round: the Secret (created or renewed when needed), the serving files, the caBundles.
 /// Returns whether every webhook configuration was found.
-pub(crate) async fn reconcile(client: &Client, settings: &SelfManaged) -> Result<bool, String> {
+pub(crate) async fn reconcile(
+    client: &Client,
+    settings: &SelfManaged,
+) -> Result<bool, SelfManagedError> {
     let pems = ensure_secret(client, settings).await?;
-    if write_files(&settings.dir, &pems).map_err(|e| format!("{}: {e}", settings.dir.display()))? {
+    let written = write_files(&settings.dir, &pems).map_err(|source| SelfManagedError::Files {
+        dir: settings.dir.display().to_string(),
+        source,
+    })?;
+    if written {
         tracing::info!(dir = %settings.dir.display(), "serving certificate files written");
     }
     let missing = ensure_ca_bundles(client, &settings.webhook_configurations, &pems.ca).await?;
@@ -358,7 +406,8 @@ pub(crate) async fn run(client: Client, settings: SelfManaged) {
         complete = match reconcile(&client, &settings).await {
             Ok(all_found) => all_found,
             Err(e) => {
-                tracing::warn!(error = %e, "self-managed certificate check failed; will retry");
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                tracing::warn!(error = %e, cause = ?cause, "self-managed certificate check failed; will retry");
                 false
             }
         };
