@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/schema/kubernetes-<version>-openapi-v2.json.gz: the definitions of an API server's
+"""Writes core/src/schema/kubernetes-<version>-openapi-v2.json.gz: the definitions of an API server's
 /openapi/v2 with descriptions removed, the schema helm-locker embeds for its built-in kinds.
 
     kubectl get --raw /openapi/v2 | scripts/openapi_snapshot.py 1.20
@@ -27,7 +27,7 @@ def main():
     doc = json.load(sys.stdin)
     definitions = strip(doc["definitions"])
     body = json.dumps({"definitions": definitions}, sort_keys=True, separators=(",", ":"))
-    out = f"src/schema/kubernetes-{version}-openapi-v2.json.gz"
+    out = f"core/src/schema/kubernetes-{version}-openapi-v2.json.gz"
     with open(out, "wb") as f:
         with gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as gz:
             gz.write(body.encode())

@@ -12,7 +12,7 @@ use crate::core::index::Index;
 use crate::core::inspect;
 use crate::core::policy::{self, Mode};
 use crate::core::review::{parse_review, render_response};
-use crate::core::schema::Schema;
+use crate::core::schema::{KubeVersion, Schema};
 use crate::source::files;
 
 /// Makes Helm the only way to change what Helm installed.
@@ -79,6 +79,11 @@ enum Command {
         /// resources and kinds newer than the embedded Kubernetes 1.20 schema.
         #[arg(long)]
         openapi: Option<PathBuf>,
+        /// Without --openapi: the embedded schema of this Kubernetes version's built-in kinds
+        /// (1.20, 1.28, 1.34, 1.36; another minor reads as the nearest older one). What Helm owns
+        /// differs between versions (a Service's selector is atomic on 1.28 and later).
+        #[arg(long, value_parser = kube_version, default_value = KubeVersion::NEWEST.as_str())]
+        kube_version: KubeVersion,
         /// CustomResourceDefinitions (YAML or JSON, several documents or a List; repeatable):
         /// which kind a resource's `scale` writes and through which `specReplicasPath`, as the
         /// server learns it from the API server. CRDs in the releases' manifests are read too.
@@ -104,6 +109,11 @@ enum Command {
         /// The API server's OpenAPI v2 document (`kubectl get --raw /openapi/v2`).
         #[arg(long)]
         openapi: Option<PathBuf>,
+        /// Without --openapi: the embedded schema of this Kubernetes version's built-in kinds
+        /// (1.20, 1.28, 1.34, 1.36; another minor reads as the nearest older one). What Helm owns
+        /// differs between versions (a Service's selector is atomic on 1.28 and later).
+        #[arg(long, value_parser = kube_version, default_value = KubeVersion::NEWEST.as_str())]
+        kube_version: KubeVersion,
         /// Helm's field manager (default: the Apply entry that owns Helm's release annotation).
         #[arg(long)]
         manager: Option<String>,
@@ -227,6 +237,11 @@ struct ServeArgs {
     /// (30m, 4h, 1d).
     #[arg(long, env = "HELM_LOCKER_EXCEPTION_MAX_DURATION", default_value = "1d", value_parser = duration)]
     exception_max_duration: std::time::Duration,
+    /// With --releases-dir: the embedded schema of this Kubernetes version decides (1.20, 1.28,
+    /// 1.34, 1.36). From the API server, its own /openapi/v2 does, and the server is not ready
+    /// until it has read it.
+    #[arg(long, env = "HELM_LOCKER_KUBE_VERSION", value_parser = kube_version, default_value = KubeVersion::NEWEST.as_str())]
+    kube_version: KubeVersion,
     /// Record every denial, warning and repair as a Warning Event on the object (who, which
     /// paths), at most one per object, reason and user every 30 s; dry runs are not recorded.
     /// Needs create and patch on events.
@@ -339,6 +354,7 @@ pub fn main() -> ExitCode {
             mode,
             explain,
             openapi,
+            kube_version,
             crds,
         } => {
             // `review --releases A B REVIEW.json`: the greedy list holds the review last.
@@ -355,7 +371,7 @@ pub fn main() -> ExitCode {
                     config.as_deref(),
                     mode,
                     explain,
-                    openapi.as_deref(),
+                    (openapi.as_deref(), kube_version),
                     &crds,
                 ),
                 None => Err("give the AdmissionReview file after the release paths".into()),
@@ -365,6 +381,7 @@ pub fn main() -> ExitCode {
             mut releases,
             mut objects,
             openapi,
+            kube_version,
             manager,
         } => {
             // `owned-fields --releases A B LIVE.json`: the greedy list holds the objects last.
@@ -374,7 +391,12 @@ pub fn main() -> ExitCode {
             let checked = if objects.is_empty() {
                 Err("give the live objects' file after the release paths".to_string())
             } else {
-                run_owned_fields(&releases, &objects, openapi.as_deref(), manager.as_deref())
+                run_owned_fields(
+                    &releases,
+                    &objects,
+                    (openapi.as_deref(), kube_version),
+                    manager.as_deref(),
+                )
             };
             match checked {
                 Ok(true) => Ok(()),
@@ -428,9 +450,17 @@ fn read_crds(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, String> {
     Ok(out)
 }
 
-fn load_schema(openapi: Option<&std::path::Path>) -> Result<Arc<Schema>, String> {
+/// Which schema an offline command reads: the given `/openapi/v2`, else a version's embedded
+/// one. Said on standard error, as the answers depend on it.
+type SchemaChoice<'a> = (Option<&'a std::path::Path>, KubeVersion);
+
+fn load_schema(choice: SchemaChoice<'_>) -> Result<Arc<Schema>, String> {
+    let (openapi, version) = choice;
     match openapi {
-        None => Ok(Schema::builtin()),
+        None => {
+            eprintln!("helm-locker: the embedded schema of Kubernetes {version} (--kube-version, --openapi)");
+            Ok(Schema::embedded(version))
+        }
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             Schema::from_openapi_v2(&bytes)
@@ -444,7 +474,7 @@ fn load_schema(openapi: Option<&std::path::Path>) -> Result<Arc<Schema>, String>
 fn run_owned_fields(
     releases: &[PathBuf],
     objects: &[PathBuf],
-    openapi: Option<&std::path::Path>,
+    openapi: SchemaChoice<'_>,
     manager: Option<&str>,
 ) -> Result<bool, String> {
     use crate::core::fields_v1::{attribution_of, helm_fields, owned_fields};
@@ -557,7 +587,7 @@ fn run_review(
     config: Option<&std::path::Path>,
     mode: Option<Mode>,
     explain: bool,
-    openapi: Option<&std::path::Path>,
+    (openapi, version): SchemaChoice<'_>,
     crd_files: &[PathBuf],
 ) -> Result<(), String> {
     let mut config =
@@ -588,7 +618,10 @@ fn run_review(
             let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             Schema::from_openapi_v2(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
         }
-        None => Schema::snapshot().map_err(|e| e.to_string())?,
+        None => {
+            eprintln!("helm-locker: the embedded schema of Kubernetes {version} (--kube-version, --openapi)");
+            Schema::snapshot(version).map_err(|e| e.to_string())?
+        }
     }
     .with_scale_paths(crds.iter());
     let mut decision = decide(&index, &schema, &config, &parsed.request)
@@ -621,6 +654,12 @@ fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::core::decide::
 }
 
 /// A duration flag: `15s`, `500ms`, `1m 30s`, or a bare number of seconds (`2.5`).
+fn kube_version(text: &str) -> Result<KubeVersion, String> {
+    KubeVersion::parse(text).ok_or_else(|| {
+        format!("{text:?} is not a Kubernetes version from 1.20 on (1.20, 1.28, 1.34, 1.36 are embedded)")
+    })
+}
+
 fn duration(text: &str) -> Result<std::time::Duration, String> {
     match text.trim().parse::<f64>() {
         Ok(seconds) => std::time::Duration::try_from_secs_f64(seconds)
@@ -743,6 +782,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         controller: Some(controller),
         events: args.events,
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
+        kube_version: args.kube_version,
     })
 }
 

@@ -52,7 +52,13 @@ fn review_denies_the_recorded_kubectl_patch_with_the_releases_message() {
     ] {
         assert!(message.contains(part), "{message}");
     }
-    let explained = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Which schema decided is said first; the explanation follows.
+    assert!(
+        stderr.starts_with("helm-locker: the embedded schema of Kubernetes 1.36"),
+        "{stderr}"
+    );
+    let explained = stderr.lines().nth(1).unwrap_or_default();
     assert!(explained.starts_with("denied: "), "{explained}");
     assert!(explained.contains("--set replicas=7"), "{explained}");
 }
@@ -204,8 +210,11 @@ fn owned_fields_matches_helms_managed_fields_and_reports_a_difference() {
     std::fs::write(&objects, list.to_string()).unwrap();
     let run = |objects: &std::path::Path| {
         Command::new(BIN)
+            // Recorded on Kubernetes 1.20: compared with 1.20's schema.
             .args([
                 "owned-fields",
+                "--kube-version",
+                "1.20",
                 "--releases",
                 &fixture("releases/01-after-install.json"),
             ])

@@ -2595,6 +2595,210 @@ mod tests {
         );
     }
 
+    /// What Helm owns follows the markers of the cluster's version: the same write to the same
+    /// chart, decided with the embedded schema of each version (1.20's granular selectors became
+    /// atomic; lists without a marker were always atomic; finalizers are a set throughout).
+    #[test]
+    fn the_same_write_is_decided_by_the_versions_markers() {
+        use crate::schema::KubeVersion;
+        let chart = "apiVersion: v1\nkind: Service\nmetadata: {name: svc, finalizers: [example.com/keep]}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, protocol: TCP}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      nodeSelector: {disk: ssd}\n      tolerations: [{key: dedicated, operator: Exists}]\n      containers:\n      - name: web\n        image: nginx\n        args: [--port=80]\n        env: [{name: A, value: a}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\nrules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n";
+        let idx = index_of(chart);
+        let owned = |object: Value| annotated(object, "shop");
+        let service = |selector: Value, finalizers: Value| {
+            owned(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "svc", "namespace": "shop", "finalizers": finalizers},
+            "spec": {"selector": selector, "ports": [{"port": 80, "protocol": "TCP"}]}}))
+        };
+        let deployment = |pod: Value| {
+            owned(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": {"template": {"spec": pod}}}))
+        };
+        let pod = |node: Value, tolerations: Value, args: Value, env: Value| {
+            json!({"nodeSelector": node,
+            "tolerations": tolerations, "containers": [{"name": "web", "image": "nginx", "args": args, "env": env}]})
+        };
+        let base_pod = || {
+            pod(
+                json!({"disk": "ssd"}),
+                json!([{"key": "dedicated", "operator": "Exists"}]),
+                json!(["--port=80"]),
+                json!([{"name": "A", "value": "a"}]),
+            )
+        };
+        let role = |rules: Value| {
+            owned(
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "reader"}, "rules": rules}),
+            )
+        };
+        let write = |kind: (&str, &str, &str, &str),
+                     name: &str,
+                     ns: Option<&str>,
+                     new: Value,
+                     old: Value| {
+            let (group, version, kind, resource) = kind;
+            review(
+                "UPDATE",
+                json!({"group": group, "version": version, "kind": kind}),
+                json!({"group": group, "version": version, "resource": resource}),
+                None,
+                name,
+                ns,
+                "alice",
+                new,
+                old,
+            )
+        };
+        let svc = ("", "v1", "Service", "services");
+        let deploy = ("apps", "v1", "Deployment", "deployments");
+        let cr = (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+        );
+        let base_svc = service(json!({"app": "web"}), json!(["example.com/keep"]));
+        let rule = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+        // (what, the write, allowed on 1.20, 1.28, 1.34, 1.36)
+        let cases = [
+            (
+                "a Service selector key",
+                write(
+                    svc,
+                    "svc",
+                    Some("shop"),
+                    service(
+                        json!({"app": "web", "tier": "x"}),
+                        json!(["example.com/keep"]),
+                    ),
+                    base_svc.clone(),
+                ),
+                [true, false, false, false],
+            ),
+            (
+                "a nodeSelector key",
+                write(
+                    deploy,
+                    "web",
+                    Some("shop"),
+                    deployment(pod(
+                        json!({"disk": "ssd", "zone": "a"}),
+                        json!([{"key": "dedicated", "operator": "Exists"}]),
+                        json!(["--port=80"]),
+                        json!([{"name": "A", "value": "a"}]),
+                    )),
+                    deployment(base_pod()),
+                ),
+                [true, false, false, false],
+            ),
+            (
+                "a toleration",
+                write(
+                    deploy,
+                    "web",
+                    Some("shop"),
+                    deployment(pod(
+                        json!({"disk": "ssd"}),
+                        json!([{"key": "dedicated", "operator": "Exists"}, {"key": "gpu", "operator": "Exists"}]),
+                        json!(["--port=80"]),
+                        json!([{"name": "A", "value": "a"}]),
+                    )),
+                    deployment(base_pod()),
+                ),
+                [false; 4],
+            ),
+            (
+                "an argument",
+                write(
+                    deploy,
+                    "web",
+                    Some("shop"),
+                    deployment(pod(
+                        json!({"disk": "ssd"}),
+                        json!([{"key": "dedicated", "operator": "Exists"}]),
+                        json!(["--port=80", "--debug"]),
+                        json!([{"name": "A", "value": "a"}]),
+                    )),
+                    deployment(base_pod()),
+                ),
+                [false; 4],
+            ),
+            (
+                "an env var",
+                write(
+                    deploy,
+                    "web",
+                    Some("shop"),
+                    deployment(pod(
+                        json!({"disk": "ssd"}),
+                        json!([{"key": "dedicated", "operator": "Exists"}]),
+                        json!(["--port=80"]),
+                        json!([{"name": "A", "value": "a"}, {"name": "B", "value": "b"}]),
+                    )),
+                    deployment(base_pod()),
+                ),
+                [true; 4],
+            ),
+            (
+                "an RBAC rule",
+                write(
+                    cr,
+                    "reader",
+                    None,
+                    role(
+                        json!([rule.clone(), {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+                    ),
+                    role(json!([rule.clone()])),
+                ),
+                [false; 4],
+            ),
+            (
+                "another finalizer",
+                write(
+                    svc,
+                    "svc",
+                    Some("shop"),
+                    service(
+                        json!({"app": "web"}),
+                        json!(["example.com/keep", "example.com/other"]),
+                    ),
+                    base_svc.clone(),
+                ),
+                [true; 4],
+            ),
+            (
+                "the chart's finalizer removed",
+                write(
+                    svc,
+                    "svc",
+                    Some("shop"),
+                    service(json!({"app": "web"}), json!([])),
+                    base_svc.clone(),
+                ),
+                [false; 4],
+            ),
+        ];
+        for (what, body, expected) in cases {
+            for (version, allowed) in KubeVersion::ALL.into_iter().zip(expected) {
+                let d = decide(
+                    &idx,
+                    &Schema::embedded(version),
+                    &Config::default(),
+                    &parse_review(body.as_bytes()).unwrap().request,
+                )
+                .unwrap();
+                assert_eq!(
+                    d.is_allowed(),
+                    allowed,
+                    "{what} on {version}: {}",
+                    d.explain()
+                );
+            }
+        }
+        assert_eq!(KubeVersion::parse("v1.30.2"), Some(KubeVersion::V1_28));
+        assert_eq!(KubeVersion::parse("1.36"), Some(KubeVersion::V1_36));
+        assert_eq!(KubeVersion::parse("1.19"), None);
+    }
+
     #[test]
     fn evicting_a_locked_pod_is_deleting_it() {
         let idx = index_of(IDENTITY_CHART);

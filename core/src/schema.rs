@@ -153,19 +153,93 @@ fn resources_of_paths(paths: Option<&Value>) -> HashMap<(Box<str>, Box<str>), Bo
     out
 }
 
-/// Kubernetes 1.20's `/openapi/v2`, definitions only, descriptions removed, gzip
-/// (`scripts/openapi_snapshot.py` makes it from a running API server).
-static BUILTIN_SNAPSHOT: &[u8] = include_bytes!("schema/kubernetes-1.20-openapi-v2.json.gz");
+/// The Kubernetes versions whose built-in kinds' schema is embedded: each one's `/openapi/v2`,
+/// definitions only, descriptions removed, gzip (`scripts/openapi_snapshot.py` makes them from
+/// a running API server). What Helm owns follows the markers, which change between versions
+/// (a Service's `selector` is a granular map on 1.20 and atomic on 1.28 and later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KubeVersion {
+    V1_20,
+    V1_28,
+    V1_34,
+    V1_36,
+}
+
+impl KubeVersion {
+    pub const ALL: [KubeVersion; 4] = [
+        KubeVersion::V1_20,
+        KubeVersion::V1_28,
+        KubeVersion::V1_34,
+        KubeVersion::V1_36,
+    ];
+    /// What the offline commands use unless told otherwise.
+    pub const NEWEST: KubeVersion = KubeVersion::V1_36;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubeVersion::V1_20 => "1.20",
+            KubeVersion::V1_28 => "1.28",
+            KubeVersion::V1_34 => "1.34",
+            KubeVersion::V1_36 => "1.36",
+        }
+    }
+
+    /// `1.34`, `v1.34.9`: the embedded version of that minor release, or the nearest older one
+    /// (`1.30` reads as 1.28); `None` before 1.20 or for anything else.
+    pub fn parse(text: &str) -> Option<KubeVersion> {
+        let text = text.trim().trim_start_matches('v');
+        let mut parts = text.split('.');
+        let (major, minor) = (parts.next()?, parts.next()?);
+        let minor: u32 = minor.parse().ok()?;
+        if major != "1" || minor < 20 {
+            return None;
+        }
+        KubeVersion::ALL
+            .into_iter()
+            .rev()
+            .find(|v| v.minor() <= minor)
+    }
+
+    fn minor(self) -> u32 {
+        self.as_str()[2..].parse().expect("a number")
+    }
+
+    fn snapshot(self) -> &'static [u8] {
+        match self {
+            KubeVersion::V1_20 => include_bytes!("schema/kubernetes-1.20-openapi-v2.json.gz"),
+            KubeVersion::V1_28 => include_bytes!("schema/kubernetes-1.28-openapi-v2.json.gz"),
+            KubeVersion::V1_34 => include_bytes!("schema/kubernetes-1.34-openapi-v2.json.gz"),
+            KubeVersion::V1_36 => include_bytes!("schema/kubernetes-1.36-openapi-v2.json.gz"),
+        }
+    }
+}
+
+impl std::fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 impl Schema {
-    /// The embedded snapshot of the built-in kinds (read once, shared).
+    /// Kubernetes 1.20's embedded schema (read once, shared): the version this project's test
+    /// control plane runs, which the unit tests are written against.
     pub fn builtin() -> Arc<Schema> {
-        static BUILTIN: OnceLock<Arc<Schema>> = OnceLock::new();
-        BUILTIN
+        Schema::embedded(KubeVersion::V1_20)
+    }
+
+    /// The embedded schema of a Kubernetes version's built-in kinds (read once, shared).
+    pub fn embedded(version: KubeVersion) -> Arc<Schema> {
+        static EMBEDDED: OnceLock<[OnceLock<Arc<Schema>>; 4]> = OnceLock::new();
+        let slots = EMBEDDED.get_or_init(Default::default);
+        let slot = KubeVersion::ALL
+            .iter()
+            .position(|v| *v == version)
+            .expect("every version has a slot");
+        slots[slot]
             .get_or_init(|| {
-                let schema = Self::decode_snapshot().unwrap_or_else(|e| {
+                let schema = Self::decode_snapshot(version).unwrap_or_else(|e| {
                     // Only a build with a damaged snapshot gets here; the unit tests read it.
-                    tracing::error!(error = %e, "embedded schema snapshot unusable; every field is deduced");
+                    tracing::error!(error = %e, version = %version, "embedded schema snapshot unusable; every field is deduced");
                     Schema::empty()
                 });
                 Arc::new(schema)
@@ -173,14 +247,14 @@ impl Schema {
             .clone()
     }
 
-    /// The embedded snapshot as a schema of its own, to extend ([`Schema::with_scale_paths`]).
-    pub fn snapshot() -> Result<Schema, SchemaError> {
-        Self::decode_snapshot()
+    /// An embedded snapshot as a schema of its own, to extend ([`Schema::with_scale_paths`]).
+    pub fn snapshot(version: KubeVersion) -> Result<Schema, SchemaError> {
+        Self::decode_snapshot(version)
     }
 
-    fn decode_snapshot() -> Result<Schema, SchemaError> {
+    fn decode_snapshot(version: KubeVersion) -> Result<Schema, SchemaError> {
         let mut json = Vec::new();
-        flate2::read::GzDecoder::new(BUILTIN_SNAPSHOT)
+        flate2::read::GzDecoder::new(version.snapshot())
             .read_to_end(&mut json)
             .map_err(SchemaError::Snapshot)?;
         Self::from_openapi_v2(&json)

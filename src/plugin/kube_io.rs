@@ -339,8 +339,9 @@ async fn schema(client: &Client) -> Arc<Schema> {
     match read {
         Ok(schema) => Arc::new(schema),
         Err(e) => {
-            eprintln!("kubectl-locker: cannot read /openapi/v2 ({e}); using the embedded schema");
-            Schema::builtin()
+            let version = crate::core::schema::KubeVersion::NEWEST;
+            eprintln!("kubectl-locker: cannot read /openapi/v2 ({e}); using the embedded schema of Kubernetes {version}");
+            Schema::embedded(version)
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct Settings {
     pub events: bool,
     /// Honour LockExceptions, open at most this long (Kubernetes source only).
     pub lock_exceptions: Option<Duration>,
+    /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
+    /// the API server's own).
+    pub kube_version: crate::core::schema::KubeVersion,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,8 +232,10 @@ impl BoundServer {
         let state = Arc::new(AppState {
             index: Arc::new(IndexStore::default()),
             config: Arc::new(settings.config),
+            // Replaced by the API server's own document before the server is ready; a folder
+            // of releases is decided with the embedded schema of --kube-version.
             schema: Arc::new(crate::core::schema::SharedSchema::new(
-                crate::core::schema::Schema::builtin(),
+                crate::core::schema::Schema::embedded(settings.kube_version),
             )),
             metrics,
             readiness: Arc::new(readiness::Readiness::new(scopes)),
@@ -313,6 +318,7 @@ impl BoundServer {
                         client.clone(),
                         state.schema.clone(),
                         state.metrics.clone(),
+                        state.readiness.clone(),
                         // A 304 when unchanged: cheap. A chart's CRD is known seconds after install.
                         Duration::from_secs(5),
                     ),
@@ -398,13 +404,15 @@ impl BoundServer {
     }
 }
 
-/// How many scopes must list before the server is ready: each release Secret watch and the
-/// HelmRelease watch, or the folder's first read.
+/// How many scopes must list before the server is ready: each release Secret watch, the
+/// HelmRelease watch and the API server's schema, or the folder's first read.
 fn source_scopes(source: &ReleaseSource, config: &Config) -> usize {
     match source {
         ReleaseSource::Folder { .. } => 1,
         ReleaseSource::Kubernetes => {
-            config.namespaces.len().max(1) + usize::from(config.registration_namespace.is_some())
+            config.namespaces.len().max(1)
+                + usize::from(config.registration_namespace.is_some())
+                + 1
         }
     }
 }

@@ -14,13 +14,17 @@ use kube::Client;
 use crate::core::schema::{Schema, SharedSchema};
 use crate::metrics::{Metrics, ResultLabels};
 
-/// Keeps `schema` equal to the API server's document; runs until aborted.
+/// Keeps `schema` equal to the API server's document; runs until aborted. Tells `readiness`
+/// once, after the first document is read: no live request is decided with another version's
+/// schema.
 pub(crate) async fn run(
     client: Client,
     schema: Arc<SharedSchema>,
     metrics: Arc<Metrics>,
+    readiness: Arc<crate::readiness::Readiness>,
     interval: Duration,
 ) {
+    let mut first = true;
     metrics.schema_kinds.set(schema.load().kind_count() as i64);
     let mut etag: Option<String> = None;
     loop {
@@ -54,6 +58,9 @@ pub(crate) async fn run(
                         metrics.schema_kinds.set(read.kind_count() as i64);
                         schema.store(Arc::new(read));
                         etag = new_etag;
+                        if std::mem::take(&mut first) {
+                            readiness.scope_listed();
+                        }
                         "changed"
                     }
                     Ok(Err(e)) => {
