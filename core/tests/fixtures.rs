@@ -30,7 +30,11 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
 fn every_release_fixture_decodes() {
     use helm_locker_core::release::{decode_data_release, release_data};
     let mut decoded = 0;
-    for dir in ["helm3-style", "cluster-capture/releases"] {
+    for dir in [
+        "helm3-style",
+        "cluster-capture/releases",
+        "cluster-capture-1.36/releases",
+    ] {
         for file in sorted_files(&fixtures().join(dir)) {
             if file.extension().is_some_and(|e| e == "md") {
                 continue;
@@ -65,8 +69,8 @@ fn every_release_fixture_decodes() {
             }
         }
     }
-    // helm3-style: 8 files, one of them a List of 2 Secrets.
-    assert_eq!(decoded, 9 + 11);
+    // helm3-style: 8 files, one of them a List of 2 Secrets; 11 in each recording.
+    assert_eq!(decoded, 9 + 11 + 11);
 }
 
 /// The Secrets of `tests/fixtures/helm3-style/<name>` (made by scripts/make-release-fixtures.py;
@@ -329,7 +333,11 @@ struct Recorded {
 }
 
 fn reviews() -> Vec<Recorded> {
-    sorted_files(&fixtures().join("cluster-capture/reviews"))
+    reviews_of("cluster-capture")
+}
+
+fn reviews_of(capture: &str) -> Vec<Recorded> {
+    sorted_files(&fixtures().join(capture).join("reviews"))
         .into_iter()
         .map(|path| {
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -634,4 +642,77 @@ fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
     // Two installs (shop, tmp) of six objects each, and the Service the failed upgrade
     // created again after `kubectl delete`.
     assert_eq!(compared.len(), 13, "{compared:?}");
+}
+
+/// The kubectl writes of the 1.36 recording that change fields the chart sets (the same story;
+/// numbers differ, and 1.36 keeps managedFields in oldObject, so the second apply of the same
+/// fields is an existing co-owner, not a new one).
+const DENIED_1_36: &[(usize, &str)] = &[
+    (73, "/data/greeting is \"hi\" in the chart, this request sets \"hacked\""),
+    (74, "/spec/replicas is 3 in the chart, this request sets 7"),
+    (78, "/spec/replicas is 3 in the chart, this request sets 5"),
+    (84, "/spec/template/spec/containers/0/image is \"nginx:1.25\" in the chart, this request sets \"nginx:1.27\""),
+    (94, "/data/mode is \"production\" in the chart, this request sets \"debug\""),
+    (96, "server-side apply by field manager \"kubectl\" claims /data/greeting, which Helm owns"),
+    (97, "/data/greeting is \"hi\" in the chart, this request removes it"),
+    (98, "/rules is [{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],\"verbs\":[\"get\",\"list\"]}] in the chart"),
+    (99, "/spec/size is 3 in the chart, this request sets 9"),
+    (100, "deleting it is not allowed"),
+];
+
+/// The same story recorded on kube-apiserver 1.36.3 (tests/fixtures/cluster-capture-1.36),
+/// decided with 1.36's embedded schema: managedFields entries carry `subresource`, Services
+/// carry newer defaults, and every decision is still the one a user expects.
+#[test]
+fn every_review_recorded_on_1_36_gets_the_decision_a_user_expects() {
+    let config = Config::default();
+    let schema =
+        helm_locker_core::schema::Schema::embedded(helm_locker_core::schema::KubeVersion::V1_36);
+    let mut index = Index::new();
+    let (mut seen, mut report) = (BTreeSet::new(), Vec::new());
+    for review in reviews_of("cluster-capture-1.36") {
+        let parsed = parse_review(review.body.as_bytes()).unwrap();
+        let decision = decide(&index, &schema, &config, &parsed.request).unwrap();
+        if let Some(head) = parse_head(review.body.as_bytes()) {
+            if let Ok(Some(fast)) =
+                helm_locker_core::decide::decide_head(&index, &schema, &head.request)
+            {
+                assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
+            }
+        }
+        let expected = DENIED_1_36.iter().find(|(n, _)| *n == review.number);
+        match (&decision, expected) {
+            (Decision::Deny(locked), Some((_, fragment))) => {
+                assert!(
+                    locked.message.contains(fragment),
+                    "{}: {}",
+                    review.file,
+                    locked.message
+                );
+                seen.insert(review.number);
+            }
+            (Decision::Allow(allowed), None) => {
+                let manager = parsed.request.field_manager().unwrap_or_default();
+                if manager == "python"
+                    && review.file.contains("-helm-")
+                    && !review.file.contains("hook")
+                    && !review.file.contains("namespace-")
+                {
+                    assert!(
+                        matches!(allowed, Allowed::HelmAtWork { .. }),
+                        "{}: {allowed:?}",
+                        review.file
+                    );
+                }
+            }
+            _ => report.push(format!("{}: {}", review.file, decision.explain())),
+        }
+        observe(&mut index, &review.body);
+    }
+    assert!(
+        report.is_empty(),
+        "unexpected decisions:\n{}",
+        report.join("\n")
+    );
+    assert_eq!(seen.len(), DENIED_1_36.len());
 }
