@@ -237,6 +237,11 @@ struct ServeArgs {
     /// (30m, 4h, 1d).
     #[arg(long, env = "HELM_LOCKER_EXCEPTION_MAX_DURATION", default_value = "1d", value_parser = duration)]
     exception_max_duration: std::time::Duration,
+    /// A LockException also ends when its release's next revision is deployed (a successful
+    /// helm upgrade or rollback), whatever its `until`.
+    #[arg(long, env = "HELM_LOCKER_EXCEPTIONS_END_ON_UPGRADE", default_value_t = false, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    exceptions_end_on_upgrade: bool,
     /// With --releases-dir: the embedded schema of this Kubernetes version decides (1.20, 1.28,
     /// 1.34, 1.36). From the API server, its own /openapi/v2 does, and the server is not ready
     /// until it has read it.
@@ -783,6 +788,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         events: args.events,
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
         kube_version: args.kube_version,
+        exceptions_end_on_upgrade: args.exceptions_end_on_upgrade,
     })
 }
 

@@ -85,6 +85,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         controller: None,
         events: false,
         lock_exceptions: None,
+        exceptions_end_on_upgrade: false,
         kube_version: helm_locker::core::schema::KubeVersion::V1_20,
     };
     let server = BoundServer::bind(settings).await.unwrap();

@@ -90,6 +90,7 @@ async fn start(config: Config) -> Running {
         controller: None,
         events: false,
         lock_exceptions: None,
+        exceptions_end_on_upgrade: false,
         kube_version: helm_locker::core::schema::KubeVersion::V1_20,
     };
     let server = BoundServer::bind(settings).await.unwrap();

@@ -59,6 +59,8 @@ pub struct Settings {
     pub events: bool,
     /// Honour LockExceptions, open at most this long (Kubernetes source only).
     pub lock_exceptions: Option<Duration>,
+    /// A LockException also ends when its release's next revision is deployed.
+    pub exceptions_end_on_upgrade: bool,
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
     pub kube_version: crate::core::schema::KubeVersion,
@@ -140,6 +142,7 @@ pub struct BoundServer {
     controller: Option<crate::controller::ControllerSettings>,
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     lock_exceptions: Option<Duration>,
+    exceptions_end_on_upgrade: bool,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -267,6 +270,7 @@ impl BoundServer {
             controller: settings.controller,
             attempts,
             lock_exceptions: settings.lock_exceptions,
+            exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
         })
     }
 
@@ -354,6 +358,7 @@ impl BoundServer {
                                 index: state.index.clone(),
                                 metrics: state.metrics.clone(),
                                 max,
+                                end_on_upgrade: self.exceptions_end_on_upgrade,
                             }
                             .run(),
                         );

@@ -30,6 +30,9 @@ pub(crate) struct LockExceptions {
     pub metrics: Arc<Metrics>,
     /// The longest an exception may stay open from its creation (`--exception-max-duration`).
     pub max: Duration,
+    /// Close an exception when its release's next revision is deployed (a successful
+    /// `helm upgrade` or `helm rollback`; `--exceptions-end-on-upgrade`).
+    pub end_on_upgrade: bool,
 }
 
 impl LockExceptions {
@@ -51,6 +54,8 @@ impl LockExceptions {
         let mut all: BTreeMap<String, Exception> = BTreeMap::new();
         let mut listing: Option<BTreeMap<String, Exception>> = None;
         let mut warned: HashSet<String> = HashSet::new();
+        // The release's newest revision when each exception was first seen.
+        let mut revisions: BTreeMap<String, u64> = BTreeMap::new();
         let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
@@ -89,7 +94,7 @@ impl LockExceptions {
                 }
                 _ = tick.tick() => {}
             }
-            self.publish(&all).await;
+            self.publish(&all, &mut revisions).await;
         }
     }
 
@@ -132,10 +137,37 @@ impl LockExceptions {
 
     /// Puts the open exceptions in the index when they differ from what it holds (a closed
     /// one leaves it), and refreshes the gauges.
-    async fn publish(&self, all: &BTreeMap<String, Exception>) {
+    async fn publish(
+        &self,
+        all: &BTreeMap<String, Exception>,
+        revisions: &mut BTreeMap<String, u64>,
+    ) {
         let now = now();
-        let open: Vec<Exception> = all.values().filter(|e| e.is_open(now)).cloned().collect();
         let index = self.index.snapshot();
+        revisions.retain(|name, _| all.contains_key(name));
+        let newest = |e: &Exception| {
+            index
+                .release(&e.release)
+                .and_then(|s| s.newest().map(|r| (r.revision, r.status)))
+        };
+        for e in all.values() {
+            if let (false, Some((revision, _))) = (revisions.contains_key(&e.name), newest(e)) {
+                revisions.insert(e.name.clone(), revision);
+            }
+        }
+        // With --exceptions-end-on-upgrade, Helm deploying a newer revision ends it.
+        let upgraded = |e: &Exception| {
+            self.end_on_upgrade
+                && matches!(
+                    (newest(e), revisions.get(&e.name)),
+                    (Some((revision, crate::core::release::Status::Deployed)), Some(seen)) if revision > *seen
+                )
+        };
+        let open: Vec<Exception> = all
+            .values()
+            .filter(|e| e.is_open(now) && !upgraded(e))
+            .cloned()
+            .collect();
         let held: Vec<&Exception> = index.all_exceptions();
         if held.len() != open.len() || held.iter().zip(&open).any(|(a, b)| *a != b) {
             for closed in held

@@ -117,6 +117,32 @@ class BreakGlass(unittest.TestCase):
         self.assertTrue(back, f"replicas {self.replicas()}, not reverted to 1 after the exception ended:\n{self.locker.log_text()[-2000:]}")
         self.assertEqual(self.locker.metric("helm_locker_exceptions_open"), 0)
 
+    def test_with_end_on_upgrade_a_successful_helm_upgrade_ends_it(self):
+        release = self.plane.helm("up")
+        release.install(CHART, "up", {"replicas": 1}, create_namespace=True)
+        k = self.k
+        self.assertEqual(k("-n", "up", "create", "role", "deployer", "--verb=get,list,watch,patch,update",
+                           "--resource=deployments.apps,deployments.apps/scale").returncode, 0)
+        self.assertEqual(k("-n", "up", "create", "rolebinding", "oncall", "--role=deployer", "--user=oncall").returncode, 0)
+        locker = Locker(self.plane, "up", "--namespace", "up", "--lease-name", "up", "--lock-exceptions",
+                        "--exceptions-end-on-upgrade").wait_ready()
+        self.addCleanup(locker.stop)
+        register_webhook(self.plane, locker, "up")
+        self.addCleanup(unregister_webhook, self.plane, "up")
+        scale = lambda: k("--as=oncall", "-n", "up", "scale", "deploy", "up-web", "--replicas=4", "--dry-run=server")
+        self.assertTrue(eventually(lambda: DENIED in scale().stderr, 15, 0.2), "never locked")
+        body = {"apiVersion": "helm-locker.io/v1alpha1", "kind": "LockException",
+                "metadata": {"name": "hotfix", "namespace": "up"},
+                "spec": {"release": "up", "until": rfc3339(600), "reason": "INC-9: until the fix ships",
+                         "users": ["oncall"], "paths": ["/spec/replicas"]}}
+        self.assertEqual(k("apply", "-f", "-", input=json.dumps(body)).returncode, 0)
+        self.assertTrue(eventually(lambda: scale().returncode == 0, 10, 0.2), "the exception never opened")
+        # The fix ships: the release's next revision is deployed, and the exception ends with it.
+        release.upgrade(CHART, "up", {"replicas": 2})
+        self.assertTrue(eventually(lambda: DENIED in scale().stderr, 10, 0.2),
+                        f"still open after the upgrade:\n{locker.log_text()[-2000:]}")
+        self.assertIn("LockException closed", locker.log_text())
+
     def test_kubectl_locker_unlock_creates_one_and_status_lists_it(self):
         env = dict(self.plane.env)
         out = self.plane.run([BIN, "kubectl", "unlock", "ex", "-n", "ex", "--for", "10m", "--reason", "INC-8: resize",
