@@ -965,7 +965,7 @@ fn names_release(object: Option<crate::review::RawObject<'_>>, release: &Release
 }
 
 /// The release an object's `meta.helm.sh/release-name` and `-namespace` annotations name.
-pub fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
+fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
     #[derive(serde::Deserialize)]
     struct Annotated {
         metadata: Option<Meta>,
@@ -975,15 +975,7 @@ pub fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option
         annotations: Option<std::collections::BTreeMap<String, String>>,
     }
     let object: Annotated = serde_json::from_str(object?.get()).ok()?;
-    let annotations = object.metadata?.annotations?;
-    Some(ReleaseKey::new(
-        annotations
-            .get(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)?
-            .clone(),
-        annotations
-            .get(crate::ownership::RELEASE_NAME_ANNOTATION)?
-            .clone(),
-    ))
+    crate::release::annotated_release_key(&object.metadata?.annotations?)
 }
 
 /// Kinds a plural resource name may stand for (`deployments` -> `deployment`, `registries` ->

@@ -299,17 +299,16 @@ pub fn co_owned_paths(
         .collect()
 }
 
-/// `f:spec.f:containers.k:{"name":"web"}.f:image` as `/spec/containers/[name=web]/image`.
-pub fn describe_field_path(path: &str) -> String {
-    let mut out = String::new();
+/// The elements of a [`FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
+/// separated by `.`, though keys and values are JSON that may hold dots, and so may field names
+/// (`f:receipt.html`).
+pub fn field_path_elements(path: &str) -> Vec<&str> {
+    let mut elements = Vec::new();
     let mut rest = path;
     while !rest.is_empty() {
-        // Elements are separated by `.`, but keys and values are JSON that may contain dots.
-        let (element, tail) = match rest.get(..2) {
+        let end = match rest.get(..2) {
             Some("k:") | Some("v:") => {
-                let mut depth = 0i32;
-                let mut in_string = false;
-                let mut escaped = false;
+                let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
                 let mut end = rest.len();
                 for (i, c) in rest.char_indices().skip(2) {
                     match c {
@@ -325,19 +324,25 @@ pub fn describe_field_path(path: &str) -> String {
                         _ => {}
                     }
                 }
-                (&rest[..end], rest.get(end + 1..).unwrap_or_default())
+                end
             }
-            // A field name may hold dots (`f:receipt.html`): the element ends at the dot that
-            // starts the next element.
-            _ => match (1..rest.len()).find(|&i| {
-                rest.as_bytes()[i] == b'.'
-                    && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
-            }) {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, ""),
-            },
+            _ => (1..rest.len())
+                .find(|&i| {
+                    rest.as_bytes()[i] == b'.'
+                        && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
+                })
+                .unwrap_or(rest.len()),
         };
-        rest = tail;
+        elements.push(&rest[..end]);
+        rest = rest.get(end + 1..).unwrap_or_default();
+    }
+    elements
+}
+
+/// `f:spec.f:containers.k:{"name":"web"}.f:image` as `/spec/containers/[name=web]/image`.
+pub fn describe_field_path(path: &str) -> String {
+    let mut out = String::new();
+    for element in field_path_elements(path) {
         out.push('/');
         match element.split_at_checked(2) {
             Some(("f:", name)) => out.push_str(&name.replace('~', "~0").replace('/', "~1")),

@@ -189,57 +189,19 @@ fn owned_by(others: &OthersFields, path: &str) -> bool {
         return true;
     }
     let mut end = 0;
-    field_path_elements(path).iter().any(|element| {
-        end += element.len() + usize::from(end > 0);
-        end < path.len() && others.leaves.contains(&path[..end])
-    })
-}
-
-/// The elements of a [`crate::fields_v1::FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
-/// separated by `.`, though keys and values are JSON that may hold dots, and so may field names
-/// (`f:receipt.html`).
-fn field_path_elements(path: &str) -> Vec<&str> {
-    let mut elements = Vec::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        let end = match rest.get(..2) {
-            Some("k:") | Some("v:") => {
-                let (mut depth, mut in_string, mut escaped) = (0i32, false, false);
-                let mut end = rest.len();
-                for (i, c) in rest.char_indices().skip(2) {
-                    match c {
-                        _ if escaped => escaped = false,
-                        '\\' if in_string => escaped = true,
-                        '"' => in_string = !in_string,
-                        '{' | '[' if !in_string => depth += 1,
-                        '}' | ']' if !in_string => depth -= 1,
-                        '.' if !in_string && depth == 0 => {
-                            end = i;
-                            break;
-                        }
-                        _ => {}
-                    }
-                }
-                end
-            }
-            _ => (1..rest.len())
-                .find(|&i| {
-                    rest.as_bytes()[i] == b'.'
-                        && matches!(rest.get(i + 1..i + 3), Some("f:" | "k:" | "v:" | "i:"))
-                })
-                .unwrap_or(rest.len()),
-        };
-        elements.push(&rest[..end]);
-        rest = rest.get(end + 1..).unwrap_or_default();
-    }
-    elements
+    crate::fields_v1::field_path_elements(path)
+        .iter()
+        .any(|element| {
+            end += element.len() + usize::from(end > 0);
+            end < path.len() && others.leaves.contains(&path[..end])
+        })
 }
 
 /// Whether the live object holds the field at `path`. Unsure (an element it cannot read) is
 /// present: a field is discounted only when it is surely gone.
 fn field_present(live: &Value, path: &str) -> bool {
     let mut node = live;
-    for element in field_path_elements(path) {
+    for element in crate::fields_v1::field_path_elements(path) {
         let Some((kind, rest)) = element.split_once(':') else {
             return true;
         };
@@ -724,7 +686,7 @@ mod tests {
         let mut root = json!({});
         for path in &paths {
             let mut node = &mut root;
-            for element in field_path_elements(path) {
+            for element in crate::fields_v1::field_path_elements(path) {
                 node = node
                     .as_object_mut()
                     .unwrap()
@@ -734,7 +696,7 @@ mod tests {
         }
         for path in &paths {
             let mut node = &mut root;
-            for element in field_path_elements(path) {
+            for element in crate::fields_v1::field_path_elements(path) {
                 node = node.get_mut(element).unwrap();
             }
             if !node.as_object().unwrap().is_empty() {
@@ -862,7 +824,9 @@ mod tests {
                 "template": {"spec": {"containers": [{"name": "web", "args": ["a.b", "c"]}]}}},
             "rules": [{"verbs": ["get"]}]});
         assert_eq!(
-            field_path_elements(r#"f:spec.f:ports.k:{"port":80,"protocol":"TCP"}.f:name"#),
+            crate::fields_v1::field_path_elements(
+                r#"f:spec.f:ports.k:{"port":80,"protocol":"TCP"}.f:name"#
+            ),
             [
                 "f:spec",
                 "f:ports",
@@ -871,7 +835,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            field_path_elements("f:metadata.f:annotations.f:receipt.html"),
+            crate::fields_v1::field_path_elements("f:metadata.f:annotations.f:receipt.html"),
             ["f:metadata", "f:annotations", "f:receipt.html"]
         );
         for (path, present) in [

@@ -8,8 +8,7 @@ use serde_json::Value;
 
 use super::{lock_state, Live};
 use crate::core::chart::ChartFiles;
-use crate::core::index::{Index, LockedObject, ReleaseKey};
-use crate::core::ownership::{RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
+use crate::core::index::{Index, LockedObject};
 use crate::core::policy::Config;
 use crate::core::revert_plan;
 use crate::core::schema::Schema;
@@ -85,7 +84,7 @@ pub(crate) fn claims<'i>(
         .claims(&wanted.group, &wanted.kind, ns, &wanted.name)
         .collect();
     let first = index.lookup(&wanted.group, &wanted.kind, ns, &wanted.name);
-    let annotated = live.and_then(annotated_release);
+    let annotated = live.and_then(crate::core::release::live_owner);
     claims.sort_by_key(|c| {
         (
             Some(&*c.release) != annotated.as_ref(),
@@ -93,14 +92,6 @@ pub(crate) fn claims<'i>(
         )
     });
     claims
-}
-
-fn annotated_release(live: &Value) -> Option<ReleaseKey> {
-    let annotations = live.pointer("/metadata/annotations")?;
-    Some(ReleaseKey::new(
-        annotations.get(RELEASE_NAMESPACE_ANNOTATION)?.as_str()?,
-        annotations.get(RELEASE_NAME_ANNOTATION)?.as_str()?,
-    ))
 }
 
 /// `chart`: the owning revision's chart files, to say which values key sets each field.
