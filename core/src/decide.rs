@@ -429,6 +429,11 @@ pub fn decide(
         if let Some(decision) = lock.co_owner(schema, &compared) {
             return Ok(decision);
         }
+        if request.operation == Operation::Create && lock.server_side {
+            if let Some(decision) = lock.creator(schema, &compared) {
+                return Ok(decision);
+            }
+        }
     }
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange {
@@ -448,6 +453,9 @@ struct Lock<'a> {
     policy: crate::policy::Policy<'a>,
     door: Door,
     proof: OwnerProof,
+    /// The release is applied with server-side apply (Helm 4, `apply_method: ssa`): its next
+    /// upgrade conflicts with any other field manager of the chart's fields.
+    server_side: bool,
 }
 
 /// What a write is compared with: the chart's object as stored, its schema type, the ignored
@@ -541,6 +549,7 @@ impl<'a> Lock<'a> {
             policy,
             door,
             proof,
+            server_side: newest.apply_method.as_deref() == Some("ssa"),
         })
     }
 
@@ -647,7 +656,17 @@ impl<'a> Lock<'a> {
             let requested =
                 crate::manifest::api_version(&request.kind.group, &request.kind.version);
             let root = schema.root_or_deduced(&requested, &request.kind.kind);
-            let mut changes = cross_version_changes(schema, root, &chart, new, old, ignore);
+            // A CREATE (a restore through another version) is looked for at the chart's paths
+            // in the requested version: where the versions agree on a field's path (PDB and
+            // RBAC v1beta1/v1, Ingress between `extensions` and `networking.k8s.io`) the same
+            // content is no change; where a version moved a field (Ingress v1's
+            // `backend.service.name` for v1beta1's `serviceName`) the chart's field is missing,
+            // and the create is denied. An UPDATE has a stored object to compare with instead.
+            let mut changes = if old.is_none() {
+                locked_changes(schema, root, &chart, new, None, ignore)
+            } else {
+                cross_version_changes(schema, root, &chart, new, old, ignore)
+            };
             changes.extend(crate::ownership::conversion_annotation_changes(
                 &chart,
                 &object.group,
@@ -747,6 +766,46 @@ impl<'a> Lock<'a> {
         let mut l = self.locked(false, Vec::new());
         l.message = co_owner_message(&l, manager, &shared);
         Some(unrepairable(self.mode(), l))
+    }
+
+    /// A CREATE gives every field it sets to the field manager that made it (measured on
+    /// kube-apiserver 1.20: `kubectl create` of the chart's own content leaves an entry of
+    /// `kubectl-create`, and any managedFields sent along are replaced). Unless that is Helm's
+    /// own server-side apply, the creator co-owns the chart's fields, and the next `helm upgrade`
+    /// that changes one fails with `conflict with "kubectl-create"`. Helm's entry is an `Apply`
+    /// entry that owns the release annotation, as in [`co_owner_claims`].
+    fn creator(&self, schema: &Schema, compared: &Compared<'_>) -> Option<Decision> {
+        let entries = creation_entries(self.request.object()?.get())?;
+        let chart = stored_form(&compared.content, &self.object.group, &self.object.kind);
+        for entry in entries {
+            let fields = entry.fields.unwrap_or(Value::Null);
+            let helms = entry.operation.as_deref() == Some("Apply")
+                && fields
+                    .pointer("/f:metadata/f:annotations/f:meta.helm.sh~1release-name")
+                    .is_some();
+            if helms {
+                continue;
+            }
+            let claimed = crate::fields_v1::parse_fields_v1(&fields);
+            let mut shared = crate::fields_v1::co_owned_paths(
+                schema,
+                compared.root,
+                &chart,
+                self.helm(),
+                &claimed,
+                &Default::default(),
+            );
+            shared.retain(|p| {
+                !crate::ownership::is_ignored(&describe_field_path(p), &compared.ignore)
+            });
+            if !shared.is_empty() {
+                let manager = entry.manager.unwrap_or_default();
+                let mut l = self.locked(false, Vec::new());
+                l.message = creator_message(&l, &manager, &shared);
+                return Some(unrepairable(self.mode(), l));
+            }
+        }
+        None
     }
 
     /// Rule 6's verdict on changed locked paths, by mode.
@@ -1078,6 +1137,41 @@ fn co_owner_message(l: &Locked, manager: &str, shared: &[String]) -> String {
         l.headline(),
         paths.join(", ")
     )
+}
+
+fn creator_message(l: &Locked, manager: &str, shared: &[String]) -> String {
+    let paths = first_few(shared, |p| describe_field_path(p));
+    format!(
+        "{}: it is missing, and creating it as field manager \"{manager}\" makes that manager own {} beside Helm, so the next helm upgrade that changes them would fail with a conflict. Run helm upgrade, which recreates it, or ask an admin.",
+        l.headline(),
+        paths.join(", ")
+    )
+}
+
+/// The managedFields entries of a created object: `None` when it has none (nothing to check).
+fn creation_entries(object: &str) -> Option<Vec<CreationEntry>> {
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(default, rename = "managedFields")]
+        managed_fields: Option<Vec<CreationEntry>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: Option<Metadata>,
+    }
+    let object: Object = serde_json::from_str(object).ok()?;
+    object
+        .metadata?
+        .managed_fields
+        .filter(|entries| !entries.is_empty())
+}
+
+#[derive(serde::Deserialize)]
+struct CreationEntry {
+    manager: Option<String>,
+    operation: Option<String>,
+    #[serde(rename = "fieldsV1")]
+    fields: Option<Value>,
 }
 
 /// How a denial shows the requested values.
@@ -1885,6 +1979,66 @@ mod tests {
         ));
     }
 
+    /// On a release Helm applies server-side, a CREATE of the chart's own content by another
+    /// field manager is denied: that manager would co-own every field it set, and the next
+    /// helm upgrade that changes one fails with a conflict. Helm's own apply is not.
+    #[test]
+    fn a_create_by_another_field_manager_of_a_server_side_release_is_denied() {
+        let mut secret =
+            crate::test_util::release_secret("shop", "shop", 2, Status::Deployed, CHART);
+        secret.release.apply_method = Some("ssa".into());
+        let ssa = Index::from_secrets([secret]);
+        let created = |manager: &str, operation: &str, owns_annotation: bool| {
+            let mut object = deployment(3, "nginx:1.25");
+            object["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("Helm");
+            let mut fields = json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}});
+            if owns_annotation {
+                fields["f:metadata"] =
+                    json!({"f:annotations": {"f:meta.helm.sh/release-name": {}}});
+            }
+            object["metadata"]["managedFields"] = json!([{"manager": manager, "operation": operation,
+                "apiVersion": "apps/v1", "fieldsType": "FieldsV1", "fieldsV1": fields}]);
+            review(
+                "CREATE",
+                json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+                json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+                None,
+                "web",
+                Some("shop"),
+                "alice",
+                object,
+                Value::Null,
+            )
+        };
+        let d = decide_json(
+            &ssa,
+            &Config::default(),
+            &created("kubectl-create", "Update", true),
+        );
+        let Decision::Deny(l) = &d else {
+            panic!("a kubectl create of a server-side release's object was allowed: {d:?}")
+        };
+        assert!(
+            l.message.contains("field manager \"kubectl-create\""),
+            "{}",
+            l.message
+        );
+        assert!(l.message.contains("/spec/replicas"), "{}", l.message);
+        // Helm's own apply (an Apply entry owning the release annotation) is not a co-owner.
+        let d = decide_json(&ssa, &Config::default(), &created("helm", "Apply", true));
+        assert!(d.is_allowed(), "{d:?}");
+        // Another applier that leaves Helm's annotation to others still co-owns the fields.
+        let d = decide_json(&ssa, &Config::default(), &created("ops", "Apply", false));
+        assert!(matches!(d, Decision::Deny(_)), "{d:?}");
+        // A client-side (Helm 3 style) release has no conflicts to fear: compared by content.
+        let d = decide_json(
+            &index(Status::Deployed),
+            &Config::default(),
+            &created("kubectl-create", "Update", true),
+        );
+        assert!(d.is_allowed(), "{d:?}");
+    }
+
     /// A Scale or an Eviction holds no annotations: the server reads them before a deny.
     #[test]
     fn a_scale_is_denied_only_once_the_stored_object_proves_its_owner() {
@@ -2263,6 +2417,31 @@ mod tests {
                     .is_allowed()
             );
         }
+        // A restore (CREATE) through the other group: the same content at the same paths is
+        // no change; another class is.
+        let create = |new: Value| {
+            review(
+                "CREATE",
+                json!({"group": "extensions", "version": "v1beta1", "kind": "Ingress"}),
+                json!({"group": "extensions", "version": "v1beta1", "resource": "ingresses"}),
+                None,
+                "web",
+                Some("shop"),
+                "admin",
+                new,
+                Value::Null,
+            )
+        };
+        let mut restored = ingress("nginx");
+        restored["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("Helm");
+        let d = decide_json(&idx, &Config::default(), &create(restored.clone()));
+        assert!(d.is_allowed(), "{d:?}");
+        restored["spec"]["ingressClassName"] = json!("other");
+        let d = decide_json(&idx, &Config::default(), &create(restored));
+        let Decision::Deny(l) = &d else {
+            panic!("{d:?}")
+        };
+        assert_eq!(l.changes[0].path, "/spec/ingressClassName");
         // A group that does not serve Ingress is another object.
         let d = decide_json(
             &idx,

@@ -1,0 +1,169 @@
+"""Restores: a locked object that went missing, created again by someone other than Helm, on a
+real control plane.
+
+- On a release Helm 4 applies server-side, `kubectl create` of the chart's own content is
+  denied. The API server makes the creator (`kubectl-create`) own every field it sets, and the
+  next `helm upgrade` that changes one fails with a conflict: shown here by an exempt user, whose
+  create goes through and whose restore breaks that upgrade. A server-side apply under Helm's
+  own field manager is allowed, and the next upgrade succeeds.
+- On a client-side (Helm 3 style) release there is no conflict to fear: a restore is compared
+  with the chart, also through another version of the kind (an RBAC v1beta1 Role restored as
+  v1, an Ingress through `extensions`), and an Endpoints object in the order it was stored
+  (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
+"""
+
+import copy
+import json
+import unittest
+
+from harness import (CHART, DENIED, ControlPlane, Locker, eventually, register_webhook, release_secret,
+                     unregister_webhook)
+
+ANNOTATIONS = {"meta.helm.sh/release-name": "legacy", "meta.helm.sh/release-namespace": "legacy"}
+ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1beta1", "kind": "Role",
+        "metadata": {"name": "reader", "namespace": "legacy"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}
+ENDPOINTS = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "external", "namespace": "legacy"},
+             "subsets": [{"addresses": [{"ip": "10.0.0.9"}, {"ip": "10.0.0.1"}],
+                          "ports": [{"name": "b", "port": 90, "protocol": "TCP"},
+                                    {"name": "a", "port": 80, "protocol": "TCP"}]}]}
+INGRESS = {"apiVersion": "networking.k8s.io/v1beta1", "kind": "Ingress",
+           "metadata": {"name": "web", "namespace": "legacy"},
+           "spec": {"ingressClassName": "nginx",
+                    "rules": [{"host": "shop.example.com", "http": {"paths": [
+                        {"path": "/", "pathType": "Prefix",
+                         "backend": {"serviceName": "web", "servicePort": 80}}]}}]}}
+
+
+def as_helm_wrote_it(obj):
+    """The object as Helm writes it: its manifest plus the release annotations and label."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["annotations"] = dict(ANNOTATIONS)
+    obj["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
+    return obj
+
+
+def restorable(live):
+    """What a backup tool keeps of a live object: no uid, version, timestamps or managedFields."""
+    obj = copy.deepcopy(live)
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "selfLink", "generation"):
+        obj["metadata"].pop(key, None)
+    obj.pop("status", None)
+    return obj
+
+
+class Restore(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.plane = ControlPlane()
+        k = cls.plane.kubectl
+        assert k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
+                 "--user=ops").returncode == 0
+        # No reverter: a deleted object stays missing until someone creates it.
+        cls.locker = Locker(cls.plane, "restore", "--lease-name", "restore", "--exempt-user", "ops",
+                            "--revert=false").wait_ready()
+        register_webhook(cls.plane, cls.locker, "restore")
+
+    @classmethod
+    def tearDownClass(cls):
+        unregister_webhook(cls.plane, "restore")
+        cls.locker.stop()
+        cls.plane.down()
+
+    def k(self, *args, input=None):
+        return self.plane.kubectl(*args, input=input)
+
+    def ok(self, out):
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out
+
+    def create(self, obj, *args):
+        return self.k("create", *args, "-f", "-", input=json.dumps(obj))
+
+    def test_a_server_side_release_is_restored_only_under_helms_field_manager(self):
+        release = self.plane.helm("rs")
+        release.install(CHART, "rs", {"greeting": "hello"}, create_namespace=True)
+        self.assertTrue(eventually(lambda: self.k("-n", "rs", "scale", "--dry-run=server", "deploy", "rs-web",
+                                                  "--replicas=7").returncode != 0, 15, 0.2), "never locked")
+        live = json.loads(self.ok(self.k("-n", "rs", "get", "configmap", "rs-config", "-o", "json",
+                                         "--show-managed-fields")).stdout)
+        helm_manager = next(e["manager"] for e in live["metadata"]["managedFields"] if e["operation"] == "Apply")
+        backup = restorable(live)
+        self.ok(self.k("--as=ops", "-n", "rs", "delete", "configmap", "rs-config"))
+
+        # kubectl create of the very content Helm wrote: kubectl-create would co-own it.
+        out = self.create(backup)
+        self.assertNotEqual(out.returncode, 0, "kubectl create of a server-side release's object was allowed")
+        self.assertIn(DENIED, out.stderr)
+        self.assertIn('creating it as field manager "kubectl-create"', out.stderr)
+        self.assertIn("/data/greeting", out.stderr)
+
+        # Under Helm's own field manager, as a server-side apply: allowed, and Helm's next
+        # upgrade changes the restored field without a conflict.
+        self.ok(self.k("apply", "--server-side", f"--field-manager={helm_manager}", "-f", "-",
+                       input=json.dumps(backup)))
+        release.upgrade(CHART, "rs", {"greeting": "bonjour"})
+        self.assertEqual(self.k("-n", "rs", "get", "configmap", "rs-config", "-o",
+                                "jsonpath={.data.greeting}").stdout, "bonjour")
+
+        # Why the denial: an exempt user's kubectl create goes through, and the next upgrade
+        # that changes the field fails with the API server's conflict.
+        self.ok(self.k("--as=ops", "-n", "rs", "delete", "configmap", "rs-config"))
+        again = restorable(self.plane.get_json("configmap", "-n", "rs", "rs-config") or live)
+        again["data"]["greeting"] = "bonjour"
+        self.ok(self.create(again, "--as=ops"))
+        with self.assertRaises(Exception) as failed:
+            release.upgrade(CHART, "rs", {"greeting": "hola"})
+        self.assertIn('conflict with "kubectl-create"', str(failed.exception))
+
+    def test_a_client_side_release_is_restored_by_content_across_versions_and_orders(self):
+        self.ok(self.k("create", "namespace", "legacy"))
+        for obj in (ROLE, ENDPOINTS, INGRESS):
+            self.ok(self.create(as_helm_wrote_it(obj)))
+        self.ok(self.create(release_secret("legacy", "legacy", [ROLE, ENDPOINTS, INGRESS])))
+        self.assertTrue(eventually(lambda: self.k("-n", "legacy", "label", "--dry-run=server", "--overwrite",
+                                                  "endpoints", "external", "app.kubernetes.io/managed-by=me"
+                                                  ).returncode != 0, 15, 0.2), "never locked")
+        stored = self.plane.get_json("endpoints", "-n", "legacy", "external")
+        self.assertEqual([a["ip"] for a in stored["subsets"][0]["addresses"]], ["10.0.0.9", "10.0.0.1"],
+                         "the API server reordered the addresses")
+
+        def gone(kind, name):
+            self.ok(self.k("--as=ops", "-n", "legacy", "delete", kind, name))
+
+        # A Role the chart writes as rbac v1beta1, restored as v1: same rules, allowed.
+        gone("role", "reader")
+        as_v1 = as_helm_wrote_it(ROLE)
+        as_v1["apiVersion"] = "rbac.authorization.k8s.io/v1"
+        wider = copy.deepcopy(as_v1)
+        wider["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})
+        out = self.create(wider)
+        self.assertNotEqual(out.returncode, 0, "a wider Role was restored")
+        self.assertIn(DENIED, out.stderr)
+        self.assertIn("/rules", out.stderr)
+        self.ok(self.create(as_v1))
+
+        # Endpoints in the stored order: allowed; the addresses in another order: denied
+        # (`subsets` is an atomic list, Helm's next apply would conflict over it).
+        gone("endpoints", "external")
+        swapped = restorable(stored)
+        swapped["subsets"][0]["addresses"].reverse()
+        out = self.create(swapped)
+        self.assertNotEqual(out.returncode, 0, "reordered Endpoints were restored")
+        self.assertIn("/subsets", out.stderr)
+        self.ok(self.create(restorable(stored)))
+
+        # The Ingress through `extensions/v1beta1` (same paths): allowed; another class: denied.
+        gone("ingress", "web")
+        through_extensions = as_helm_wrote_it(INGRESS)
+        through_extensions["apiVersion"] = "extensions/v1beta1"
+        other_class = copy.deepcopy(through_extensions)
+        other_class["spec"]["ingressClassName"] = "other"
+        out = self.create(other_class)
+        self.assertNotEqual(out.returncode, 0, "an Ingress of another class was restored")
+        self.assertIn("/spec/ingressClassName", out.stderr)
+        self.ok(self.create(through_extensions))
+
+
+if __name__ == "__main__":
+    unittest.main()
