@@ -716,3 +716,51 @@ fn every_review_recorded_on_1_36_gets_the_decision_a_user_expects() {
     );
     assert_eq!(seen.len(), DENIED_1_36.len());
 }
+
+/// What a server-side apply's `oldObject` carries of `managedFields`, as recorded: on 1.20 either
+/// the new object's entries or none at all, never the stored ones; on 1.36 the stored ones. So
+/// the co-owner rule (decide.rs `co_owner_claims`) counts an old entry only where it differs
+/// from the new one, and on 1.20 it never does (README, "What the API server taught us").
+#[test]
+fn a_server_side_applys_old_object_carries_the_new_managed_fields_on_1_20_only() {
+    let applies = |capture: &str| -> Vec<(String, Option<Value>, Option<Value>)> {
+        reviews_of(capture)
+            .into_iter()
+            .filter_map(|r| {
+                let review: Value = serde_json::from_str(&r.body).unwrap();
+                let request = &review["request"];
+                let manager = &request["options"]["fieldManager"];
+                let applied = request["operation"] == "UPDATE"
+                    && manager.is_string()
+                    && request["object"]["metadata"]["managedFields"]
+                        .as_array()
+                        .is_some_and(|entries| {
+                            entries
+                                .iter()
+                                .any(|e| e["operation"] == "Apply" && e["manager"] == *manager)
+                        });
+                applied.then(|| {
+                    let entries =
+                        |key: &str| request[key]["metadata"].get("managedFields").cloned();
+                    (r.file, entries("object"), entries("oldObject"))
+                })
+            })
+            .collect()
+    };
+    let on_1_20 = applies("cluster-capture");
+    assert!(on_1_20.len() >= 10, "{}", on_1_20.len());
+    for (file, new, old) in &on_1_20 {
+        assert!(
+            old.is_none() || old == new,
+            "{file}: oldObject has its own managedFields"
+        );
+    }
+    assert!(on_1_20.iter().any(|(_, new, old)| old == new));
+    let on_1_36 = applies("cluster-capture-1.36");
+    assert!(
+        on_1_36
+            .iter()
+            .any(|(_, new, old)| old.is_some() && old != new),
+        "1.36 sends the stored managedFields"
+    );
+}
