@@ -428,10 +428,16 @@ class Dockerfile(unittest.TestCase):
         self.assertEqual(binary[1:], ["serve"])
         copies = {rest.split()[-1]: rest.split()[-2] for word, rest in runtime if word == "COPY" and "--from=" in rest}
         self.assertIn(binary[0], copies)
-        built = copies[binary[0]]
-        self.assertTrue(built.endswith("/target/release/helm-locker"), built)
+        self.assertEqual(copies[binary[0]], binary[0])
+        # Copied from the `binaries` stage: the builder's by default (ARG BINARIES=builder), a
+        # local image with the same files when scripts/image.sh builds without a registry.
+        self.assertTrue(all(w != "COPY" or "--from=" not in r or "--from=binaries " in r for w, r in runtime))
+        self.assertIn(("ARG", "BINARIES=builder"), self.instructions)
+        self.assertIn(("FROM", "${BINARIES} AS binaries"), self.instructions)
         builds = [rest for stage in stages[:-1] for word, rest in stage if word == "RUN" and "cargo build" in rest]
-        self.assertTrue(any("--bin helm-locker" in b and "--release" in b and "--locked" in b for b in builds))
+        self.assertTrue(any("--bin helm-locker" in b and "--profile image" in b and "--locked" in b
+                            and f"target/x86_64-unknown-linux-gnu/image/helm-locker" in b
+                            and os.path.dirname(binary[0]) in b for b in builds), builds)
 
     @unittest.skipUnless(shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True).returncode == 0,
                          "no Docker daemon")
