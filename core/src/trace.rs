@@ -246,7 +246,9 @@ pub fn source_of(manifest: &str, kind: &str, name: &str) -> Option<String> {
 
 /// The manifest's `# Source:` of the object of kind `kind` named `name`, and the object as
 /// the chart rendered it.
-fn rendered_object(manifest: &str, kind: &str, name: &str) -> Option<(String, Value)> {
+/// The `# Source:` template and the object as the chart rendered it, of the manifest's
+/// `kind`/`name`: what [`trace_change`] needs beside the path.
+pub fn rendered_object(manifest: &str, kind: &str, name: &str) -> Option<(String, Value)> {
     crate::manifest::split_documents(manifest).find_map(|doc| {
         let parsed = crate::manifest::parse_manifest(doc);
         let object = parsed

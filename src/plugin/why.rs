@@ -139,16 +139,25 @@ pub(crate) fn why(
         Some(value) => {
             let ignore = index.ignored_paths(config, object);
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-            let source = chart.and_then(|c| {
-                crate::core::trace::source_of(&c.manifest, &object.kind, &object.name)
-                    .map(|s| (c, s))
+            // Traced like a denial's hint: list items matched by name and every values key
+            // checked against the chart's value, so a key is named only when it is certain.
+            let rendered = chart.and_then(|c| {
+                crate::core::trace::rendered_object(&c.manifest, &object.kind, &object.name)
+                    .map(|(source, rendered)| (c, source, rendered))
             });
             revert_plan::locked_values(schema, object, value, &ignore)
                 .into_iter()
                 .map(|v| LockedField {
-                    from: source.as_ref().map(|(c, source)| {
-                        crate::core::trace::trace(&c.templates, source, &object.kind, &v.path)
-                            .to_string()
+                    from: rendered.as_ref().map(|(c, source, rendered)| {
+                        crate::core::trace::trace_change(
+                            &c.templates,
+                            source,
+                            &object.kind,
+                            &v.path,
+                            Some(rendered),
+                            &v.chart,
+                        )
+                        .to_string()
                     }),
                     path: v.path,
                     chart: v.chart,
