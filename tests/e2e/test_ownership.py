@@ -1168,6 +1168,114 @@ class Ownership(unittest.TestCase):
         finally:
             self.cleanup(*releases)
 
+    def test_3b_random_restores_and_escaped_co_owners(self):
+        """Random restores (an exempt delete, then a create, the chart's content or changed, by a
+        user the lock applies to) and server-side applies by field managers whose names Go's
+        encoder escapes (`&`, `<`, `>`). A denied create leaves the object missing and the next
+        helm upgrade brings it back; after an allowed create or apply the next helm upgrade is
+        clean and no other manager co-owns a field Helm's entry owns."""
+        wanted = os.environ.get("E2E_SEED") or "2718281828"
+        seed = int(time.time() * 1000) % 2**32 if wanted == "random" else int(wanted)
+        count = int(os.environ.get("E2E_RANDOM_RESTORES") or 16)
+        print(f"\n  random restores and applies: E2E_SEED={seed} E2E_RANDOM_RESTORES={count}")
+        rng = random.Random(seed)
+        kinds = {"ConfigMap", "Secret", "ServiceAccount", "Service", "Deployment", "ClusterRole", "Role",
+                 "RoleBinding"}
+        managers = ["ops&sre", "<ops>", "a&b<c>d"]
+        exempt = ("--as", KCM, "--as-group", CONTROLLERS)
+        releases = [self.install(chart, name, f"own-rr-{name}") for chart, name in
+                    (("shop", "qsh"), ("edges", "qed"))]
+        try:
+            for release in releases:
+                release.wait_locked()
+            self.wait_schema(self.strict)
+            tally, failures = {ALLOW: 0, DENY: 0, "error": 0}, []
+            for n in range(count):
+                release = rng.choice(releases)
+                # An object the chart gives a finalizer would wait for it to go.
+                obj = rng.choice([o for o in release.objects
+                                  if o["kind"] in kinds and not o["metadata"].get("finalizers")])
+                target = f"{obj['kind'].lower()}/{obj['metadata']['name']}"
+                t, ns = split_target(release.fmt(target))
+                ns = ns or release.namespace
+                live = self.get(release, target)
+                problems = []
+                if rng.random() < 0.5:
+                    body = backup(live)
+                    if rng.random() < 0.5:
+                        op, path, value = random_operation(rng, obj, normalized(live))
+                        try:
+                            body = apply_patch(body, [{"op": op, "path": path, **({"value": value} if op != "remove" else {})}])
+                        except (KeyError, IndexError, ValueError, TypeError):
+                            pass
+                    self.k("delete", t, "-n", ns, "--wait=true", "--timeout=60s", *exempt)
+                    out = self.k("create", "-n", ns, "-f", "-", input=json.dumps(body))
+                    write = f"restore {json.dumps(body)[:120]}"
+                    outcome = ALLOW if out.returncode == 0 else DENY if DENIED in out.stderr else "error"
+                    if outcome == ALLOW:
+                        problems = self.check_invariants(release, target, outcome, live, False)
+                        problems += self.co_owners(t, ns)
+                    else:
+                        if self.get(release, target) is not None:
+                            problems.append("a refused create left an object")
+                        error = release.upgrade()
+                        if error or self.get(release, target) is None:
+                            problems.append(f"helm upgrade did not bring it back: {(error or '')[:200]}")
+                            self.repair(release, target)
+                        release.wait_locked()
+                else:
+                    manager = rng.choice(managers)
+                    key = rng.choice([k for k in obj if k not in ("apiVersion", "kind", "metadata", "status")]
+                                     or ["metadata"])
+                    value = copy.deepcopy(live.get(key))
+                    if key == "metadata":
+                        value = {"labels": copy.deepcopy(live["metadata"].get("labels") or {})}
+                    if rng.random() < 0.5:
+                        value = mutate(rng, value)
+                    meta = {"name": live["metadata"]["name"], **({"namespace": ns} if obj["kind"] != "ClusterRole" else {})}
+                    body = {"apiVersion": live["apiVersion"], "kind": live["kind"],
+                            "metadata": {**meta, **(value if key == "metadata" else {})}}
+                    if key != "metadata":
+                        body[key] = value
+                    force = rng.random() < 0.5
+                    out = self.k("apply", "--server-side", f"--field-manager={manager}",
+                                 *(["--force-conflicts"] if force else []), "-f", "-", input=json.dumps(body))
+                    write = f"apply as {manager}{' (force)' if force else ''} {json.dumps(body)[:120]}"
+                    outcome = ALLOW if out.returncode == 0 else DENY if DENIED in out.stderr else "error"
+                    problems = self.check_invariants(release, target, outcome, live, False)
+                    if outcome == ALLOW:
+                        problems += self.co_owners(t, ns)
+                tally[outcome] += 1
+                line = f"{n:2} {outcome:5} {release.name} {target} {write}"
+                print("  " + line + (f"\n       {problems}" if problems else ""))
+                if problems:
+                    failures.append(f"{line}: {problems}")
+            print(f"  random restores and applies: {tally} (error: the API server refused the write itself)")
+            self.assertEqual(failures, [], f"E2E_SEED={seed}")
+        finally:
+            self.cleanup(*releases)
+
+    def co_owners(self, target, namespace):
+        """Fields Helm's Apply entry owns that another manager owns too: each breaks the next
+        helm upgrade that changes it."""
+        out = self.k("get", target, "-n", namespace, "-o", "json", "--show-managed-fields")
+        if out.returncode != 0:
+            return []
+        entries = json.loads(out.stdout)["metadata"].get("managedFields") or []
+        helm_entry = next((e for e in entries if e["operation"] == "Apply" and "f:meta.helm.sh/release-name" in
+                           e.get("fieldsV1", {}).get("f:metadata", {}).get("f:annotations", {})), None)
+        if helm_entry is None:
+            return []
+        helms = set(leaf_paths(helm_entry["fieldsV1"]))
+        shared = []
+        for e in entries:
+            if e is helm_entry:
+                continue
+            both = helms & set(leaf_paths(e.get("fieldsV1", {})))
+            if both:
+                shared.append(f"{e['manager']} ({e['operation']}) co-owns {sorted(both)[:3]}")
+        return shared
+
     # -- 4. the story on each chart
 
     def test_4_story_on_each_chart(self):
@@ -1412,6 +1520,30 @@ def random_operation(rng, chart_obj, live):
             return "add", path + "/-", mutate(rng, item)
         return "add", f"{path}/e2e-{rng.randrange(1000)}", "e2e"
     return "replace", path, mutate(rng, copy.deepcopy(value))
+
+
+def backup(live):
+    """What a backup tool restores of a live object: no identity, version, status or managedFields,
+    and no allocated cluster IP."""
+    obj = copy.deepcopy(live)
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "selfLink", "generation"):
+        obj["metadata"].pop(key, None)
+    obj.pop("status", None)
+    if obj["kind"] == "Service":
+        for key in ("clusterIP", "clusterIPs"):
+            obj.get("spec", {}).pop(key, None)
+    return obj
+
+
+def leaf_paths(fields, path=""):
+    """The leaves of a fieldsV1 set (`f:data.f:greeting`); `.` marks a node owned as such."""
+    if not fields:
+        yield path
+        return
+    for key, below in fields.items():
+        if key == ".":
+            continue
+        yield from leaf_paths(below, f"{path}.{key}" if path else key)
 
 
 def mutate(rng, value):
