@@ -147,6 +147,38 @@ pub const VALIDATING_WEBHOOK: &str = include_str!("../../webhook-config/validati
 pub const MUTATING_WEBHOOK: &str = include_str!("../../webhook-config/mutating.yaml");
 /// The namespace `webhook-config/` is written for.
 const SHIPPED_NAMESPACE: &str = "helm-locker";
+/// The matchConditions of every webhook on Kubernetes 1.28 and newer: the file
+/// webhook-config-1.28 applies, and the chart renders a copy of.
+pub const MATCH_CONDITIONS: &str =
+    include_str!("../../webhook-config/match-conditions/match-conditions.yaml");
+/// The first Kubernetes version whose webhook configurations take `matchConditions` (beta and
+/// on by default in 1.28, GA in 1.30).
+pub const MATCH_CONDITIONS_SINCE: (u64, u64) = (1, 28);
+
+/// `(major, minor)` of a Kubernetes version as people and API servers write it: `1.30`,
+/// `v1.30.2`, `1.28.3-eks-4f4795d`.
+pub fn parse_kube_version(text: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{text:?} is not a Kubernetes version such as 1.30 or v1.28.3");
+    let trimmed = text.strip_prefix('v').unwrap_or(text);
+    let mut parts = trimmed.splitn(3, '.');
+    let major = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let minor = parts
+        .next()
+        .map(|p| p.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(bad)?;
+    Ok((major, minor))
+}
+
+/// The `matchConditions` list of [`MATCH_CONDITIONS`].
+pub fn match_conditions() -> Result<serde_json::Value, String> {
+    let doc: serde_json::Value = serde_saphyr::from_str(MATCH_CONDITIONS)
+        .map_err(|e| format!("embedded match conditions: {e}"))?;
+    match &doc["conditions"] {
+        serde_json::Value::Array(list) if !list.is_empty() => Ok(doc["conditions"].clone()),
+        _ => Err("embedded match conditions: no conditions list".into()),
+    }
+}
 
 /// One shipped webhook configuration, pointed at `service` in `namespace`, with `ca_pem` as
 /// the `caBundle` of every webhook, and `namespace` (instead of the shipped `helm-locker`)
@@ -157,7 +189,24 @@ pub fn webhook_configuration(
     namespace: &str,
     ca_pem: &str,
 ) -> Result<String, String> {
+    webhook_configuration_for(shipped, service, namespace, ca_pem, false)
+}
+
+/// [`webhook_configuration`], and with `match_conditions` every webhook also carries the
+/// [`match_conditions`] (for Kubernetes 1.28 and newer, whose API servers know the field).
+pub fn webhook_configuration_for(
+    shipped: &str,
+    service: &str,
+    namespace: &str,
+    ca_pem: &str,
+    match_conditions: bool,
+) -> Result<String, String> {
     use base64::Engine;
+    let conditions = if match_conditions {
+        Some(self::match_conditions()?)
+    } else {
+        None
+    };
     let mut doc: serde_json::Value = serde_saphyr::from_str(shipped)
         .map_err(|e| format!("embedded webhook configuration: {e}"))?;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
@@ -166,6 +215,9 @@ pub fn webhook_configuration(
         .and_then(|w| w.as_array_mut())
         .ok_or("embedded webhook configuration has no webhooks")?;
     for webhook in webhooks {
+        if let Some(conditions) = &conditions {
+            webhook["matchConditions"] = conditions.clone();
+        }
         let client = &mut webhook["clientConfig"];
         client["caBundle"] = bundle.clone().into();
         client["service"]["name"] = service.into();
@@ -196,17 +248,29 @@ pub fn outputs(
     secret: Option<&str>,
     repair: bool,
 ) -> Result<Vec<(&'static str, String)>, String> {
+    outputs_for(pki, service, namespace, secret, repair, None)
+}
+
+/// [`outputs`] for a cluster of `kube_version` (`(major, minor)`): from 1.28 on, the webhook
+/// configurations carry [`match_conditions`]; without a version, or before 1.28, none (what
+/// every API server accepts).
+pub fn outputs_for(
+    pki: &Pki,
+    service: &str,
+    namespace: &str,
+    secret: Option<&str>,
+    repair: bool,
+    kube_version: Option<(u64, u64)>,
+) -> Result<Vec<(&'static str, String)>, String> {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let mut webhooks = webhook_configuration(VALIDATING_WEBHOOK, service, namespace, &pki.ca_pem)?;
+    let conditions = kube_version.is_some_and(|v| v >= MATCH_CONDITIONS_SINCE);
+    let render =
+        |shipped| webhook_configuration_for(shipped, service, namespace, &pki.ca_pem, conditions);
+    let mut webhooks = render(VALIDATING_WEBHOOK)?;
     if repair {
         webhooks.push_str("---\n");
-        webhooks.push_str(&webhook_configuration(
-            MUTATING_WEBHOOK,
-            service,
-            namespace,
-            &pki.ca_pem,
-        )?);
+        webhooks.push_str(&render(MUTATING_WEBHOOK)?);
     }
     let mut files = vec![
         ("ca.crt", pki.ca_pem.clone()),
@@ -309,5 +373,61 @@ mod tests {
         );
         let only = outputs(&pki, "hl", "ops", None, false).unwrap();
         assert!(!only.iter().any(|(n, _)| *n == "secret.yaml"));
+    }
+
+    /// The file certs-gen writes for a 1.28+ cluster gives every webhook the chart's conditions;
+    /// for an older cluster, or when the version is not given, none (1.20 to 1.27 API servers
+    /// do not know the field).
+    #[test]
+    fn match_conditions_are_written_from_1_28_on() {
+        let pki = generate("t", &["t.ops.svc".into()], &Default::default()).unwrap();
+        let shipped = match_conditions().unwrap();
+        let names: Vec<_> = shipped
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "helm-locker.io/stored-object-carries-helms-annotations",
+                "helm-locker.io/create-in-a-namespace-or-claiming-a-release"
+            ]
+        );
+        let webhooks = |version| {
+            let files = outputs_for(&pki, "hl", "ops", None, true, version).unwrap();
+            let (_, yaml) = files
+                .into_iter()
+                .find(|(n, _)| *n == "webhook-configuration.yaml")
+                .unwrap();
+            let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+            docs.iter()
+                .flat_map(|d| d["webhooks"].as_array().unwrap().clone())
+                .collect::<Vec<_>>()
+        };
+        for version in [Some((1, 28)), Some((1, 36)), Some((2, 0))] {
+            let all = webhooks(version);
+            assert_eq!(all.len(), 3, "validate, validate-status, repair");
+            for webhook in all {
+                assert_eq!(webhook["matchConditions"], shipped, "{version:?}");
+            }
+        }
+        for version in [None, Some((1, 20)), Some((1, 27))] {
+            for webhook in webhooks(version) {
+                assert!(webhook.get("matchConditions").is_none(), "{version:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn kube_versions_are_read_as_people_and_api_servers_write_them() {
+        assert_eq!(parse_kube_version("1.28"), Ok((1, 28)));
+        assert_eq!(parse_kube_version("v1.30.2"), Ok((1, 30)));
+        assert_eq!(parse_kube_version("1.29.3-eks-4f4795d"), Ok((1, 29)));
+        assert_eq!(parse_kube_version("v1.31+k3s1"), Ok((1, 31)));
+        for bad in ["", "1", "banana", "v.28", "1.x"] {
+            assert!(parse_kube_version(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -41,6 +41,12 @@ struct Args {
     /// Also put the mutating webhook configuration (repair mode) in webhook-configuration.yaml.
     #[arg(long)]
     repair: bool,
+    /// Kubernetes version of the cluster (e.g. 1.30). From 1.28 on, every webhook in
+    /// webhook-configuration.yaml carries matchConditions: the API server calls the locker only
+    /// for writes that could concern an object a Helm release owns. Without it (or before
+    /// 1.28) there are none, and every intercepted write is reviewed.
+    #[arg(long, value_parser = certs_gen::parse_kube_version, value_name = "VERSION")]
+    kube_version: Option<(u64, u64)>,
     /// Instead of generating, say when the PEM certificates in these files expire (exit 1 if
     /// one has expired or expires within --warn-days).
     #[arg(long, num_args = 1..)]
@@ -114,12 +120,13 @@ fn run_generate(args: &Args) -> Result<ExitCode, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let files = certs_gen::outputs(
+    let files = certs_gen::outputs_for(
         &pki,
         &args.service,
         &args.namespace,
         args.secret.as_deref(),
         args.repair,
+        args.kube_version,
     )?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     for (name, text) in &files {
@@ -136,6 +143,23 @@ fn run_generate(args: &Args) -> Result<ExitCode, String> {
         args.out.display(),
         written.join(","),
         names.join(", ")
+    );
+    let (major, minor) = certs_gen::MATCH_CONDITIONS_SINCE;
+    println!(
+        "{}",
+        match args.kube_version {
+            Some(v) if v >= certs_gen::MATCH_CONDITIONS_SINCE => format!(
+                "webhook-configuration.yaml: matchConditions for Kubernetes {}.{}: only writes that could concern a Helm release's objects are sent",
+                v.0, v.1
+            ),
+            Some(v) => format!(
+                "webhook-configuration.yaml: no matchConditions (Kubernetes {}.{} is before {major}.{minor}): every intercepted write is sent",
+                v.0, v.1
+            ),
+            None => format!(
+                "webhook-configuration.yaml: no matchConditions; on Kubernetes {major}.{minor} or newer add --kube-version to send only writes that could concern a Helm release's objects"
+            ),
+        }
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -83,3 +83,40 @@ fn generates_service_certificates_and_checks_their_expiry() {
     assert_eq!(bad.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--kube-version` 1.28 or newer: webhook-configuration.yaml gives every webhook the shipped
+/// matchConditions, and says so; an unreadable version is refused before anything is written.
+#[test]
+fn a_1_28_cluster_gets_the_match_conditions() {
+    let dir = std::env::temp_dir().join(format!("certs-gen-mc-{}", std::process::id()));
+    let out = Command::new(BIN)
+        .args(["--kube-version", "v1.30.2", "--repair", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("matchConditions for Kubernetes 1.30"));
+    let yaml = std::fs::read_to_string(dir.join("webhook-configuration.yaml")).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let shipped = certs_gen::match_conditions().unwrap();
+    let webhooks: Vec<_> = docs
+        .iter()
+        .flat_map(|d| d["webhooks"].as_array().unwrap().iter())
+        .collect();
+    assert_eq!(webhooks.len(), 3);
+    assert!(webhooks.iter().all(|w| w["matchConditions"] == shipped));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let bad = Command::new(BIN)
+        .args(["--kube-version", "banana", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a Kubernetes version"));
+    assert!(!dir.exists());
+}

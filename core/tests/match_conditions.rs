@@ -1,9 +1,9 @@
 //! The webhooks' `matchConditions` (Kubernetes 1.28+) skip only writes the locker allows.
 //!
 //! The API server evaluates the CEL expressions of
-//! `charts/helm-locker/files/match-conditions/match-conditions.yaml` (the one file the chart,
-//! certs-gen and webhook-config-1.28 emit) before it calls the webhook, and calls it only when
-//! all are true. Here the same expressions run in cel-rust, with the variables bound as
+//! `webhook-config/match-conditions/match-conditions.yaml` (the file certs-gen and
+//! webhook-config-1.28 emit; the chart renders a byte-for-byte copy) before it calls the webhook,
+//! and calls it only when all are true. Here the same expressions run in cel-rust, with the variables bound as
 //! kube-apiserver binds them (`object`, `oldObject` and `request`, the AdmissionRequest turned
 //! into JSON with its empty fields left out), on:
 //!
@@ -43,7 +43,7 @@ fn repo() -> PathBuf {
 
 /// The conditions as shipped: (name, compiled expression).
 fn conditions() -> Vec<(String, cel::Program)> {
-    let path = repo().join("charts/helm-locker/files/match-conditions/match-conditions.yaml");
+    let path = repo().join("webhook-config/match-conditions/match-conditions.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let doc: Value = serde_saphyr::from_str(&text).unwrap();
     let list = doc["conditions"].as_array().expect("a conditions list");
@@ -226,6 +226,18 @@ fn report(capture: &str, share: &Share) {
         share.selected_skipped,
         share.selected,
         percent(share.selected_skipped, share.selected),
+    );
+}
+
+/// The chart renders its own copy (a chart reads only its own files; the image build sees
+/// webhook-config/ but not charts/): it must be the same file.
+#[test]
+fn the_charts_copy_of_the_conditions_is_the_shipped_file() {
+    let read = |path: &str| std::fs::read_to_string(repo().join(path)).unwrap();
+    assert!(
+        read("charts/helm-locker/files/match-conditions.yaml")
+            == read("webhook-config/match-conditions/match-conditions.yaml"),
+        "copy webhook-config/match-conditions/match-conditions.yaml to charts/helm-locker/files/"
     );
 }
 
