@@ -80,6 +80,7 @@ subjectaccessreviews to the locker, and rules cannot exclude.
       {{- if not (has .root.Release.Namespace .root.Values.webhook.excludeNamespaces) }}
       - {{ .root.Release.Namespace }}
       {{- end }}
+  {{- include "helm-locker.matchConditions" .root }}
   {{- if .status }}
   # Only objects Helm manages (Helm labels every object it applies): status writes are frequent.
   objectSelector:
@@ -163,6 +164,20 @@ subjectaccessreviews to the locker, and rules cannot exclude.
     scope: "*"
   {{- end }}
   {{- end }}
+{{- end }}
+
+{{/*
+Kubernetes 1.28 and newer (matchConditions: beta and on by default in 1.28, GA in 1.30): the
+API server calls the webhook only when every condition holds. files/match-conditions.yaml is a
+copy of webhook-config/match-conditions/match-conditions.yaml, which certs-gen and
+webhook-config-1.28 use (core/tests/match_conditions.rs keeps them equal).
+*/}}
+{{- define "helm-locker.matchConditions" -}}
+{{- if and .Values.webhook.matchConditions (semverCompare ">=1.28-0" .Capabilities.KubeVersion.Version) }}
+  # Only writes that could concern an object a Helm release owns (webhook.matchConditions).
+  matchConditions:
+  {{- (fromYaml (.Files.Get "files/match-conditions.yaml")).conditions | toYaml | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{- define "helm-locker.webhookAnnotations" -}}
