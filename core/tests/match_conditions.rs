@@ -283,6 +283,98 @@ fn every_review_recorded_on_1_36_that_the_conditions_skip_is_allowed() {
     assert!(share.skipped.len() >= 32, "{}", share.skipped.len());
 }
 
+/// What a writer controls in her request (the new object's annotations, the operation she
+/// sends) and what the stored object may carry, varied on every recorded review: each variant
+/// gives a boolean, and each variant skipped is allowed against every recorded release state.
+#[test]
+fn variants_of_every_recorded_review_that_the_conditions_skip_are_allowed() {
+    let conditions = conditions();
+    let mut checked = 0;
+    for (capture, schema) in [
+        ("cluster-capture", Schema::builtin()),
+        ("cluster-capture-1.36", Schema::embedded(KubeVersion::V1_36)),
+    ] {
+        let states = snapshots(capture);
+        let indexes: Vec<&Index> = states.iter().collect();
+        for file in sorted_files(&repo().join("tests/fixtures").join(capture).join("reviews")) {
+            let body: Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            for (how, variant) in variants(&body) {
+                checked += 1;
+                let call = called(&conditions, &variant)
+                    .unwrap_or_else(|e| panic!("{} {how}: {e}", file.display()));
+                if !call {
+                    let text = variant.to_string();
+                    if let Some(decision) = counter_example(&indexes, &[&schema], text.as_bytes()) {
+                        panic!(
+                            "{} {how} is skipped, yet decided: {decision}",
+                            file.display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 1500, "{checked}");
+}
+
+/// Variants of a recorded review: Helm's annotations (of release shop/shop, or tmp/temp for
+/// the namespace deletion's) taken out of or put on the new and the stored object, the
+/// stored object absent, and each write sent as the other operations.
+fn variants(body: &Value) -> Vec<(String, Value)> {
+    let request = &body["request"];
+    let release = if request["namespace"] == "temp" {
+        ("temp", "tmp")
+    } else {
+        ("shop", "shop")
+    };
+    let mut out = Vec::new();
+    let mut push = |how: &str, change: &dyn Fn(&mut Value)| {
+        let mut variant = body.clone();
+        change(&mut variant["request"]);
+        out.push((how.to_string(), variant));
+    };
+    for field in ["object", "oldObject"] {
+        if request[field].is_object() {
+            push(&format!("without {field}'s annotations"), &|r| {
+                if let Some(meta) = r[field]["metadata"].as_object_mut() {
+                    meta.remove("annotations");
+                }
+            });
+            push(&format!("with {field} claiming the release"), &|r| {
+                let claimed = owned(r[field].clone(), release);
+                r[field] = claimed;
+            });
+        }
+    }
+    push("without oldObject", &|r| {
+        r["oldObject"] = Value::Null;
+    });
+    for operation in ["CREATE", "UPDATE", "DELETE"] {
+        push(&format!("as a {operation}"), &|r| {
+            r["operation"] = json!(operation);
+            match operation {
+                "CREATE" => r["oldObject"] = Value::Null,
+                "DELETE" => {
+                    if r["oldObject"].is_null() {
+                        r["oldObject"] = r["object"].clone();
+                    }
+                    r["object"] = Value::Null;
+                }
+                _ => {
+                    if r["oldObject"].is_null() {
+                        r["oldObject"] = r["object"].clone();
+                    }
+                    if r["object"].is_null() {
+                        r["object"] = r["oldObject"].clone();
+                    }
+                }
+            }
+        });
+    }
+    out
+}
+
 /// The fuzz corpus's review inputs that kube-apiserver could send (objects absent, null, or
 /// with an object as `metadata` and `metadata.annotations`): each gives a boolean, and each
 /// one skipped is allowed against every recorded release state.
