@@ -43,6 +43,10 @@ pub struct Trace {
     /// Values keys the field is read from, in `--set` syntax (`web.replicas`,
     /// `tolerations[0].key`); empty when none could be followed for certain.
     pub keys: Vec<String>,
+    /// `--set key=<new value>` writes the new value: one key, and the field is its value as
+    /// written, or through `default` while the key is set. Not through `printf`, `include`,
+    /// `sha256sum`...
+    pub exact: bool,
 }
 
 impl std::fmt::Display for Trace {
@@ -124,6 +128,7 @@ fn trace_in(
             template,
             line: None,
             keys: Vec::new(),
+            exact: false,
         };
     };
     let segments: Vec<&str> = path.split('/').skip(1).collect();
@@ -143,13 +148,24 @@ fn trace_in(
             template,
             line: None,
             keys: Vec::new(),
+            exact: false,
         };
     };
     let keys = checked(found.keys, found.exact, ctx.values.as_ref(), value);
+    let exact = match (keys.as_slice(), ctx.values.as_ref(), value) {
+        ([key], Some(values), Some(rendered)) => {
+            found.exact || lookup(values, key).is_some_and(|v| same_scalar(rendered, v))
+        }
+        // Values unknown (a chart without values.yaml): as traced.
+        ([_], None, _) => true,
+        ([_], _, None) => found.exact,
+        _ => false,
+    };
     Trace {
         template,
         line: found.line,
         keys,
+        exact,
     }
 }
 
@@ -295,7 +311,9 @@ pub fn advice(
                     change.path,
                     keys.join(", ")
                 ));
-                if let ([key], Some(value), false) = (keys, &change.requested, hide_values) {
+                if let ([key], Some(value), false, true) =
+                    (keys, &change.requested, hide_values, trace.exact)
+                {
                     if let Some(value) = set_value(value) {
                         sets.push(format!("--set {key}={value}"));
                     }
@@ -480,7 +498,20 @@ fn checked(
                 // A list or map for a scalar field (or the other way round): not its key.
                 return false;
             }
-            !(exact && single && rendered_scalar) || same_scalar(rendered, value)
+            if !rendered_scalar {
+                return true;
+            }
+            if exact && single {
+                return same_scalar(rendered, value);
+            }
+            // Read through a function (`default .Chart.Name .Values.nameOverride`, `printf`,
+            // `sha256sum`): the key is certain only when its value shows in the field's, so an
+            // empty `nameOverride` under a chart-named label, or a config under its checksum,
+            // is not named.
+            match (scalar_text(rendered), scalar_text(value)) {
+                (Some(rendered), Some(value)) => !value.is_empty() && rendered.contains(&value),
+                _ => false,
+            }
         })
         .collect()
 }
@@ -2021,6 +2052,49 @@ spec:
         let v = serde_json::json!({"a": {"b.c": [1, {"d": 2}]}});
         assert_eq!(lookup(&v, "a.b\\.c[1].d"), Some(&serde_json::json!(2)));
         assert_eq!(lookup(&v, "a.b\\.c[2]"), None);
+    }
+
+    /// A key read through a function is named only when its value shows in the field's, and
+    /// `--set` is offered only where setting the key writes the field (found on public charts
+    /// on a cluster: an empty `nameOverride` under a chart-named label, a config key under the
+    /// config's checksum, both with a `--set` that would have renamed or broken the release).
+    #[test]
+    fn a_key_read_through_a_function_is_named_only_when_its_value_shows() {
+        const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    app.kubernetes.io/name: {{ default .Chart.Name .Values.nameOverride }}\nspec:\n  replicas: {{ .Values.replicaCount | default 1 }}\n  template:\n    metadata:\n      annotations:\n        checksum/config: {{ .Values.config.file | sha256sum }}\n    spec:\n      containers:\n      - name: web\n        image: {{ printf \"%s:%s\" .Values.image.repository .Values.image.tag }}\n";
+        let mut templates = chart(&[("templates/deployment.yaml", TEMPLATE)]);
+        templates.insert(
+            CHART_VALUES.into(),
+            serde_json::json!({"nameOverride": "", "replicaCount": 3, "config": {"file": "a: 1"},
+                               "image": {"repository": "nginx", "tag": "1.25"}})
+            .to_string(),
+        );
+        let rendered = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"app.kubernetes.io/name": "web"}},
+            "spec": {"replicas": 3, "template": {"metadata": {"annotations": {"checksum/config": "9f2c"}},
+                     "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}}});
+        let at = |path: &str| {
+            let chart = rendered.pointer(path).cloned().unwrap();
+            trace_change(
+                &templates,
+                "web/templates/deployment.yaml",
+                "Deployment",
+                path,
+                Some(&rendered),
+                &chart,
+            )
+        };
+        let label = at("/metadata/labels/app.kubernetes.io~1name");
+        assert!(label.keys.is_empty(), "{label:?}");
+        let checksum = at("/spec/template/metadata/annotations/checksum~1config");
+        assert!(checksum.keys.is_empty(), "{checksum:?}");
+        let replicas = at("/spec/replicas");
+        assert_eq!(
+            (replicas.keys.as_slice(), replicas.exact),
+            (&["replicaCount".to_string()][..], true)
+        );
+        let image = at("/spec/template/spec/containers/0/image");
+        assert_eq!(image.keys, ["image.repository", "image.tag"]);
+        assert!(!image.exact);
     }
 
     /// The request's list indexes are not the chart's when the request moved items: no
