@@ -6,12 +6,16 @@
 #   kube-testenv.sh up DIR           start etcd, kube-apiserver and kube-controller-manager;
 #                                    writes DIR/kubeconfig (admin) and DIR/env (exports)
 #   kube-testenv.sh down DIR         stop what `up DIR` started
+#   kube-testenv.sh build-node       also build kubelet, kube-scheduler, kube-proxy (cached)
+#   kube-testenv.sh node-check | node-up DIR | node-import DIR ARCHIVE | node-down DIR
+#                                    the same control plane plus one node that runs pods (below)
 #
 # Everything comes from Debian's archive by package name: etcd-server and golang-go
 # as binaries, and the source package `kubernetes` (1.20.x, vendored Go modules), from
 # which kube-apiserver and kube-controller-manager are compiled in GOPATH mode.
-# No pods run (no kubelet, no scheduler); every API object and every controller that
-# writes to them (deployment, replicaset, garbage collector, namespace, ...) is real.
+# With `up`, no pods run (no kubelet, no scheduler); every API object and every controller that
+# writes to them (deployment, replicaset, garbage collector, namespace, ...) is real. With
+# `node-up`, pods run too (see "One node" below).
 #
 # Users (static tokens, see DIR/tokens.csv):
 #   admin  / admintoken  group system:masters
