@@ -1171,7 +1171,7 @@ class Ownership(unittest.TestCase):
     def test_3b_random_restores_and_escaped_co_owners(self):
         """Random restores (an exempt delete, then a create, the chart's content or changed, by a
         user the lock applies to) and server-side applies by field managers whose names Go's
-        encoder escapes (`&`, `<`, `>`). A denied create leaves the object missing and the next
+        encoder escapes (`&`, `<`, `>`), some of them on a release whose newest revision failed. A denied create leaves the object missing and the next
         helm upgrade brings it back; after an allowed create or apply the next helm upgrade is
         clean and no other manager co-owns a field Helm's entry owns."""
         wanted = os.environ.get("E2E_SEED") or "2718281828"
@@ -1198,6 +1198,15 @@ class Ownership(unittest.TestCase):
                 target = f"{obj['kind'].lower()}/{obj['metadata']['name']}"
                 t, ns = split_target(release.fmt(target))
                 ns = ns or release.namespace
+                state = ""
+                if release.chart == "shop" and rng.random() < 0.4:
+                    # A failed newest revision (the API server refuses a container with no
+                    # image): the release stays locked at it, and the next upgrade goes through.
+                    error = release.upgrade({**release.values, "image": ""})
+                    self.assertTrue(error, "an upgrade with no image succeeded")
+                    release.revision += 1
+                    release.wait_locked()
+                    state = " (newest revision failed)"
                 live = self.get(release, target)
                 problems = []
                 if rng.random() < 0.5:
@@ -1246,7 +1255,7 @@ class Ownership(unittest.TestCase):
                     if outcome == ALLOW:
                         problems += self.co_owners(t, ns)
                 tally[outcome] += 1
-                line = f"{n:2} {outcome:5} {release.name} {target} {write}"
+                line = f"{n:2} {outcome:5} {release.name}{state} {target} {write}"
                 print("  " + line + (f"\n       {problems}" if problems else ""))
                 if problems:
                     failures.append(f"{line}: {problems}")
