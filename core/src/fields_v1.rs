@@ -218,12 +218,15 @@ fn canonical_element(element: &str) -> String {
 }
 
 /// The `managedFields` entry Helm wrote on a live object: the `Apply` entry of `manager` if
-/// given, else of the manager that owns Helm's release annotation.
+/// given, else of the manager that owns Helm's release annotation. Helm applies the object
+/// itself: an entry of a subresource (1.22+: `"subresource": "scale"` of `kubectl scale`, or
+/// `status`) is never Helm's, whatever its manager is called.
 pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v str, &'v Value)> {
     let entries = live.pointer("/metadata/managedFields")?.as_array()?;
     entries
         .iter()
         .filter(|e| e.get("operation").and_then(Value::as_str) == Some("Apply"))
+        .filter(|e| is_main_resource(e))
         .filter_map(|e| Some((e.get("manager")?.as_str()?, e.get("fieldsV1")?)))
         .find(|(name, fields)| match manager {
             Some(m) => *name == m,
@@ -232,6 +235,14 @@ pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v st
                 .and_then(Value::as_object)
                 .is_some_and(|a| a.contains_key(&format!("f:{RELEASE_NAME_ANNOTATION}"))),
         })
+}
+
+/// Whether a managedFields entry was written through the object itself, not a subresource.
+pub fn is_main_resource(entry: &Value) -> bool {
+    entry
+        .get("subresource")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
 }
 
 /// How helm-locker's ownership of a live object differs from the `managedFields` entry the
@@ -375,6 +386,27 @@ mod tests {
 
     fn schema() -> Arc<Schema> {
         Schema::builtin()
+    }
+
+    /// 1.22+ records writes through a subresource in their own entries: an operator that
+    /// applies `status` under the same field manager name as Helm's SDK program does not
+    /// make that entry Helm's.
+    #[test]
+    fn an_entry_of_a_subresource_is_never_helms() {
+        let live = json!({"metadata": {"managedFields": [
+            {"manager": "python", "operation": "Apply", "subresource": "status",
+             "fieldsV1": {"f:status": {"f:ready": {}}}},
+            {"manager": "python", "operation": "Apply",
+             "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:a": {}}}},
+        ]}});
+        let (manager, fields) = helm_fields(&live, Some("python")).unwrap();
+        assert_eq!(manager, "python");
+        assert!(fields.get("f:data").is_some(), "{fields}");
+        let scaled = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl", "operation": "Apply", "subresource": "scale",
+             "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:spec": {"f:replicas": {}}}},
+        ]}});
+        assert!(helm_fields(&scaled, None).is_none());
     }
 
     #[test]

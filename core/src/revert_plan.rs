@@ -65,6 +65,7 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
     };
     let candidates: Vec<(&str, &str)> = entries
         .iter()
+        .filter(|e| crate::fields_v1::is_main_resource(e))
         .filter(owns_release_annotation)
         .filter_map(|e| Some((e.get("manager")?.as_str()?, e.get("operation")?.as_str()?)))
         .collect();
