@@ -529,7 +529,8 @@ fn run_owned_fields(
             println!(
                 "{}",
                 serde_json::json!({"object": object.describe(), "manager": helm_manager,
-                    "owned": owned, "missing": found.missing, "extra": found.extra})
+                    "owned": owned, "missing": found.missing, "extra": found.extra,
+                    "empty": found.empty})
             );
         }
     }

@@ -253,6 +253,11 @@ pub struct Attribution {
     pub manager: String,
     pub missing: Vec<String>,
     pub extra: Vec<String>,
+    /// Fields Helm owns that the chart renders empty (`null`, `{}`, `[]`): 1.36 credits Helm's
+    /// apply with them (`affinity.nodeAffinity: null`, `resources.requests: {}`), 1.20 does
+    /// not. They hold no chart value to lock, so they are not a schema gap: listed apart and
+    /// not counted in [`matches`](Self::matches).
+    pub empty: Vec<String>,
 }
 
 impl Attribution {
@@ -282,15 +287,49 @@ pub fn attribution_of(
     let ours = owned_fields(schema, root, applied);
     let helms = parse_fields_v1(fields);
     let presence = presence_locks(schema, root, applied);
+    let (empty, missing): (Vec<String>, Vec<String>) = helms
+        .difference(&ours)
+        .filter(|p| !presence.contains(*p))
+        .cloned()
+        .partition(|p| renders_empty(applied, p));
     Attribution {
         manager: manager.to_string(),
-        missing: helms
-            .difference(&ours)
-            .filter(|p| !presence.contains(*p))
-            .cloned()
-            .collect(),
+        missing,
         extra: ours.difference(&helms).cloned().collect(),
+        empty,
     }
+}
+
+/// Whether the chart renders the field at `path` (a [`FieldSet`] path) as `null`, `{}` or `[]`,
+/// or inside such a value.
+fn renders_empty(applied: &Tree, path: &str) -> bool {
+    let mut node = applied;
+    for element in field_path_elements(path) {
+        if node.is_empty_value() {
+            return true;
+        }
+        let next = match element.split_at_checked(2) {
+            Some(("f:", name)) => node.get(name),
+            Some(("k:", key)) => {
+                let Ok(key) = serde_json::from_str::<Map<String, Value>>(key) else {
+                    return false;
+                };
+                match node {
+                    Tree::List(items) => items.iter().find(|item| {
+                        key.iter()
+                            .all(|(k, v)| item.get(k).map(Tree::to_json).as_ref() == Some(v))
+                    }),
+                    _ => None,
+                }
+            }
+            _ => return false,
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    node.is_empty_value()
 }
 
 /// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
@@ -386,6 +425,30 @@ mod tests {
 
     fn schema() -> Arc<Schema> {
         Schema::builtin()
+    }
+
+    /// 1.36 credits Helm with what the chart renders empty; that is not a schema gap.
+    #[test]
+    fn fields_the_chart_renders_empty_are_listed_apart_from_missing_ones() {
+        let applied: Tree = serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {"template": {"spec": {"affinity": {"nodeAffinity": null},
+                "containers": [{"name": "web", "image": "nginx", "resources": {"requests": {}}}]}}}}))
+        .unwrap();
+        let helms = json!({"f:spec": {"f:template": {"f:spec": {
+            "f:affinity": {"f:nodeAffinity": {}},
+            "f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:name": {}, "f:image": {},
+                "f:resources": {"f:requests": {}}}}}}}});
+        let schema = schema();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let found = attribution_of(&schema, root, &applied, "helm", &helms);
+        assert!(found.matches(), "{found:?}");
+        assert_eq!(found.empty.len(), 2, "{found:?}");
+        // A field the chart sets with a value is still missing when not locked.
+        let mut more = helms.clone();
+        more["f:spec"]["f:paused"] = json!({});
+        let found = attribution_of(&schema, root, &applied, "helm", &more);
+        assert_eq!(found.missing, ["f:spec.f:paused"], "{found:?}");
     }
 
     /// 1.22+ records writes through a subresource in their own entries: an operator that
