@@ -764,3 +764,42 @@ fn a_server_side_applys_old_object_carries_the_new_managed_fields_on_1_20_only()
         "1.36 sends the stored managedFields"
     );
 }
+
+/// The same comparison on the 1.36 recording, with 1.36's schema: what helm-locker locks is
+/// Helm's managedFields entry there too.
+#[test]
+fn owned_fields_equal_what_kube_apiserver_1_36_attributed_to_helm() {
+    use helm_locker_core::fields_v1::{attribution_of, helm_fields};
+    use helm_locker_core::ownership::applied_object;
+    use helm_locker_core::schema::{KubeVersion, Schema};
+    let schema = Schema::embedded(KubeVersion::V1_36);
+    let mut index = Index::new();
+    let mut compared = 0;
+    for review in reviews_of("cluster-capture-1.36") {
+        let body: Value = serde_json::from_str(&review.body).unwrap();
+        let request = &body["request"];
+        observe(&mut index, &review.body);
+        if request["operation"] != "CREATE" {
+            continue;
+        }
+        let object = &request["object"];
+        let Some((manager, fields)) = helm_fields(object, None) else {
+            continue;
+        };
+        let api_version = object["apiVersion"].as_str().unwrap();
+        let kind = object["kind"].as_str().unwrap();
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let name = object["metadata"]["name"].as_str().unwrap();
+        let namespace = object["metadata"]["namespace"].as_str();
+        let locked = index
+            .lookup(group, kind, namespace, name)
+            .unwrap_or_else(|| panic!("{}: not indexed", review.file));
+        let release = &locked.release;
+        let applied = applied_object(&locked.content(), (&release.name, &release.namespace));
+        let root = schema.root_or_deduced(api_version, kind);
+        let found = attribution_of(&schema, root, &applied, manager, fields);
+        assert!(found.matches(), "{}: {found:?}", review.file);
+        compared += 1;
+    }
+    assert_eq!(compared, 13);
+}
