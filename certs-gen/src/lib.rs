@@ -392,7 +392,8 @@ mod tests {
             names,
             [
                 "helm-locker.io/stored-object-carries-helms-annotations",
-                "helm-locker.io/create-in-a-namespace-or-claiming-a-release"
+                "helm-locker.io/create-in-a-namespace-or-claiming-a-release",
+                "helm-locker.io/not-the-control-plane"
             ]
         );
         let webhooks = |version| {

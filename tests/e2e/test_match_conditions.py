@@ -63,7 +63,7 @@ def webhooks(configurations):
 class MatchConditions(unittest.TestCase):
     def test_the_chart_renders_them_from_1_28_on_and_never_before(self):
         want = shipped_conditions()
-        self.assertEqual(len(want), 2)
+        self.assertEqual(len(want), 3)
         for version in ("v1.28.0", "v1.30.5-eks-ce1d5eb", "v1.36.3", "v1.40.0"):
             with self.subTest(version=version):
                 found = webhooks(render(version, {"mode": "repair"}))
@@ -76,6 +76,12 @@ class MatchConditions(unittest.TestCase):
             with self.subTest(version=version):
                 for kind, webhook in webhooks(render(version, {"mode": "repair"})):
                     self.assertNotIn("matchConditions", webhook, (version, kind))
+        # A config that replaces the exemptions: the control plane's writes are sent, since the
+        # locker may refuse them now.
+        replaced = {"mode": "repair", "config": {"exempt": {"users": ["ops"]}}}
+        for kind, webhook in webhooks(render("v1.36.3", replaced)):
+            self.assertEqual(webhook.get("matchConditions"),
+                             [c for c in want if c["name"] != "helm-locker.io/not-the-control-plane"], kind)
         # Turned off: every intercepted write is sent, on any version.
         for kind, webhook in webhooks(render("v1.36.3", {"mode": "repair", "webhook": {"matchConditions": False}})):
             self.assertNotIn("matchConditions", webhook, kind)

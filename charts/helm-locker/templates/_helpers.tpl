@@ -176,7 +176,14 @@ webhook-config-1.28 use (core/tests/match_conditions.rs keeps them equal).
 {{- if and .Values.webhook.matchConditions (semverCompare ">=1.28-0" .Capabilities.KubeVersion.Version) }}
   # Only writes that could concern an object a Helm release owns (webhook.matchConditions).
   matchConditions:
-  {{- (fromYaml (.Files.Get "files/match-conditions.yaml")).conditions | toYaml | nindent 2 }}
+  {{- $conditions := list }}
+  {{- range (fromYaml (.Files.Get "files/match-conditions.yaml")).conditions }}
+  {{- /* Sound only with the locker's default exemptions, which a config's `exempt` replaces. */}}
+  {{- if not (and (eq .name "helm-locker.io/not-the-control-plane") (hasKey ($.Values.config | default dict) "exempt")) }}
+  {{- $conditions = append $conditions . }}
+  {{- end }}
+  {{- end }}
+  {{- $conditions | toYaml | nindent 2 }}
 {{- end }}
 {{- end }}
 
