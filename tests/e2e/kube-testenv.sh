@@ -235,6 +235,7 @@ need_node_pkgs() {
   command -v conntrack >/dev/null || missing+=(conntrack)
   command -v buildah >/dev/null || missing+=(buildah)
   command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+  command -v ip >/dev/null || missing+=(iproute2)
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq >/dev/null
@@ -245,6 +246,8 @@ need_node_pkgs() {
 # What a node needs of the machine; the first thing missing is printed, with its error.
 node_check() {
   local why="" out
+  # The packages first (as root): a missing one is something to install, not a reason to skip.
+  [[ $(id -u) != 0 ]] || need_node_pkgs
   if [[ $(id -u) != 0 ]]; then why="not root (a kubelet and containerd need root)"
   elif ! grep -qw overlay /proc/filesystems; then why="no overlay filesystem in /proc/filesystems"
   elif [[ ! -f /sys/fs/cgroup/cgroup.controllers ]] && ! { [[ -d /sys/fs/cgroup/memory ]] && [[ -d /sys/fs/cgroup/cpu ]] && [[ -d /sys/fs/cgroup/pids ]]; }; then
@@ -304,6 +307,10 @@ node_up() {
   build kube-apiserver kube-controller-manager kubelet kube-scheduler kube-proxy
   build_pause
   mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+  if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
+    log "$NODE_BRIDGE exists: another node is up, or one was not taken down (kube-testenv.sh node-down ITS_DIR)"
+    exit 1
+  fi
   local s; for s in "${NODE_SYSCTLS[@]}"; do printf '%s=%s\n' "$s" "$(sysctl -n "$s")"; done >"$dir/sysctls.saved"
   ip netns list | awk '{print $1}' | sort >"$dir/netns.before"
   iptables-save | grep -c 'KUBE-' >"$dir/iptables.before" || true

@@ -13,6 +13,7 @@ a node that can start and does not is a failure.
 """
 
 import base64
+import fcntl
 import json
 import os
 import re
@@ -46,10 +47,24 @@ def seconds(stamp):
     return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
+# One node at a time on a machine (its bridge, address and iptables chains are the machine's):
+# concurrent runs of the suite wait here for each other.
+NODE_LOCK = "/tmp/kube-testenv-node.lock"
+
+
 class Node:
     """kube-testenv.sh node-up: the control plane and one node, torn down by node-down."""
 
     def __init__(self):
+        self.lock = open(NODE_LOCK, "w")
+        deadline = time.time() + 1800
+        while True:
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.time() < deadline, f"another run held {NODE_LOCK} for 30 minutes"
+                time.sleep(2)
         self.dir = tempfile.mkdtemp(prefix="helm-locker-node-")
         start = time.time()
         up = subprocess.run([TESTENV, "node-up", self.dir])
@@ -62,6 +77,7 @@ class Node:
 
     def down(self):
         subprocess.run([TESTENV, "node-down", self.dir], check=False)
+        self.lock.close()
 
     def kubectl(self, *args, input=None, timeout=60):
         return subprocess.run(["kubectl", *args], env=self.env, input=input, capture_output=True,
