@@ -2506,6 +2506,35 @@ mod tests {
             &write(hpa(json!({"team": "web"}))),
         );
         assert!(d.is_allowed(), "{d:?}");
+        // Through v2beta1, `behavior` travels the same way.
+        let chart = "apiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata: {name: web}\nspec:\n  maxReplicas: 4\n  behavior:\n    scaleDown: {stabilizationWindowSeconds: 60}\n";
+        let idx = index_of(chart);
+        let v2beta1 = |annotations: Value| {
+            let mut o = annotated(
+                json!({"apiVersion": "autoscaling/v2beta1", "kind": "HorizontalPodAutoscaler",
+                       "metadata": {"name": "web", "namespace": "shop"}, "spec": {"maxReplicas": 4}}),
+                "shop",
+            );
+            for (k, v) in annotations.as_object().unwrap() {
+                o["metadata"]["annotations"][k] = v.clone();
+            }
+            o
+        };
+        let body = review(
+            "UPDATE",
+            json!({"group": "autoscaling", "version": "v2beta1", "kind": "HorizontalPodAutoscaler"}),
+            json!({"group": "autoscaling", "version": "v2beta1", "resource": "horizontalpodautoscalers"}),
+            None,
+            "web",
+            Some("shop"),
+            "alice",
+            v2beta1(
+                json!({"autoscaling.alpha.kubernetes.io/behavior": r#"{"ScaleDown":{"StabilizationWindowSeconds":600}}"#}),
+            ),
+            v2beta1(json!({})),
+        );
+        let d = decide_json(&idx, &Config::default(), &body);
+        assert!(matches!(d, Decision::Deny(_)), "{d:?}");
     }
 
     #[test]

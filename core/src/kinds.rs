@@ -179,6 +179,15 @@ pub const CONVERSION_ANNOTATIONS: &[(&str, &str, &str, &str, &str)] = &[
         "autoscaling.alpha.kubernetes.io/behavior",
         "/spec/behavior",
     ),
+    // v2beta1 has no `behavior` either (measured on 1.20: a behavior's stabilization window
+    // written through v2beta1's annotation is the v2beta2 `spec.behavior` read back).
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "v2beta1",
+        "autoscaling.alpha.kubernetes.io/behavior",
+        "/spec/behavior",
+    ),
 ];
 
 #[cfg(test)]
