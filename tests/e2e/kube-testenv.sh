@@ -489,7 +489,11 @@ node_down() {
   if [[ -f "$dir/logs.before" ]]; then
     local d
     for d in /var/log/pods /var/log/containers; do
-      ls "$d" 2>/dev/null | sort | comm -13 "$dir/logs.before" - | while read -r n; do rm -rf "${d:?}/$n"; done || true
+      ls "$d" 2>/dev/null | sort | comm -13 "$dir/logs.before" - | while read -r n; do
+        # The containers' logs are kept in DIR/pod-logs (the links of /var/log/containers are not).
+        [[ $d != /var/log/pods ]] || { mkdir -p "$dir/pod-logs" && cp -r "$d/$n" "$dir/pod-logs/"; }
+        rm -rf "${d:?}/$n"
+      done || true
     done
   fi
   ip route del "$SERVICE_CIDR" dev "$NODE_BRIDGE" 2>/dev/null || true
