@@ -324,30 +324,61 @@ async fn patch_one<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
 {
-    let Some(config) = api
-        .get_opt(name)
-        .await
-        .map_err(|e| api_error(&format!("{kind} {name}"), e))?
-    else {
-        return Ok(false);
-    };
-    let unreadable = |e: serde_json::Error| SelfManagedError::Unreadable {
-        what: format!("{kind} {name}"),
-        reason: e.to_string(),
-    };
-    let json = serde_json::to_value(&config).map_err(unreadable)?;
-    if let Some(patch) = ca_bundle_patch(&json, bundle_b64) {
+    // The patch tests the resourceVersion it was computed from: when another replica (two start
+    // together) or anyone else wrote the configuration meanwhile, the API server refuses it
+    // (422 for the failed test, 409 for a conflict) and it is computed again from a fresh read,
+    // which usually finds the bundle already there (found on a real node: the loser exited).
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(config) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error(&format!("{kind} {name}"), e))?
+        else {
+            return Ok(false);
+        };
+        let unreadable = |e: serde_json::Error| SelfManagedError::Unreadable {
+            what: format!("{kind} {name}"),
+            reason: e.to_string(),
+        };
+        let json = serde_json::to_value(&config).map_err(unreadable)?;
+        let Some(patch) = ca_bundle_patch(&json, bundle_b64) else {
+            return Ok(true);
+        };
         let patch: json_patch::Patch = serde_json::from_value(patch).map_err(unreadable)?;
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        api.patch(name, &params, &Patch::<()>::Json(patch))
-            .await
-            .map_err(|e| api_error(&format!("cannot patch the caBundle of {kind} {name}"), e))?;
-        tracing::info!(kind, name, "caBundle updated");
+        match api.patch(name, &params, &Patch::<()>::Json(patch)).await {
+            Ok(_) => {
+                tracing::info!(kind, name, "caBundle updated");
+                return Ok(true);
+            }
+            Err(kube::Error::Api(e)) if is_concurrent_write(e.code) && attempt < ATTEMPTS => {
+                tracing::debug!(
+                    kind,
+                    name,
+                    code = e.code,
+                    "caBundle written meanwhile; reading again"
+                );
+            }
+            Err(e) => {
+                return Err(api_error(
+                    &format!("cannot patch the caBundle of {kind} {name}"),
+                    e,
+                ))
+            }
+        }
     }
-    Ok(true)
+}
+
+/// A write refused because the object changed since it was read: a JSON patch's failed `test`
+/// (422) or a resourceVersion conflict (409).
+fn is_concurrent_write(code: u16) -> bool {
+    matches!(code, 409 | 422)
 }
 
 /// Puts `ca` as the caBundle of every named webhook configuration (of either kind). Returns
