@@ -277,6 +277,10 @@ struct ServeArgs {
     /// How long in-flight requests may take to finish after SIGTERM (25s; a bare number is seconds).
     #[arg(long, env = "HELM_LOCKER_SHUTDOWN_GRACE", default_value = "25s", value_parser = duration)]
     shutdown_grace: std::time::Duration,
+    /// After SIGTERM, how long to go on serving while not ready, so that the Service stops
+    /// routing here before the listener closes (5s; 0 outside Kubernetes).
+    #[arg(long, env = "HELM_LOCKER_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
+    shutdown_delay: std::time::Duration,
     /// How often --releases-dir is checked for changes (1s, 250ms; a bare number is seconds).
     #[arg(long, env = "HELM_LOCKER_POLL_INTERVAL", default_value = "1s", value_parser = duration)]
     poll_interval: std::time::Duration,
@@ -785,6 +789,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
             confirm_timeout: args.confirm_timeout,
         },
         shutdown_grace: args.shutdown_grace,
+        shutdown_delay: args.shutdown_delay,
         controller: Some(controller),
         events: args.events,
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),

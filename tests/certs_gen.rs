@@ -82,6 +82,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
             confirm_timeout: Duration::from_secs(1),
         },
         shutdown_grace: Duration::from_secs(2),
+        shutdown_delay: Duration::ZERO,
         controller: None,
         events: false,
         lock_exceptions: None,

@@ -87,6 +87,7 @@ async fn start(config: Config) -> Running {
             confirm_timeout: Duration::from_secs(1),
         },
         shutdown_grace: Duration::from_secs(5),
+        shutdown_delay: Duration::ZERO,
         controller: None,
         events: false,
         lock_exceptions: None,

@@ -53,6 +53,9 @@ pub struct Settings {
     pub config: Config,
     pub http: HttpSettings,
     pub shutdown_grace: Duration,
+    /// After SIGTERM: not ready, yet still serving this long, so that the Service's endpoints
+    /// and kube-proxy stop routing here before the listener closes.
+    pub shutdown_delay: Duration,
     /// Leader election, reverter and HelmReleases (Kubernetes source only).
     pub controller: Option<crate::controller::ControllerSettings>,
     /// Record denials, warnings and repairs as Events on the objects (Kubernetes source only).
@@ -139,6 +142,7 @@ pub struct BoundServer {
     kube: Option<kube::Client>,
     self_managed: Option<(kube::Client, self_managed::SelfManaged)>,
     grace: Duration,
+    delay: Duration,
     controller: Option<crate::controller::ControllerSettings>,
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     lock_exceptions: Option<Duration>,
@@ -267,6 +271,7 @@ impl BoundServer {
             kube,
             self_managed: managed,
             grace: settings.shutdown_grace,
+            delay: settings.shutdown_delay,
             controller: settings.controller,
             attempts,
             lock_exceptions: settings.lock_exceptions,
@@ -283,6 +288,8 @@ impl BoundServer {
     ) -> Result<(), ServeError> {
         let state = self.state;
         let mut tasks = Supervisor::default();
+        // Shutdown has begun: the leader hands its Lease over at once.
+        let (leaving_tx, leaving_rx) = tokio::sync::watch::channel(false);
         if let Some((client, wanted)) = self.self_managed {
             tasks.spawn("the certificate renewal", self_managed::run(client, wanted));
         }
@@ -364,7 +371,7 @@ impl BoundServer {
                         );
                     }
                 }
-                start_controllers(&mut tasks, client, &state, self.controller);
+                start_controllers(&mut tasks, client, &state, self.controller, leaving_rx);
             }
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -392,8 +399,14 @@ impl BoundServer {
             () = shutdown => None,
             why = tasks.first_exit() => Some(why),
         };
+        let _ = leaving_tx.send(true);
         match &failure {
             None => {
+                state.readiness.fail("shutting down".into());
+                if !self.delay.is_zero() {
+                    tracing::info!(delay = ?self.delay, "shutting down: not ready, still serving while the endpoints are updated");
+                    tokio::time::sleep(self.delay).await;
+                }
                 tracing::info!("shutting down: no new connections, finishing in-flight requests")
             }
             Some(why) => {
@@ -429,6 +442,7 @@ fn start_controllers(
     client: kube::Client,
     state: &Arc<AppState>,
     settings: Option<crate::controller::ControllerSettings>,
+    leaving: tokio::sync::watch::Receiver<bool>,
 ) {
     use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
     use kube::runtime::events::{Recorder, Reporter};
@@ -460,7 +474,7 @@ fn start_controllers(
                 identity: settings.identity.clone(),
                 timing: lease::Timing::for_duration(settings.lease_duration),
             }
-            .run(leader_tx),
+            .run(leader_tx, leaving),
         );
     }
     let recorder = Recorder::new(

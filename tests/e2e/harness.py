@@ -120,7 +120,9 @@ class Locker:
             [BIN, "serve", "--self-signed", "--self-signed-dir", self.certs,
              "--self-signed-name", WEBHOOK_HOST,
              "--addr", f"{'127.0.0.1' if WEBHOOK_HOST == '127.0.0.1' else '0.0.0.0'}:{self.port}", "--admin-addr", f"127.0.0.1:{self.admin}",
-             "--identity", name, *flags],
+             # No shutdown delay unless asked: these lockers are reached by URL, not through a
+             # Service.
+             "--identity", name, *(() if "--shutdown-delay" in flags else ("--shutdown-delay", "0s")), *flags],
             env=plane.env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout=60):

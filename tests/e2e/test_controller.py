@@ -6,6 +6,7 @@ Drift is written while no webhook is registered (the reverter's job is what got 
 """
 
 import json
+import socket
 import time
 import unittest
 
@@ -135,6 +136,30 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         self.assert_back_within(REVERT_WITHIN, "{.data.greeting}", "hello", "-n", "pair", "configmap", "pair-config")
         self.assertIn("drift reverted", second.log_text())
         release.uninstall("pair")
+
+    def test_3_a_stopping_leader_hands_over_at_once_after_serving_its_delay(self):
+        """SIGTERM: the pod is not ready but still answers the webhook for --shutdown-delay (so
+        that a Service stops routing to it first), and the leader frees its Lease at once: the
+        other replica takes over at its next look (every 6 s here), not after the 30 s lease
+        duration."""
+        flags = ("--namespace", "hand", "--lease-name", "hand", "--lease-duration", "30")
+        first = self.start("hand-first", *flags, "--shutdown-delay", "3s")
+        self.assertTrue(eventually(lambda: first.metric("helm_locker_leader") == 1, 20))
+        second = self.start("hand-second", *flags)
+        time.sleep(1)
+        self.assertEqual(second.metric("helm_locker_leader"), 0)
+        first.process.terminate()
+        self.assertTrue(eventually(lambda: not first.ready(), 2, 0.05), "still ready after SIGTERM")
+        self.assertIsNone(first.process.poll(), "exited without serving its delay")
+        # The webhook's listener still accepts connections during the delay.
+        socket.create_connection(("127.0.0.1", first.port), timeout=2).close()
+        took = time.time()
+        self.assertTrue(eventually(lambda: second.metric("helm_locker_leader") == 1, 25, 0.1),
+                        "the second replica never took over")
+        took = time.time() - took
+        self.assertLess(took, 15, f"took over after {took:.1f}s: the Lease was not freed")
+        first.process.wait(timeout=30)
+        self.assertIn("released the lease", first.log_text())
 
     def test_4_client_side_releases_are_reverted_under_helms_update_manager(self):
         """A Helm 3 style release (no apply_method; objects written with Update operations by
