@@ -602,18 +602,14 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
     }
 }
 
-/// What helm-locker locks is what the API server itself attributed to Helm: every object Helm
-/// created in the recording carries Helm's `Apply` entry in `managedFields`, written by
-/// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
-#[test]
-fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
+/// Compares, for every object Helm created in a recording, what helm-locker locks (from the
+/// chart and `schema`) with the `Apply` entry the API server wrote for Helm; the kinds compared.
+fn compare_attributions(capture: &str, schema: &helm_locker_core::schema::Schema) -> Vec<String> {
     use helm_locker_core::fields_v1::{attribution_of, helm_fields};
     use helm_locker_core::ownership::applied_object;
-    use helm_locker_core::schema::Schema;
-    let schema = Schema::builtin();
     let mut index = Index::new();
     let mut compared = Vec::new();
-    for review in reviews() {
+    for review in reviews_of(capture) {
         let body: Value = serde_json::from_str(&review.body).unwrap();
         let request = &body["request"];
         observe(&mut index, &review.body);
@@ -631,14 +627,26 @@ fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
         let namespace = object["metadata"]["namespace"].as_str();
         let locked = index
             .lookup(group, kind, namespace, name)
-            .unwrap_or_else(|| panic!("{}: not indexed", review.file));
+            .unwrap_or_else(|| panic!("{capture}/{}: not indexed", review.file));
         let release = &locked.release;
         let applied = applied_object(&locked.content(), (&release.name, &release.namespace));
         let root = schema.root_or_deduced(api_version, kind);
-        let found = attribution_of(&schema, root, &applied, manager, fields);
-        assert!(found.matches(), "{}: {found:?}", review.file);
+        let found = attribution_of(schema, root, &applied, manager, fields);
+        assert!(found.matches(), "{capture}/{}: {found:?}", review.file);
         compared.push(kind.to_string());
     }
+    compared
+}
+
+/// What helm-locker locks is what the API server itself attributed to Helm: every object Helm
+/// created in the recording carries Helm's `Apply` entry in `managedFields`, written by
+/// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
+#[test]
+fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
+    let compared = compare_attributions(
+        "cluster-capture",
+        &helm_locker_core::schema::Schema::builtin(),
+    );
     // Two installs (shop, tmp) of six objects each, and the Service the failed upgrade
     // created again after `kubectl delete`.
     assert_eq!(compared.len(), 13, "{compared:?}");
@@ -769,37 +777,10 @@ fn a_server_side_applys_old_object_carries_the_new_managed_fields_on_1_20_only()
 /// Helm's managedFields entry there too.
 #[test]
 fn owned_fields_equal_what_kube_apiserver_1_36_attributed_to_helm() {
-    use helm_locker_core::fields_v1::{attribution_of, helm_fields};
-    use helm_locker_core::ownership::applied_object;
     use helm_locker_core::schema::{KubeVersion, Schema};
-    let schema = Schema::embedded(KubeVersion::V1_36);
-    let mut index = Index::new();
-    let mut compared = 0;
-    for review in reviews_of("cluster-capture-1.36") {
-        let body: Value = serde_json::from_str(&review.body).unwrap();
-        let request = &body["request"];
-        observe(&mut index, &review.body);
-        if request["operation"] != "CREATE" {
-            continue;
-        }
-        let object = &request["object"];
-        let Some((manager, fields)) = helm_fields(object, None) else {
-            continue;
-        };
-        let api_version = object["apiVersion"].as_str().unwrap();
-        let kind = object["kind"].as_str().unwrap();
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        let name = object["metadata"]["name"].as_str().unwrap();
-        let namespace = object["metadata"]["namespace"].as_str();
-        let locked = index
-            .lookup(group, kind, namespace, name)
-            .unwrap_or_else(|| panic!("{}: not indexed", review.file));
-        let release = &locked.release;
-        let applied = applied_object(&locked.content(), (&release.name, &release.namespace));
-        let root = schema.root_or_deduced(api_version, kind);
-        let found = attribution_of(&schema, root, &applied, manager, fields);
-        assert!(found.matches(), "{}: {found:?}", review.file);
-        compared += 1;
-    }
-    assert_eq!(compared, 13);
+    let compared = compare_attributions(
+        "cluster-capture-1.36",
+        &Schema::embedded(KubeVersion::V1_36),
+    );
+    assert_eq!(compared.len(), 13, "{compared:?}");
 }
