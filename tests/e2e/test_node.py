@@ -396,24 +396,35 @@ class NodeInstall(unittest.TestCase):
         self.memory("after_rolling_upgrade_under_writes")
 
     def test_7_a_drain_evicts_one_replica_and_the_disruption_budget_keeps_the_other(self):
+        """What `kubectl drain` does, step by step: cordon, then one Eviction per pod. The first
+        is granted, the second refused by the PodDisruptionBudget (minAvailable 1), and the
+        replica left still denies through the Service. (drain's own wait for the evicted pod to
+        be gone is not asserted: the pod object outlived its container by over 45 s in two runs
+        of six, after the kubelet had unmounted its volumes; the time is recorded instead.)"""
         self.wait_two_ready()
         pdb = self.node.get_json("pdb", "-n", NS, RELEASE)
         self.assertEqual(pdb["spec"]["minAvailable"], 1)
+        first, second = (p["metadata"]["name"] for p in self.ready_pods())
+
+        def evict(name):
+            body = {"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}}
+            return self.node.kubectl("create", "--raw", f"/api/v1/namespaces/{NS}/pods/{name}/eviction",
+                                     "-f", "-", input=json.dumps(body))
+
+        self.node.must("cordon", "node-1")
         try:
-            # kubectl drain: cordon, then evict (never delete) each pod, retrying refusals. The
-            # evicted pod has terminationGracePeriodSeconds (35 s) to go: it serves for its
-            # shutdown delay, then finishes what is in flight (once seen to take over 25 s).
-            out = self.node.kubectl("drain", "node-1", "--pod-selector", SELECTOR, "--delete-emptydir-data",
-                                    "--timeout=45s", timeout=120)
-            self.assertNotEqual(out.returncode, 0, "the second replica was evicted too")
-            self.assertIn("disruption budget", out.stderr + out.stdout)
-            evicted = re.findall(r"pod/(\S+) evicted", out.stdout)
-            self.assertEqual(len(evicted), 1, out.stdout + out.stderr)
+            start = time.time()
+            out = evict(first)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            # The budget counts the evicted pod out at once: the second eviction is refused.
+            refused = eventually(lambda: (lambda o: o.returncode != 0 and "disruption budget" in o.stderr)(evict(second)),
+                                 10, 0.5)
+            self.assertTrue(refused, "the second replica was evicted too")
+            self.assertEqual([p["metadata"]["name"] for p in self.ready_pods()], [second])
             # The one left serves: the webhook still denies, through the Service.
-            ready = self.ready_pods()
-            self.assertEqual(len(ready), 1)
-            self.assertNotEqual(ready[0]["metadata"]["name"], evicted[0])
-            self.assertTrue(self.denied_dry_run())
+            self.assertTrue(eventually(self.denied_dry_run, 20, 0.5))
+            gone = eventually(lambda: first not in {p["metadata"]["name"] for p in self.pods()}, 60, 0.5)
+            self.measurements["evicted_pod_gone_seconds"] = round(time.time() - start, 1) if gone else "over 60"
         finally:
             self.node.must("uncordon", "node-1")
         self.wait_two_ready()
