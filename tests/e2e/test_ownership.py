@@ -72,7 +72,12 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "IngressClas
                   "CustomResourceDefinition", "PriorityClass", "PodSecurityPolicy"}
 # The objects' fields no write by a user decides: left out when "unchanged" is checked.
 VOLATILE_META = ("resourceVersion", "managedFields", "generation")
-VOLATILE_ANNOTATIONS = ("deployment.kubernetes.io/revision",)
+VOLATILE_ANNOTATIONS = (
+    "deployment.kubernetes.io/revision",
+    # An HPA read through autoscaling/v1 shows its status (written by the HPA controller) as these.
+    "autoscaling.alpha.kubernetes.io/conditions",
+    "autoscaling.alpha.kubernetes.io/current-metrics",
+)
 
 STORY_NAMESPACES = ["own-story-wa", "own-story-ma", "own-story-px", "own-story-ed"]
 
