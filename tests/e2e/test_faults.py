@@ -45,7 +45,7 @@ class FaultsOnARealControlPlane(unittest.TestCase):
         secret["data"]["release"] = base64.b64encode(b"H4sI this is not gzip").decode()
         out = self.k("apply", "-f", "-", input=json.dumps(secret))
         self.assertEqual(out.returncode, 0, out.stderr)
-        errors = eventually(lambda: (self.locker.metric("helm_locker_release_decode_errors_total") or 0) >= 1, 10)
+        errors = eventually(lambda: (self.locker.metric("helm_locker_release_decode_errors_total") or 0) >= 1, 30)
         self.assertTrue(errors, "the corrupt Secret was not reported")
         self.assertTrue(self.locker.ready())
         self.assertTrue(self.locked("-n", "good", "deploy", "good-web", "-p", '{"spec":{"replicas":9}}'))

@@ -1345,7 +1345,7 @@ class Ownership(unittest.TestCase):
             return self.k("get", r.fmt(probe), "-n", ns, "-o", f"jsonpath={jsonpath}").stdout
 
         def reverted(what):
-            self.assertTrue(eventually(lambda: release.mismatches() == [], 10),
+            self.assertTrue(eventually(lambda: release.mismatches() == [], 30),
                             f"{what} was not reverted: {release.mismatches()}")
 
         release.wait_locked()
@@ -1456,7 +1456,7 @@ class Ownership(unittest.TestCase):
             indexed = self.strict.metric("helm_locker_releases_indexed")
             out = self.k("apply", "-f", "-", input=json.dumps(secret))
             self.assertEqual(out.returncode, 0, out.stderr)
-            self.assertTrue(eventually(lambda: self.strict.metric("helm_locker_releases_indexed") > indexed, 10),
+            self.assertTrue(eventually(lambda: self.strict.metric("helm_locker_releases_indexed") > indexed, 30),
                             "the pending release was never indexed")
             takeover = dict(claimed, metadata={"name": "tk-config", "namespace": release.namespace,
                                                "labels": {"app.kubernetes.io/managed-by": "Helm"},

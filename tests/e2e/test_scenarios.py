@@ -185,7 +185,7 @@ class Story(Scenario):
         rolled = eventually(lambda: self.field("{.metadata.annotations.deployment\\.kubernetes\\.io/revision}",
                                                "-n", "s3", "deploy", "s3-web") == "2", 20)
         self.assertTrue(rolled)
-        replica_sets = eventually(lambda: len(self.field("{.items[*].metadata.name}", "-n", "s3", "replicasets").split()) == 2, 10)
+        replica_sets = eventually(lambda: len(self.field("{.items[*].metadata.name}", "-n", "s3", "replicasets").split()) == 2, 30)
         self.assertTrue(replica_sets)
         # The token controller gives the chart's ServiceAccount its token.
         token = eventually(lambda: self.field("{.secrets[0].name}", "-n", "s3", "serviceaccount", "s3-sa"), 20)
@@ -310,7 +310,7 @@ class HelmReleaseOptIn(Scenario):
         self.assertEqual(status["version"], 1)
         self.assertIn("Thanks for installing hr (revision 1)", status["notes"])
         self.assertEqual([c["status"] for c in status["conditions"] if c["type"] == "Locked"], ["True"])
-        self.assertIn("Locked", eventually(self.events, 5))
+        self.assertIn("Locked", eventually(self.events, 30))
         # The registered release is locked; the other is not.
         self.wait_locked("-n", "hr", "deploy", "hr-web", "-p", '{"spec":{"replicas":5}}')
         self.denied(self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":5}}'), "Helm release hr/hr")
@@ -321,14 +321,14 @@ class HelmReleaseOptIn(Scenario):
         registered.upgrade(CHART, "hr", {"replicas": 2})
         status = eventually(lambda: self.status() if self.status().get("version") == 2 else None, 15)
         self.assertEqual(status["state"], "Deployed")
-        self.assertIn("Transitioning", eventually(lambda: "Transitioning" in self.events() and self.events(), 5) or [])
+        self.assertIn("Transitioning", eventually(lambda: "Transitioning" in self.events() and self.events(), 30) or [])
         # suspend: unlocked, nothing deleted, nothing reverted.
         self.ok(self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":true}}'))
-        allowed = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":6}}').returncode == 0, 10)
+        allowed = eventually(lambda: self.k("-n", "hr", "patch", "deploy", "hr-web", "-p", '{"spec":{"replicas":6}}').returncode == 0, 30)
         self.assertTrue(allowed)
         time.sleep(2)
         self.assertEqual(self.field("{.spec.replicas}", "-n", "hr", "deploy", "hr-web"), "6")
-        cond = eventually(lambda: [c for c in self.status().get("conditions", []) if c["reason"] == "NotLocked"], 5)
+        cond = eventually(lambda: [c for c in self.status().get("conditions", []) if c["reason"] == "NotLocked"], 30)
         self.assertTrue(cond, self.status())
         # Unsuspended, it is locked again and the drift is reverted.
         self.ok(self.k("-n", "cattle-helm-system", "patch", "helmrelease", "hr", "--type=merge", "-p", '{"spec":{"suspend":false}}'))
@@ -336,7 +336,7 @@ class HelmReleaseOptIn(Scenario):
         # The release Secrets deleted: SecretNotFound, and the objects stay.
         unregister_webhook(self.plane, "hr")
         self.ok(self.k("-n", "hr", "delete", "secret", "-l", "owner=helm,name=hr"))
-        state = eventually(lambda: self.status().get("state") == "SecretNotFound", 10)
+        state = eventually(lambda: self.status().get("state") == "SecretNotFound", 30)
         self.assertTrue(state, self.status())
         self.assertEqual(self.k("-n", "hr", "get", "deploy", "hr-web").returncode, 0)
 

@@ -98,10 +98,10 @@ class SignalsOnARealControlPlane(unittest.TestCase):
         out = subprocess.run(["kubectl", "edit", "-n", NS, "deploy", web, "-o", "json", "--as", "alice"],
                              env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
-        back = eventually(lambda: self.field("{.spec.replicas}", "-n", NS, "deploy", web) == "1", 5)
+        back = eventually(lambda: self.field("{.spec.replicas}", "-n", NS, "deploy", web) == "1", 30)
         self.assertTrue(back, "alice's edit was not reverted")
         line = eventually(lambda: [l for l in self.locker.log_text().splitlines()
-                                   if "drift reverted" in l and web in l], 5)
+                                   if "drift reverted" in l and web in l], 30)
         self.assertTrue(line, self.locker.log_text()[-3000:])
         paths = re.search(r"paths=(\S+(?:, \S+)*)", line[-1]).group(1)
         self.assertEqual(paths.rstrip(","), "/spec/replicas", line[-1])

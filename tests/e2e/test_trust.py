@@ -111,7 +111,7 @@ class Trust(unittest.TestCase):
         # The reverter has looked at the forged release's objects: two missing, one not the release's.
         self.assertTrue(eventually(lambda: (locker.metric("helm_locker_missing_objects") or 0) >= 2, 20),
                         f"missing objects never reported:\n{locker.log_text()[-3000:]}")
-        self.assertTrue(eventually(lambda: (locker.metric("helm_locker_unproven_objects") or 0) >= 1, 10))
+        self.assertTrue(eventually(lambda: (locker.metric("helm_locker_unproven_objects") or 0) >= 1, 30))
         time.sleep(SETTLE)
         self.assertFalse(self.exists("clusterrolebinding", "evil-view"), "the forged binding was created")
         self.assertFalse(self.exists("-n", "victim", "configmap", "planted"), "the forged ConfigMap was planted")
@@ -125,7 +125,7 @@ class Trust(unittest.TestCase):
         time.sleep(2)
         self.assertEqual(self.field("{.data.owner}", "-n", "victim", "configmap", "victim-config"), "still the victim")
         # Reported where the tenant looks: on her Secret.
-        missing = eventually(lambda: self.events("tenant", "sh.helm.release.v1.evil.v1", "LockedObjectMissing"), 10)
+        missing = eventually(lambda: self.events("tenant", "sh.helm.release.v1.evil.v1", "LockedObjectMissing"), 30)
         self.assertTrue(missing, "no LockedObjectMissing event on the forged Secret")
         self.assertTrue(any("evil-view" in (e.get("message") or "") for e in missing), missing)
 
@@ -147,7 +147,7 @@ class Trust(unittest.TestCase):
         time.sleep(1)
         self.denied(self.k("-n", "ledger", "patch", *scale), "Helm release ledger/ledger (revision 1, deployed)")
         self.assertEqual(self.field("{.spec.replicas}", "-n", "ledger", "deploy", "ledger-web"), "1")
-        events = eventually(lambda: self.events("tenant", "sh.helm.release.v1.ledger.v5", "ForeignRelease"), 10)
+        events = eventually(lambda: self.events("tenant", "sh.helm.release.v1.ledger.v5", "ForeignRelease"), 30)
         self.assertTrue(events, "no ForeignRelease event on the forged Secret")
         self.assertIn("speaks only for its own namespace", events[0].get("message") or "")
         self.assertIn("release Secret ignored", locker.log_text())
@@ -164,12 +164,12 @@ class Trust(unittest.TestCase):
         self.denied(self.k("-n", "spread-b", "delete", "configmap", "spread-away"))
         # Drift that got past (an exempt operator) is reverted there too.
         self.ok(self.k("--as=ops", "-n", "spread-b", "patch", *away))
-        back = eventually(lambda: self.field("{.data.greeting}", "-n", "spread-b", "configmap", "spread-away") == "hello", 10)
+        back = eventually(lambda: self.field("{.data.greeting}", "-n", "spread-b", "configmap", "spread-away") == "hello", 30)
         self.assertTrue(back, f"not reverted:\n{locker.log_text()[-3000:]}")
         # A delete the locker saw (the object carried the release's annotations): created again.
         uid = self.field("{.metadata.uid}", "-n", "spread-b", "configmap", "spread-away")
         self.ok(self.k("--as=ops", "-n", "spread-b", "delete", "configmap", "spread-away"))
-        new_uid = eventually(lambda: self.field("{.metadata.uid}", "-n", "spread-b", "configmap", "spread-away"), 10)
+        new_uid = eventually(lambda: (u := self.field("{.metadata.uid}", "-n", "spread-b", "configmap", "spread-away")) != uid and u, 30)
         self.assertTrue(new_uid and new_uid != uid, f"not recreated:\n{locker.log_text()[-3000:]}")
         # And Helm carries on.
         release.upgrade(SPREAD, "spread", {"greeting": "hi"})
@@ -184,7 +184,7 @@ class Trust(unittest.TestCase):
                         f"the missing object was not reported:\n{locker.log_text()[-3000:]}")
         time.sleep(SETTLE)
         self.assertFalse(self.exists("-n", "gone", "configmap", "gone-config"), "recreated without proof")
-        events = eventually(lambda: self.events("gone", "sh.helm.release.v1.gone.v1", "LockedObjectMissing"), 10)
+        events = eventually(lambda: self.events("gone", "sh.helm.release.v1.gone.v1", "LockedObjectMissing"), 30)
         self.assertTrue(events, "no LockedObjectMissing event on the release Secret")
         self.assertIn("ConfigMap gone/gone-config", events[0].get("message") or "")
         locker.stop()

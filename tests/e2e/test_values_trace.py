@@ -78,7 +78,7 @@ class ValuesTrace(unittest.TestCase):
         def notes():
             out = self.plane.kubectl("-n", NS, "get", "events.events.k8s.io", "-o", "json")
             return [e.get("note", "") for e in json.loads(out.stdout)["items"]] if out.returncode == 0 else []
-        self.assertTrue(eventually(lambda: any("In the chart: " in n for n in notes()), 10), notes())
+        self.assertTrue(eventually(lambda: any("In the chart: " in n for n in notes()), 30), notes())
 
 if __name__ == "__main__":
     unittest.main()
