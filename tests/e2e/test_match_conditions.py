@@ -38,17 +38,26 @@ def documents(text):
     return docs
 
 
-def render(kube_version, values=None):
-    """The webhook configurations the chart renders for a cluster reporting `kube_version`.
+def rendered(kube_version, values=None):
+    """Every file the chart renders for a cluster reporting `kube_version`, by path.
     Chart.render has no kube_version argument; the SDK's native render takes it as an option
     (as `helm template --kube-version` does)."""
     chart = helm.Chart.load(CHART)
     try:
         opts = {"name": "helm-locker", "namespace": "helm-locker", "kube_version": kube_version}
-        out = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values or {}),
-                                             json.dumps(opts)))
+        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values or {}),
+                                              json.dumps(opts)))
     finally:
         chart.close()
+
+
+def notes(kube_version, values=None):
+    return next(text for path, text in rendered(kube_version, values).items() if path.endswith("NOTES.txt"))
+
+
+def render(kube_version, values=None):
+    """The webhook configurations the chart renders for a cluster reporting `kube_version`."""
+    out = rendered(kube_version, values)
     docs = []
     for path, text in sorted(out.items()):
         if not path.endswith("NOTES.txt"):
@@ -61,6 +70,12 @@ def webhooks(configurations):
 
 
 class MatchConditions(unittest.TestCase):
+    def test_the_install_notes_say_which_writes_are_reviewed(self):
+        self.assertIn("the webhooks carry matchConditions", notes("v1.30.5"))
+        self.assertIn("has no matchConditions (1.28 and newer): every write", notes("v1.27.16"))
+        self.assertIn("webhook.matchConditions is off: every write",
+                      notes("v1.30.5", {"webhook": {"matchConditions": False}}))
+
     def test_the_chart_renders_them_from_1_28_on_and_never_before(self):
         want = shipped_conditions()
         self.assertEqual(len(want), 3)
