@@ -278,7 +278,8 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_SHUTDOWN_GRACE", default_value = "25s", value_parser = duration)]
     shutdown_grace: std::time::Duration,
     /// After SIGTERM, how long to go on serving while not ready, so that the Service stops
-    /// routing here before the listener closes (5s; 0 outside Kubernetes).
+    /// routing here before the listener closes (5s; 0 outside Kubernetes). A second SIGTERM or
+    /// Ctrl-C ends the wait.
     #[arg(long, env = "HELM_LOCKER_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     shutdown_delay: std::time::Duration,
     /// How often --releases-dir is checked for changes (1s, 250ms; a bare number is seconds).

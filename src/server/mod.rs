@@ -404,8 +404,11 @@ impl BoundServer {
             None => {
                 state.readiness.fail("shutting down".into());
                 if !self.delay.is_zero() {
-                    tracing::info!(delay = ?self.delay, "shutting down: not ready, still serving while the endpoints are updated");
-                    tokio::time::sleep(self.delay).await;
+                    tracing::info!(delay = ?self.delay, "shutting down: not ready, still serving while the endpoints are updated (a second signal ends the wait)");
+                    tokio::select! {
+                        () = tokio::time::sleep(self.delay) => {},
+                        () = shutdown_signal() => tracing::info!("a second signal: not waiting any longer"),
+                    }
                 }
                 tracing::info!("shutting down: no new connections, finishing in-flight requests")
             }
@@ -435,7 +438,6 @@ fn source_scopes(source: &ReleaseSource, config: &Config) -> usize {
     }
 }
 
-/// Completes on SIGTERM or Ctrl-C.
 /// Leader election, the reverter and the HelmRelease watch, as configured.
 fn start_controllers(
     tasks: &mut Supervisor,
@@ -524,6 +526,7 @@ fn start_controllers(
     }
 }
 
+/// Completes on SIGTERM or Ctrl-C.
 pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -6,6 +6,7 @@ Drift is written while no webhook is registered (the reverter's job is what got 
 """
 
 import json
+import signal
 import socket
 import time
 import unittest
@@ -160,6 +161,18 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         self.assertLess(took, 15, f"took over after {took:.1f}s: the Lease was not freed")
         first.process.wait(timeout=30)
         self.assertIn("released the lease", first.log_text())
+
+    def test_3b_a_second_signal_ends_the_shutdown_delay(self):
+        """Someone at a terminal who pressed Ctrl-C twice (or a kubelet that sends SIGTERM
+        again) is not kept waiting for --shutdown-delay."""
+        locker = self.start("twice", "--namespace", "twice", "--lease-name", "twice", "--shutdown-delay", "120s")
+        locker.process.terminate()
+        self.assertTrue(eventually(lambda: not locker.ready(), 30, 0.05), "still ready after SIGTERM")
+        time.sleep(0.5)
+        self.assertIsNone(locker.process.poll(), "exited without serving its delay")
+        locker.process.send_signal(signal.SIGINT)
+        locker.process.wait(timeout=60)  # far less than the 120 s delay
+        self.assertIn("a second signal", locker.log_text())
 
     def test_4_client_side_releases_are_reverted_under_helms_update_manager(self):
         """A Helm 3 style release (no apply_method; objects written with Update operations by
