@@ -435,6 +435,11 @@ pub fn decide(
             }
         }
     }
+    if changes.is_empty() && door.scale && lock.server_side {
+        if let Some(decision) = lock.scale_co_owner(schema, &compared) {
+            return Ok(decision);
+        }
+    }
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange {
             release: lock.release,
@@ -765,6 +770,29 @@ impl<'a> Lock<'a> {
         }
         let mut l = self.locked(false, Vec::new());
         l.message = co_owner_message(&l, manager, &shared);
+        Some(unrepairable(self.mode(), l))
+    }
+
+    /// A write through `/scale` that leaves the chart's replicas as they are but names a field
+    /// manager. From Kubernetes 1.22 the API server keeps managedFields for `/scale` writes (an
+    /// entry with `subresource: scale`, which Helm's conflicts name), so a server-side apply
+    /// there makes its manager a co-owner of the replicas Helm owns, and the next `helm upgrade`
+    /// that changes them fails with a conflict. Admission cannot tell that apply from a merge
+    /// patch: the Scale it is sent carries no managedFields, and every patch arrives with
+    /// `UpdateOptions`. So any such write that names a manager is denied; a merge patch to the
+    /// same value would change nothing anyway. `kubectl scale` names none (both recordings),
+    /// and an update to the same value makes no owner. (On 1.20 a `/scale` write keeps no
+    /// managedFields at all, measured: there the apply is harmless, and denied all the same.)
+    fn scale_co_owner(&self, schema: &Schema, compared: &Compared<'_>) -> Option<Decision> {
+        let manager = self.request.field_manager()?;
+        let chart = stored_form(&compared.content, &self.object.group, &self.object.kind);
+        let pointer = schema.replicas_pointer(&self.object.group, &self.object.kind);
+        let value = chart.pointer(pointer)?;
+        if value.is_empty_value() || crate::ownership::is_ignored(pointer, &compared.ignore) {
+            return None;
+        }
+        let mut l = self.locked(false, Vec::new());
+        l.message = scale_co_owner_message(&l, manager, pointer);
         Some(unrepairable(self.mode(), l))
     }
 
@@ -1136,6 +1164,13 @@ fn co_owner_message(l: &Locked, manager: &str, shared: &[String]) -> String {
         "{}: this server-side apply by field manager \"{manager}\" claims {}, which Helm owns; a co-owner makes the next helm upgrade that changes them fail. Leave these fields out of what you apply, change them with helm upgrade, or ask an admin.",
         l.headline(),
         paths.join(", ")
+    )
+}
+
+fn scale_co_owner_message(l: &Locked, manager: &str, pointer: &str) -> String {
+    format!(
+        "{}: this write through /scale names field manager \"{manager}\"; from Kubernetes 1.22 a server-side apply there makes that manager own {pointer} beside Helm, and the next helm upgrade that changes it fails with a conflict. The replicas are already what you asked for: leave them to helm upgrade, or ask an admin.",
+        l.headline(),
     )
 }
 
@@ -2075,6 +2110,57 @@ mod tests {
         );
         let d = decide_json(&index(Status::Deployed), &Config::default(), &update);
         assert_eq!(prove(d.clone(), None), d);
+    }
+
+    /// On a server-side release, a `/scale` write that keeps the replicas but names a field
+    /// manager may be a server-side apply, which from 1.22 makes the manager a co-owner of the
+    /// chart's replicas: denied. `kubectl scale` (no manager), a client-side release, and a
+    /// chart that leaves replicas to an autoscaler are not concerned.
+    #[test]
+    fn a_scale_to_the_same_replicas_naming_a_manager_is_denied_on_a_server_side_release() {
+        let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 3}});
+        let write = |manager: Option<&str>| {
+            let mut review = crate::test_util::review("UPDATE", "apps/v1", "Scale", "deployments")
+                .kind("autoscaling/v1", "Scale")
+                .uid("u")
+                .name(Some("shop"), "web")
+                .user("admin")
+                .object(scale.clone())
+                .old_object(scale.clone())
+                .sub_resource("scale");
+            if let Some(manager) = manager {
+                review = review.field_manager(manager);
+            }
+            String::from_utf8(review.body()).unwrap()
+        };
+        let release = |chart: &str, ssa: bool| {
+            let mut secret =
+                crate::test_util::release_secret("shop", "shop", 2, Status::Deployed, chart);
+            secret.release.apply_method = ssa.then(|| "ssa".into());
+            Index::from_secrets([secret])
+        };
+        let config = Config::default();
+        let d = decide_json(&release(CHART, true), &config, &write(Some("ops&sre")));
+        let Decision::Deny(l) = &d else {
+            panic!("{d:?}")
+        };
+        assert!(l.changes.is_empty(), "{l:?}");
+        assert!(
+            l.message.contains("names field manager \"ops&sre\"")
+                && l.message.contains("/spec/replicas beside Helm"),
+            "{}",
+            l.message
+        );
+        // kubectl scale to the same value: no manager, no owner.
+        assert!(decide_json(&release(CHART, true), &config, &write(None)).is_allowed());
+        // A Helm 3 style release: no conflicts to fear.
+        assert!(decide_json(&release(CHART, false), &config, &write(Some("ops"))).is_allowed());
+        // A chart that leaves replicas out (an HPA sets them): Helm owns nothing there.
+        let no_replicas = CHART.replace("  replicas: 3\n", "");
+        assert_ne!(no_replicas, CHART);
+        assert!(
+            decide_json(&release(&no_replicas, true), &config, &write(Some("ops"))).is_allowed()
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ import tempfile
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 from fractions import Fraction
 
@@ -1423,6 +1424,54 @@ class Ownership(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
                               "helm upgrade after the denied apply")
+        finally:
+            self.cleanup(release)
+
+
+    def apply_through_scale(self, namespace, deployment, replicas, manager):
+        """A server-side apply to a Deployment's /scale, as client-go sends it (kubectl has no
+        REST mapping for a Scale): the HTTP status and body."""
+        def config(path):
+            return self.k("config", "view", "--minify", "--raw", "-o", f"jsonpath={path}").stdout
+        body = {"apiVersion": "autoscaling/v1", "kind": "Scale",
+                "metadata": {"name": deployment, "namespace": namespace}, "spec": {"replicas": replicas}}
+        url = (f"{config('{.clusters[0].cluster.server}')}/apis/apps/v1/namespaces/{namespace}"
+               f"/deployments/{deployment}/scale?fieldManager={urllib.parse.quote(manager)}")
+        request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PATCH", headers={
+            "Content-Type": "application/apply-patch+yaml",
+            "Authorization": f"Bearer {config('{.users[0].user.token}')}"})
+        try:
+            with urllib.request.urlopen(request, context=ssl._create_unverified_context(), timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def test_5b_a_server_side_apply_through_scale_that_changes_nothing_is_denied(self):
+        """From Kubernetes 1.22 the API server keeps managedFields for /scale writes, so a
+        server-side apply there of the chart's own replicas makes its manager a co-owner, as in
+        test_5, and the next upgrade that changes them fails. Admission cannot tell that apply
+        from a merge patch, so a /scale write to the same value that names a field manager is
+        denied. (1.20 keeps no managedFields for /scale at all: the harm cannot be shown here,
+        the decision can.) `kubectl scale` to the same value names none and stays allowed."""
+        release = self.install("shop", "fss", "own-fs-shop")
+        try:
+            release.wait_locked()
+            web, replicas = release.fmt("{r}-web"), release.values["replicas"]
+            status, body = self.apply_through_scale(release.namespace, web, replicas, "ops&sre")
+            self.assertEqual(status, 403, body)
+            message = json.loads(body)["message"]
+            self.assertIn(DENIED, message)
+            self.assertIn('through /scale names field manager "ops&sre"', message)
+            self.assertEqual(self.get(release, f"deployment/{web}")["spec"]["replicas"], replicas)
+            out = self.k("scale", "deployment", web, "-n", release.namespace, f"--replicas={replicas}")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            # The price: a merge patch to the same value (it would change nothing) names one too.
+            out = self.k("patch", "deployment", web, "-n", release.namespace, "--subresource=scale",
+                         "--type=merge", "-p", json.dumps({"spec": {"replicas": replicas}}))
+            self.assertIn('through /scale names field manager "kubectl-patch"', out.stderr)
+            self.assertIsNone(release.upgrade(dict(release.values, replicas=replicas + 1)),
+                              "helm upgrade after the denied apply")
+            self.assertEqual(self.get(release, f"deployment/{web}")["spec"]["replicas"], replicas + 1)
         finally:
             self.cleanup(release)
 
