@@ -1177,7 +1177,8 @@ class Ownership(unittest.TestCase):
     def test_3b_random_restores_and_escaped_co_owners(self):
         """Random restores (an exempt delete, then a create, the chart's content or changed, by a
         user the lock applies to) and server-side applies by field managers whose names Go's
-        encoder escapes (`&`, `<`, `>`), some of them on a release whose newest revision failed. A denied create leaves the object missing and the next
+        encoder escapes (`&`, `<`, `>`), of chart fields or of a label of their own, some of them
+        on a release whose newest revision failed. A denied create leaves the object missing and the next
         helm upgrade brings it back; after an allowed create or apply the next helm upgrade is
         clean and no other manager co-owns a field Helm's entry owns."""
         wanted = os.environ.get("E2E_SEED") or "2718281828"
@@ -1244,8 +1245,18 @@ class Ownership(unittest.TestCase):
                                      or ["metadata"])
                     value = copy.deepcopy(live.get(key))
                     if key == "metadata":
-                        value = {"labels": copy.deepcopy(live["metadata"].get("labels") or {})}
-                    if rng.random() < 0.5:
+                        labels = live["metadata"].get("labels") or {}
+                        shape = rng.choice(["all", "own", "own and one of the chart's"])
+                        if shape == "all":
+                            value = {"labels": copy.deepcopy(labels)}
+                        else:
+                            # A label of the writer's own (allowed), alone or beside one the
+                            # chart sets (a co-owner: denied).
+                            value = {"labels": {f"e2e.example/tag-{n}": "x"}}
+                            if shape != "own" and labels:
+                                chart_label = rng.choice(sorted(labels))
+                                value["labels"][chart_label] = labels[chart_label]
+                    if rng.random() < 0.5 and not (key == "metadata" and shape == "own"):
                         value = mutate(rng, value)
                     meta = {"name": live["metadata"]["name"], **({"namespace": ns} if obj["kind"] != "ClusterRole" else {})}
                     body = {"apiVersion": live["apiVersion"], "kind": live["kind"],
@@ -1261,6 +1272,8 @@ class Ownership(unittest.TestCase):
                     if outcome == ALLOW:
                         problems += self.co_owners(t, ns)
                 tally[outcome] += 1
+                if outcome == "error":
+                    write += f"\n       the API server: {out.stderr.strip()[-200:]}"
                 line = f"{n:2} {outcome:5} {release.name}{state} {target} {write}"
                 print("  " + line + (f"\n       {problems}" if problems else ""))
                 if problems:
