@@ -359,6 +359,15 @@ fn locate<'i>(
         // `namespaces/finalize` keeps all metadata and `spec.finalizers` it is sent (measured on
         // 1.20, docs/subresources.md): compared like a write of the object itself.
         None | Some("finalize") => door(false, false, false),
+        // `pods/resize` (Kubernetes 1.33+, in-place resize) writes the containers' `resources`
+        // (and `resizePolicy`) of a Pod; a chart's bare Pod sets them. The Pod's own update may
+        // not change them, so the next `helm upgrade` that applies the chart's would fail: a
+        // write of the Pod itself, compared as one (its strategy keeps nothing else it is sent).
+        Some("resize")
+            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
+        {
+            door(false, false, false)
+        }
         Some("scale") => door(true, false, false),
         Some("status") => door(false, true, false),
         Some("eviction")
@@ -2110,6 +2119,48 @@ mod tests {
         );
         let d = decide_json(&index(Status::Deployed), &Config::default(), &update);
         assert_eq!(prove(d.clone(), None), d);
+    }
+
+    /// `pods/resize` (1.33+) writes a Pod's containers' resources: a chart's Pod is locked
+    /// there as through the Pod itself; other subresources of a Pod are not.
+    #[test]
+    fn a_resize_of_a_charts_pod_is_a_write_of_the_pod() {
+        let chart = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: once\nspec:\n  containers:\n  - name: app\n    image: busybox\n    resources:\n      requests: {cpu: 100m}\n";
+        let index = Index::from_secrets([crate::test_util::release_secret(
+            "shop",
+            "shop",
+            1,
+            Status::Deployed,
+            chart,
+        )]);
+        let pod = |cpu: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once", "namespace": "shop",
+            "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}})
+        };
+        let write = |sub: &str, cpu: &str| {
+            review(
+                "UPDATE",
+                json!({"group": "", "version": "v1", "kind": "Pod"}),
+                json!({"group": "", "version": "v1", "resource": "pods"}),
+                Some(sub),
+                "once",
+                Some("shop"),
+                "admin",
+                pod(cpu),
+                pod("100m"),
+            )
+        };
+        let config = Config::default();
+        let Decision::Deny(l) = decide_json(&index, &config, &write("resize", "2")) else {
+            panic!("a resize of the chart's cpu request was allowed")
+        };
+        assert_eq!(
+            l.changes[0].path,
+            "/spec/containers/0/resources/requests/cpu"
+        );
+        assert!(decide_json(&index, &config, &write("resize", "0.1")).is_allowed());
+        assert!(decide_json(&index, &config, &write("ephemeralcontainers", "2")).is_allowed());
     }
 
     /// On a server-side release, a `/scale` write that keeps the replicas but names a field

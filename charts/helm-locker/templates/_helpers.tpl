@@ -129,6 +129,7 @@ subjectaccessreviews to the locker, and rules cannot exclude.
     - persistentvolumes
     - pods
     - pods/eviction
+    - pods/resize
     - podtemplates
     - replicationcontrollers
     - replicationcontrollers/scale
