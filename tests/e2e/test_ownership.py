@@ -1557,6 +1557,15 @@ class Ownership(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             # The API server kept it: the write through status is real, and it was free.
             self.assertEqual(self.get(release, target)["metadata"]["labels"].get("team"), "payments")
+            # A server-side apply through status of Helm's own label, value unchanged: a
+            # co-owner, as through the object itself (test_5).
+            same = {"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": "st-svc", "namespace": release.namespace,
+                                 "labels": {"app.kubernetes.io/managed-by": "Helm"}}}
+            out = self.k("apply", "--server-side", "--subresource=status", "--field-manager=ops", "-f", "-",
+                         input=json.dumps(same))
+            self.assertIn('server-side apply by field manager "ops" claims /metadata/labels/app.kubernetes.io~1managed-by',
+                          out.stderr)
             self.assertIsNone(release.upgrade(dict(release.values, greeting="changed")),
                               "helm upgrade after the status write")
         finally:
