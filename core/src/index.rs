@@ -22,6 +22,8 @@ use crate::release::{Release, ReleaseSecret, SecretRef, Status};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Revision {
     pub revision: u64,
+    /// Who wrote the revision's Secret last: the reverter writes from it only what they could.
+    pub author: crate::author::Authorship,
     pub status: Status,
     pub description: String,
     pub notes: String,
@@ -326,6 +328,7 @@ impl Index {
             secret: secret_ref,
             labels,
             release,
+            author,
         } = secret;
         let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
         let mut report = UpdateReport::default();
@@ -343,7 +346,7 @@ impl Index {
         let newest_before = revisions.keys().next_back().copied();
         revisions.insert(
             release.revision,
-            revision_of(&release, secret_ref.clone(), labels),
+            revision_of(&release, secret_ref.clone(), labels, author),
         );
         self.secrets
             .insert(secret_ref, (key.clone(), release.revision));
@@ -615,9 +618,15 @@ impl LockedObject {
     }
 }
 
-fn revision_of(release: &Release, secret: SecretRef, labels: BTreeMap<String, String>) -> Revision {
+fn revision_of(
+    release: &Release,
+    secret: SecretRef,
+    labels: BTreeMap<String, String>,
+    author: crate::author::Authorship,
+) -> Revision {
     Revision {
         revision: release.revision,
+        author,
         status: release.status,
         description: release.description.clone(),
         notes: release.notes.clone(),

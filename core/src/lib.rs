@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod author;
 pub mod chart;
 pub mod decide;
 pub mod exception;

@@ -4,6 +4,7 @@
 //! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Errors name
 //! what is wrong and never quote the payload: release Secrets carry chart values.
 
+use crate::author::{Authorship, Unknown};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
@@ -348,6 +349,8 @@ pub struct ReleaseSecret {
     pub secret: SecretRef,
     pub labels: BTreeMap<String, String>,
     pub release: Release,
+    /// Who wrote the Secret last ([`crate::author`]); set by the source that read it.
+    pub author: Authorship,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -495,6 +498,7 @@ fn bare_secret(release: Release) -> ReleaseSecret {
         },
         labels: BTreeMap::new(),
         release,
+        author: Authorship::Unknown(Unknown::NotRead),
     }
 }
 
@@ -525,6 +529,7 @@ pub fn release_secret_from_parts(
         secret,
         labels,
         release,
+        author: Authorship::Unknown(Unknown::NotRead),
     })
 }
 
@@ -569,6 +574,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         secret: secret_ref,
         labels,
         release,
+        author: Authorship::Unknown(Unknown::NotRead),
     })
 }
 

@@ -629,6 +629,8 @@ pub enum Verdict<'a> {
     Warn(&'a str),
     /// Allowed with a warning and a JSON patch (a mutating webhook's answer).
     Patch(&'a str, &'a json_patch::Patch),
+    /// Allowed with a JSON patch and no warning (the author stamp on a release Secret).
+    Mutate(&'a json_patch::Patch),
 }
 
 /// The AdmissionReview response: allowed, denied, allowed with a warning, or allowed with a
@@ -657,6 +659,11 @@ pub fn render_response(api_version: &str, uid: &str, verdict: Verdict<'_>) -> Ve
         Verdict::Warn(message) => {
             warning = [message];
             response.warnings = &warning;
+        }
+        Verdict::Mutate(patch) => {
+            let bytes = serde_json::to_vec(patch).expect("a JSON patch serializes");
+            response.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+            response.patch_type = Some("JSONPatch");
         }
         Verdict::Patch(message, patch) => {
             warning = [message];

@@ -189,6 +189,7 @@ pub fn release(data: &[u8]) {
                     },
                     labels: Default::default(),
                     release,
+                    author: helm_locker_core::author::Authorship::PreExisting,
                 };
                 let _ = Index::from_secrets([secret]).object_count();
             }

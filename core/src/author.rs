@@ -1,0 +1,1007 @@
+//! Who wrote a release Secret, in a form its writer cannot choose.
+//!
+//! A release Secret may be written by anyone with Secret write in its namespace (the built-in
+//! `edit` role), yet the reverter writes with the locker's cluster-wide rights. So every write of
+//! a release Secret is stamped at admission (the `author` mutating webhook, [`stamp`]) with the
+//! identity the API server authenticated for it, and the stamp is bound to the Secret's
+//! namespace, name and release data by an HMAC whose key only the locker holds (a Secret in its
+//! own namespace). The reverter then writes from a revision only what its author could write
+//! (docs/security.md).
+//!
+//! [`authorship`] reads a watched Secret back: a verified stamp names the author; a Secret last
+//! written before the key existed (its resourceVersion is older than the key's), with no stamp,
+//! is the state the locker was installed on; anything else (written while the stamping webhook
+//! was away, a stamp that does not verify) has no known author.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use ring::{digest, hmac};
+use serde::{Deserialize, Serialize};
+
+/// The annotation that names the identity of a release Secret's last writer (JSON).
+pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
+/// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
+pub const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
+/// The proof's format version, its first characters.
+const PROOF_PREFIX: &str = "v1.";
+/// The shortest key accepted: 256 bits.
+pub const MIN_KEY_BYTES: usize = 32;
+
+/// The identity the API server authenticated for a write (an AdmissionRequest's `userInfo`),
+/// as a SubjectAccessReview takes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Author {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl fmt::Display for Author {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.username.is_empty() {
+            f.write_str("(no user name)")
+        } else {
+            f.write_str(&self.username)
+        }
+    }
+}
+
+/// The locker's stamping key (HMAC-SHA256).
+#[derive(Clone)]
+pub struct AuthorKey(hmac::Key);
+
+impl fmt::Debug for AuthorKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuthorKey(..)")
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyError {
+    #[error("the author key has {0} bytes; at least {MIN_KEY_BYTES} are needed")]
+    TooShort(usize),
+}
+
+impl AuthorKey {
+    pub fn new(bytes: &[u8]) -> Result<AuthorKey, KeyError> {
+        if bytes.len() < MIN_KEY_BYTES {
+            return Err(KeyError::TooShort(bytes.len()));
+        }
+        Ok(AuthorKey(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
+    }
+
+    /// What is signed: a Secret's place, its author annotation exactly as written, and the
+    /// digest of its release data (the bytes after the Secret's own base64).
+    fn message(namespace: &str, name: &str, author_json: &str, release: &[u8]) -> Vec<u8> {
+        let data = digest::digest(&digest::SHA256, release);
+        let mut message = Vec::with_capacity(64 + namespace.len() + name.len() + author_json.len());
+        for part in [
+            b"helm-locker.io/author v1".as_slice(),
+            namespace.as_bytes(),
+            name.as_bytes(),
+            author_json.as_bytes(),
+            data.as_ref(),
+        ] {
+            message.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            message.extend_from_slice(part);
+        }
+        message
+    }
+
+    /// The proof annotation's value for these contents.
+    pub fn prove(&self, namespace: &str, name: &str, author_json: &str, release: &[u8]) -> String {
+        let tag = hmac::sign(
+            &self.0,
+            &Self::message(namespace, name, author_json, release),
+        );
+        format!(
+            "{PROOF_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
+        )
+    }
+
+    /// Whether `proof` was made by this key for these contents (compared in constant time).
+    pub fn verify(
+        &self,
+        namespace: &str,
+        name: &str,
+        author_json: &str,
+        release: &[u8],
+        proof: &str,
+    ) -> bool {
+        let Some(tag) = proof.strip_prefix(PROOF_PREFIX).and_then(|t| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(t)
+                .ok()
+        }) else {
+            return false;
+        };
+        hmac::verify(
+            &self.0,
+            &Self::message(namespace, name, author_json, release),
+            &tag,
+        )
+        .is_ok()
+    }
+}
+
+/// Who a revision speaks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Authorship {
+    /// Stamped by the locker's webhook: the identity the API server authenticated.
+    Known(Arc<Author>),
+    /// Last written before the locker's key existed, and not stamped: the state the locker was
+    /// installed on, trusted as the admin's.
+    PreExisting,
+    /// No author can be told (the reverter writes nothing from such a revision).
+    Unknown(Unknown),
+}
+
+/// Why a revision's author cannot be told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unknown {
+    /// Written after the locker's key existed without a stamp: the stamping webhook was not
+    /// registered or did not answer (its failurePolicy is Ignore).
+    NotStamped,
+    /// A stamp that this key did not make for these contents (changed since, copied from
+    /// another Secret, or made with another key).
+    BadProof,
+    /// The revision was not read from the API server (a folder of releases, a test).
+    NotRead,
+}
+
+impl Unknown {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unknown::NotStamped => "written without the author webhook's stamp",
+            Unknown::BadProof => "its author stamp does not verify",
+            Unknown::NotRead => "not read from the API server",
+        }
+    }
+}
+
+impl fmt::Display for Authorship {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Authorship::Known(author) => write!(f, "{author}"),
+            Authorship::PreExisting => f.write_str("(written before helm-locker was installed)"),
+            Authorship::Unknown(why) => write!(f, "(unknown: {})", why.as_str()),
+        }
+    }
+}
+
+/// What the locker knows of a release Secret as the API server stores it.
+#[derive(Clone, Copy, Debug)]
+pub struct StoredSecret<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub annotations: Option<&'a BTreeMap<String, String>>,
+    pub resource_version: Option<&'a str>,
+    /// `data.release`, after the Secret's own base64.
+    pub release: &'a [u8],
+}
+
+/// The key, and the resourceVersion the API server gave its Secret when it was created: a
+/// release Secret with an older resourceVersion was last written before the locker stamped.
+#[derive(Clone, Debug)]
+pub struct Stamping {
+    pub key: AuthorKey,
+    pub since: u64,
+}
+
+/// Who wrote `secret` ([`Authorship`]). resourceVersions are etcd revisions, one counter for
+/// the whole store: one that does not parse as a number is never taken as older.
+pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
+    let annotation = |key| secret.annotations.and_then(|a| a.get(key));
+    match (annotation(AUTHOR_ANNOTATION), annotation(PROOF_ANNOTATION)) {
+        (Some(author_json), Some(proof)) => {
+            let verified = stamping.key.verify(
+                secret.namespace,
+                secret.name,
+                author_json,
+                secret.release,
+                proof,
+            );
+            match serde_json::from_str::<Author>(author_json) {
+                Ok(author) if verified => Authorship::Known(Arc::new(author)),
+                _ => Authorship::Unknown(Unknown::BadProof),
+            }
+        }
+        (None, None) => {
+            let older = secret
+                .resource_version
+                .and_then(|rv| rv.parse::<u64>().ok())
+                .is_some_and(|rv| rv < stamping.since);
+            if older {
+                Authorship::PreExisting
+            } else {
+                Authorship::Unknown(Unknown::NotStamped)
+            }
+        }
+        _ => Authorship::Unknown(Unknown::BadProof),
+    }
+}
+
+/// The two annotations the webhook writes on a release Secret.
+pub fn stamp_annotations(
+    key: &AuthorKey,
+    namespace: &str,
+    name: &str,
+    author: &Author,
+    release: &[u8],
+) -> [(&'static str, String); 2] {
+    let author_json = serde_json::to_string(author).expect("an author serializes");
+    let proof = key.prove(namespace, name, &author_json, release);
+    [(AUTHOR_ANNOTATION, author_json), (PROOF_ANNOTATION, proof)]
+}
+
+/// The Secret type of Helm's release storage.
+pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StampReview {
+    #[serde(default)]
+    api_version: String,
+    request: Option<StampRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StampRequest {
+    uid: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    user_info: Author,
+    #[serde(default)]
+    object: Option<StampObject>,
+}
+
+#[derive(Deserialize)]
+struct StampObject {
+    #[serde(default, rename = "type")]
+    type_: Option<String>,
+    #[serde(default)]
+    metadata: StampMetadata,
+    #[serde(default)]
+    data: Option<BTreeMap<String, Option<String>>>,
+}
+
+#[derive(Default, Deserialize)]
+struct StampMetadata {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The `author` webhook's answer to an AdmissionReview of a Secret write: a release Secret
+/// (`type: helm.sh/release.v1`) gets the author's annotations (replacing whatever the writer
+/// put there); anything else is allowed unchanged. Errors: the body is not a review of a
+/// Secret the locker can read.
+pub fn stamp(key: &AuthorKey, body: &[u8]) -> Result<Vec<u8>, crate::review::ReviewError> {
+    use crate::review::{render_response, ReviewError, Verdict};
+    let review: StampReview =
+        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+    let api_version = review.api_version;
+    if api_version != "admission.k8s.io/v1" {
+        return Err(ReviewError::UnsupportedVersion(api_version));
+    }
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let Some(object) = request
+        .object
+        .filter(|o| o.type_.as_deref() == Some(RELEASE_SECRET_TYPE))
+    else {
+        return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
+    };
+    let namespace = request.namespace.unwrap_or_default();
+    let name = object
+        .metadata
+        .name
+        .clone()
+        .or(request.name)
+        .unwrap_or_default();
+    let release = object
+        .data
+        .as_ref()
+        .and_then(|d| d.get("release"))
+        .and_then(Option::as_deref)
+        .map(|b64| base64::engine::general_purpose::STANDARD.decode(b64))
+        .transpose()
+        .map_err(|e| ReviewError::BadRequest(format!("data.release is not base64: {e}")))?
+        .unwrap_or_default();
+    let annotations = stamp_annotations(key, &namespace, &name, &request.user_info, &release);
+    let patch = match &object.metadata.annotations {
+        None => vec![serde_json::json!({
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": annotations.iter().cloned().collect::<BTreeMap<_, _>>(),
+        })],
+        Some(_) => annotations
+            .iter()
+            .map(|(k, v)| {
+                serde_json::json!({
+                    "op": "add",
+                    "path": format!("/metadata/annotations/{}", k.replace('~', "~0").replace('/', "~1")),
+                    "value": v,
+                })
+            })
+            .collect(),
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(patch)).expect("a JSON patch");
+    Ok(render_response(
+        &api_version,
+        &request.uid,
+        Verdict::Mutate(&patch),
+    ))
+}
+
+/// One question to the API server's authorizer: may this author do this?
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Access {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    /// Where the access applies; `None`: cluster-wide.
+    pub namespace: Option<String>,
+    /// The object's name; empty: any.
+    pub name: String,
+    /// A non-resource URL (`/healthz`) instead of a resource.
+    pub path: Option<String>,
+}
+
+impl Access {
+    fn resource(
+        verb: &str,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Access {
+        let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+        Access {
+            verb: verb.to_string(),
+            group: group.to_string(),
+            resource: resource.to_string(),
+            subresource: subresource.to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+            path: None,
+        }
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = &self.path {
+            return write!(f, "{} {path}", self.verb);
+        }
+        write!(f, "{} {}", self.verb, self.resource)?;
+        if !self.subresource.is_empty() {
+            write!(f, "/{}", self.subresource)?;
+        }
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        if !self.name.is_empty() {
+            write!(f, " {}", self.name)?;
+        }
+        match &self.namespace {
+            Some(ns) => write!(f, " in {ns}"),
+            None => f.write_str(" cluster-wide"),
+        }
+    }
+}
+
+/// One thing the author must be allowed: `access`, or else every access of `or_all_of` when
+/// that is not empty (the API server lets a writer without `escalate` create a role that grants
+/// nothing the writer does not hold).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    pub access: Access,
+    pub or_all_of: Vec<Access>,
+}
+
+impl Need {
+    fn just(access: Access) -> Need {
+        Need {
+            access,
+            or_all_of: Vec::new(),
+        }
+    }
+
+    /// Every access whose answer decides the need.
+    pub fn questions(&self) -> impl Iterator<Item = &Access> {
+        std::iter::once(&self.access).chain(&self.or_all_of)
+    }
+
+    fn met(&self, allowed: &mut impl FnMut(&Access) -> bool) -> bool {
+        allowed(&self.access)
+            || (!self.or_all_of.is_empty() && self.or_all_of.iter().all(&mut *allowed))
+    }
+}
+
+/// A write the reverter would make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// A patch of an existing object (a JSON patch or a server-side apply).
+    Patch,
+    /// Creating a deleted object again.
+    Create,
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// The most accesses a role's rules are expanded to; a role granting more is followed only by
+/// an author with `escalate` (or `bind`).
+pub const MAX_RULE_ACCESSES: usize = 256;
+
+/// The accesses a role's `rules` grant, each as the authorizer is asked about it, applying in
+/// `namespace` (`None`: cluster-wide). `None` when the rules do not read or expand to more than
+/// [`MAX_RULE_ACCESSES`].
+pub fn rule_accesses(role: &serde_json::Value, namespace: Option<&str>) -> Option<Vec<Access>> {
+    let strings = |rule: &serde_json::Value, key: &str| -> Vec<String> {
+        rule.get(key)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    let rules = match role.get("rules") {
+        None | Some(serde_json::Value::Null) => return Some(out),
+        Some(rules) => rules.as_array()?,
+    };
+    for rule in rules {
+        let verbs = strings(rule, "verbs");
+        for path in strings(rule, "nonResourceURLs") {
+            for verb in &verbs {
+                out.push(Access {
+                    verb: verb.clone(),
+                    path: Some(path.clone()),
+                    ..Access::resource("", "", "", None, "")
+                });
+            }
+        }
+        let names = strings(rule, "resourceNames");
+        let names = if names.is_empty() {
+            vec![String::new()]
+        } else {
+            names
+        };
+        for group in strings(rule, "apiGroups") {
+            for resource in strings(rule, "resources") {
+                for verb in &verbs {
+                    for name in &names {
+                        out.push(Access::resource(verb, &group, &resource, namespace, name));
+                    }
+                }
+            }
+        }
+        if out.len() > MAX_RULE_ACCESSES {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// Everything the author of a revision must be allowed for the reverter to make `write` of
+/// `desired` (the chart's object `name` of `resource` in `group`): the verb on the object and,
+/// for RBAC objects, what the API server's escalation check asks: `escalate` on a Role or
+/// ClusterRole or else every permission it grants; `bind` on the role a binding refers to or
+/// else every permission of that role, when `role` (the chart's own object for the role
+/// referred to) is given. A revision the reverter will not follow is reported, never widened.
+pub fn needs(
+    write: Write,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+    name: &str,
+    desired: &serde_json::Value,
+    role: Option<&serde_json::Value>,
+) -> Vec<Need> {
+    let mut out = vec![Need::just(Access::resource(
+        "patch", group, resource, namespace, name,
+    ))];
+    if write == Write::Create {
+        out.push(Need::just(Access::resource(
+            "create", group, resource, namespace, name,
+        )));
+    }
+    if group != RBAC {
+        return out;
+    }
+    match resource {
+        "roles" | "clusterroles" => out.push(Need {
+            access: Access::resource("escalate", group, resource, namespace, name),
+            or_all_of: rule_accesses(desired, namespace).unwrap_or_default(),
+        }),
+        "rolebindings" | "clusterrolebindings" => {
+            let kind = desired.pointer("/roleRef/kind").and_then(|v| v.as_str());
+            let role_name = desired
+                .pointer("/roleRef/name")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            let role_resource = match kind {
+                Some("Role") => "roles",
+                _ => "clusterroles",
+            };
+            // A RoleBinding grants its role inside its own namespace only.
+            out.push(Need {
+                access: Access::resource("bind", RBAC, role_resource, namespace, role_name),
+                or_all_of: role
+                    .and_then(|r| rule_accesses(r, namespace))
+                    .unwrap_or_default(),
+            });
+        }
+        _ => {}
+    }
+    out
+}
+
+/// What the reverter may do with a revision's content, given the authorizer's answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Permission {
+    /// Every need is met (or the revision predates the locker).
+    Granted,
+    /// The author lacks these (the first access of each need not met).
+    Refused(Vec<Access>),
+    /// No author is known: nothing is written from the revision.
+    NoAuthor(Unknown),
+}
+
+/// Whether the reverter may write from a revision of `authorship`: `allowed` answers for the
+/// revision's [`Author`] (the authorizer's answer, cached by the caller).
+pub fn permission(
+    authorship: &Authorship,
+    needed: &[Need],
+    mut allowed: impl FnMut(&Author, &Access) -> bool,
+) -> Permission {
+    match authorship {
+        Authorship::PreExisting => Permission::Granted,
+        Authorship::Unknown(why) => Permission::NoAuthor(*why),
+        Authorship::Known(author) => {
+            let mut ask = |a: &Access| allowed(author, a);
+            let refused: Vec<Access> = needed
+                .iter()
+                .filter(|n| !n.met(&mut ask))
+                .map(|n| n.access.clone())
+                .collect();
+            if refused.is_empty() {
+                Permission::Granted
+            } else {
+                Permission::Refused(refused)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key() -> AuthorKey {
+        AuthorKey::new(&[7u8; 32]).unwrap()
+    }
+
+    fn stamping(since: u64) -> Stamping {
+        Stamping { key: key(), since }
+    }
+
+    fn alice() -> Author {
+        Author {
+            username: "alice".into(),
+            uid: "u-1".into(),
+            groups: vec!["system:authenticated".into()],
+            extra: BTreeMap::from([("scopes".into(), vec!["a".into()])]),
+        }
+    }
+
+    fn stamped(author: &Author, release: &[u8]) -> BTreeMap<String, String> {
+        stamp_annotations(&key(), "team", "sh.helm.release.v1.ops.v2", author, release)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn stored<'a>(
+        annotations: Option<&'a BTreeMap<String, String>>,
+        rv: &'a str,
+        release: &'a [u8],
+    ) -> StoredSecret<'a> {
+        StoredSecret {
+            namespace: "team",
+            name: "sh.helm.release.v1.ops.v2",
+            annotations,
+            resource_version: Some(rv),
+            release,
+        }
+    }
+
+    #[test]
+    fn a_short_key_is_refused() {
+        assert_eq!(
+            AuthorKey::new(&[0; 31]).unwrap_err(),
+            KeyError::TooShort(31)
+        );
+    }
+
+    #[test]
+    fn a_stamp_names_its_author_and_holds_only_for_the_contents_it_was_made_for() {
+        let annotations = stamped(&alice(), b"release-2");
+        let s = stamping(100);
+        assert_eq!(
+            authorship(&s, stored(Some(&annotations), "500", b"release-2")),
+            Authorship::Known(Arc::new(alice()))
+        );
+        // Other release data under the same stamp (written while the webhook was away).
+        assert_eq!(
+            authorship(&s, stored(Some(&annotations), "500", b"release-3")),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // The stamp copied to another Secret.
+        let elsewhere = StoredSecret {
+            name: "sh.helm.release.v1.ops.v3",
+            ..stored(Some(&annotations), "500", b"release-2")
+        };
+        assert_eq!(
+            authorship(&s, elsewhere),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        let other_namespace = StoredSecret {
+            namespace: "other",
+            ..stored(Some(&annotations), "500", b"release-2")
+        };
+        assert_eq!(
+            authorship(&s, other_namespace),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // The author changed under the proof: an admin named instead of alice.
+        let mut forged = annotations.clone();
+        forged.insert(
+            AUTHOR_ANNOTATION.into(),
+            r#"{"username":"admin","groups":["system:masters"]}"#.into(),
+        );
+        assert_eq!(
+            authorship(&s, stored(Some(&forged), "500", b"release-2")),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // Made with another key.
+        let other = Stamping {
+            key: AuthorKey::new(&[8u8; 32]).unwrap(),
+            since: 100,
+        };
+        assert_eq!(
+            authorship(&other, stored(Some(&annotations), "500", b"release-2")),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // Half a stamp, or a proof that is not one.
+        let mut half = annotations.clone();
+        half.remove(PROOF_ANNOTATION);
+        assert_eq!(
+            authorship(&s, stored(Some(&half), "5", b"release-2")),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        let mut junk = annotations;
+        junk.insert(PROOF_ANNOTATION.into(), "v1.!!".into());
+        assert_eq!(
+            authorship(&s, stored(Some(&junk), "500", b"release-2")),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+    }
+
+    #[test]
+    fn an_unstamped_secret_is_pre_existing_only_when_last_written_before_the_key() {
+        let s = stamping(1000);
+        assert_eq!(
+            authorship(&s, stored(None, "999", b"r")),
+            Authorship::PreExisting
+        );
+        // Written (created or changed) once the locker stamped, but not stamped.
+        assert_eq!(
+            authorship(&s, stored(None, "1000", b"r")),
+            Authorship::Unknown(Unknown::NotStamped)
+        );
+        assert_eq!(
+            authorship(&s, stored(None, "1001", b"r")),
+            Authorship::Unknown(Unknown::NotStamped)
+        );
+        // Unrelated annotations change nothing; a resourceVersion that is not a number is
+        // never older.
+        let other = BTreeMap::from([("note".to_string(), "x".to_string())]);
+        assert_eq!(
+            authorship(&s, stored(Some(&other), "5", b"r")),
+            Authorship::PreExisting
+        );
+        assert_eq!(
+            authorship(&s, stored(None, "abc", b"r")),
+            Authorship::Unknown(Unknown::NotStamped)
+        );
+        let no_version = StoredSecret {
+            resource_version: None,
+            ..stored(None, "1", b"r")
+        };
+        assert_eq!(
+            authorship(&s, no_version),
+            Authorship::Unknown(Unknown::NotStamped)
+        );
+    }
+
+    fn review(object: serde_json::Value, user: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "r-1",
+                "namespace": "team",
+                "name": "sh.helm.release.v1.ops.v2",
+                "operation": "CREATE",
+                "userInfo": user,
+                "object": object,
+            }
+        }))
+        .unwrap()
+    }
+
+    fn response(body: &[u8]) -> serde_json::Value {
+        let response: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(response["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(response["response"]["uid"], "r-1");
+        assert_eq!(response["response"]["allowed"], true);
+        response
+    }
+
+    fn applied(body: &[u8], object: serde_json::Value) -> serde_json::Value {
+        let response = response(body);
+        assert_eq!(response["response"]["patchType"], "JSONPatch");
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(response["response"]["patch"].as_str().unwrap())
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        let mut object = object;
+        json_patch::patch(&mut object, &patch).unwrap();
+        object
+    }
+
+    #[test]
+    fn the_webhook_stamps_a_release_secret_with_the_authenticated_user_over_what_the_writer_put() {
+        let data = base64::engine::general_purpose::STANDARD.encode(b"H4sI-release");
+        let user = json!({"username": "alice", "uid": "u-1", "groups": ["system:authenticated"], "extra": {"scopes": ["a"]}});
+        // Without annotations, and with a forged stamp naming an admin.
+        for annotations in [
+            None,
+            Some(
+                json!({"keep": "me", AUTHOR_ANNOTATION: "{\"username\":\"admin\"}", PROOF_ANNOTATION: "v1.AAAA"}),
+            ),
+        ] {
+            let mut object = json!({
+                "apiVersion": "v1", "kind": "Secret", "type": RELEASE_SECRET_TYPE,
+                "metadata": {"name": "sh.helm.release.v1.ops.v2", "namespace": "team"},
+                "data": {"release": data},
+            });
+            if let Some(a) = &annotations {
+                object["metadata"]["annotations"] = a.clone();
+            }
+            let body = stamp(&key(), &review(object.clone(), user.clone())).unwrap();
+            let stored_object = applied(&body, object);
+            let annotations: BTreeMap<String, String> =
+                serde_json::from_value(stored_object["metadata"]["annotations"].clone()).unwrap();
+            let secret = StoredSecret {
+                namespace: "team",
+                name: "sh.helm.release.v1.ops.v2",
+                annotations: Some(&annotations),
+                resource_version: Some("900"),
+                release: b"H4sI-release",
+            };
+            assert_eq!(
+                authorship(&stamping(100), secret),
+                Authorship::Known(Arc::new(alice()))
+            );
+            if annotations.contains_key("keep") {
+                assert_eq!(annotations["keep"], "me");
+            }
+        }
+    }
+
+    #[test]
+    fn other_secrets_pass_unchanged_and_a_bad_review_is_an_error() {
+        let object = json!({"kind": "Secret", "type": "Opaque", "metadata": {"name": "x"}, "data": {"release": "!!"}});
+        let body = stamp(&key(), &review(object, json!({"username": "alice"}))).unwrap();
+        let response = response(&body);
+        assert!(response["response"].get("patch").is_none());
+        // A release Secret whose data is not base64 cannot be stamped.
+        let object = json!({"kind": "Secret", "type": RELEASE_SECRET_TYPE, "metadata": {"name": "x"}, "data": {"release": "!!"}});
+        assert!(stamp(&key(), &review(object, json!({"username": "alice"}))).is_err());
+        assert!(stamp(&key(), b"{not json").is_err());
+        assert!(stamp(&key(), br#"{"apiVersion":"admission.k8s.io/v1"}"#).is_err());
+    }
+
+    fn first(needs: Vec<Need>) -> Vec<String> {
+        needs.iter().map(|n| n.access.to_string()).collect()
+    }
+
+    #[test]
+    fn a_write_needs_the_verb_on_the_object_and_rbac_what_the_escalation_check_asks() {
+        assert_eq!(
+            first(needs(
+                Write::Patch,
+                "",
+                "configmaps",
+                Some("team"),
+                "cfg",
+                &json!({}),
+                None
+            )),
+            ["patch configmaps cfg in team"]
+        );
+        assert_eq!(
+            first(needs(
+                Write::Create,
+                "apps",
+                "deployments",
+                Some("team"),
+                "web",
+                &json!({}),
+                None
+            )),
+            [
+                "patch deployments.apps web in team",
+                "create deployments.apps web in team"
+            ]
+        );
+        let role = json!({"rules": [
+            {"apiGroups": [""], "resources": ["configmaps", "pods/log"], "verbs": ["get", "list"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a"], "verbs": ["get"]},
+        ]});
+        let cluster_role = needs(
+            Write::Patch,
+            RBAC,
+            "clusterroles",
+            None,
+            "ops-agent-read",
+            &role,
+            None,
+        );
+        assert_eq!(
+            first(cluster_role.clone()),
+            [
+                "patch clusterroles.rbac.authorization.k8s.io ops-agent-read cluster-wide",
+                "escalate clusterroles.rbac.authorization.k8s.io ops-agent-read cluster-wide"
+            ]
+        );
+        // Without escalate: every permission the role grants, where it grants it.
+        let granted: Vec<String> = cluster_role[1]
+            .or_all_of
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            granted,
+            [
+                "get configmaps cluster-wide",
+                "list configmaps cluster-wide",
+                "get pods/log cluster-wide",
+                "list pods/log cluster-wide",
+                "get secrets a cluster-wide",
+            ]
+        );
+        let binding =
+            json!({"roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "admin"}});
+        let rb = needs(
+            Write::Patch,
+            RBAC,
+            "rolebindings",
+            Some("team"),
+            "ops-admins",
+            &binding,
+            None,
+        );
+        assert_eq!(
+            first(rb.clone()),
+            [
+                "patch rolebindings.rbac.authorization.k8s.io ops-admins in team",
+                "bind clusterroles.rbac.authorization.k8s.io admin in team"
+            ]
+        );
+        assert!(
+            rb[1].or_all_of.is_empty(),
+            "a role not in the chart: bind only"
+        );
+        // A binding of the chart's own role: bind, or every permission of the role in the
+        // binding's namespace.
+        let role_binding = json!({"roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "reader"}});
+        let rb = needs(
+            Write::Create,
+            RBAC,
+            "rolebindings",
+            Some("team"),
+            "r",
+            &role_binding,
+            Some(&role),
+        );
+        assert_eq!(
+            first(rb.clone()),
+            [
+                "patch rolebindings.rbac.authorization.k8s.io r in team",
+                "create rolebindings.rbac.authorization.k8s.io r in team",
+                "bind roles.rbac.authorization.k8s.io reader in team"
+            ]
+        );
+        assert_eq!(rb[2].or_all_of[0].to_string(), "get configmaps in team");
+        let wide = json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]});
+        let granted: Vec<String> = rule_accesses(&wide, None)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(granted, ["* *.* cluster-wide", "get /healthz"]);
+        // Rules too wide to ask about one by one: escalate alone.
+        let many: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
+        let huge = json!({"rules": [{"apiGroups": [""], "resources": many, "verbs": ["get"]}]});
+        assert_eq!(rule_accesses(&huge, None), None);
+        assert!(
+            needs(Write::Patch, RBAC, "roles", Some("team"), "x", &huge, None)[1]
+                .or_all_of
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_revision_is_followed_only_as_far_as_its_authors_rights_go() {
+        let role =
+            json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+        let needed = needs(Write::Patch, RBAC, "clusterroles", None, "r", &role, None);
+        let alice = Authorship::Known(Arc::new(alice()));
+        let edit_in_team = |_: &Author, a: &Access| a.namespace.as_deref() == Some("team");
+        assert_eq!(
+            permission(&alice, &needed, edit_in_team),
+            Permission::Refused(vec![needed[0].access.clone(), needed[1].access.clone()])
+        );
+        let cm = needs(
+            Write::Patch,
+            "",
+            "configmaps",
+            Some("team"),
+            "c",
+            &json!({}),
+            None,
+        );
+        assert_eq!(permission(&alice, &cm, edit_in_team), Permission::Granted);
+        // Patch, and every permission the role grants, without escalate: granted.
+        let holds_all = |_: &Author, a: &Access| a.verb != "escalate";
+        assert_eq!(permission(&alice, &needed, holds_all), Permission::Granted);
+        // Patch without escalate, lacking what the role grants: refused for escalate alone.
+        let patch_only = |_: &Author, a: &Access| a.verb == "patch";
+        assert_eq!(
+            permission(&alice, &needed, patch_only),
+            Permission::Refused(vec![needed[1].access.clone()])
+        );
+        // No author asked about: pre-existing is trusted, unknown never.
+        let never = |_: &Author, _: &Access| -> bool { panic!("not asked") };
+        assert_eq!(
+            permission(&Authorship::PreExisting, &needed, never),
+            Permission::Granted
+        );
+        assert_eq!(
+            permission(&Authorship::Unknown(Unknown::NotStamped), &needed, never),
+            Permission::NoAuthor(Unknown::NotStamped)
+        );
+    }
+}
