@@ -256,6 +256,16 @@ struct ServeArgs {
     /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
     #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
+    /// The Secret (in the lease namespace) that holds the key of the author stamp: every
+    /// release Secret write is stamped with who made it (POST /stamp), and the reverter writes
+    /// from a revision only what its author could (docs/security.md). Created when missing
+    /// (needs get, create and patch on that Secret).
+    #[arg(
+        long,
+        env = "HELM_LOCKER_AUTHOR_KEY_SECRET",
+        default_value = "helm-locker-author-key"
+    )]
+    author_key_secret: String,
     /// Name of the leader-election Lease.
     #[arg(long, env = "HELM_LOCKER_LEASE_NAME", default_value = "helm-locker")]
     lease_name: String,
@@ -739,14 +749,19 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err("--lease-duration must be at least 1 second".into());
     }
+    let own_namespace = args.lease_namespace.unwrap_or_else(|| {
+        std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            .map(|ns| ns.trim().to_string())
+            .unwrap_or_else(|_| "default".into())
+    });
+    let author_key = crate::server::AuthorKeyPlace {
+        namespace: own_namespace.clone(),
+        name: args.author_key_secret,
+    };
     let controller = crate::controller::ControllerSettings {
         revert: args.revert,
         recreate: args.recreate,
-        lease_namespace: args.lease_namespace.unwrap_or_else(|| {
-            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-                .map(|ns| ns.trim().to_string())
-                .unwrap_or_else(|_| "default".into())
-        }),
+        lease_namespace: own_namespace,
         lease_name: args.lease_name,
         identity: args.identity.unwrap_or_else(|| {
             std::env::var("HOSTNAME")
@@ -796,6 +811,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
         kube_version: args.kube_version,
         exceptions_end_on_upgrade: args.exceptions_end_on_upgrade,
+        author_key,
     })
 }
 

@@ -57,6 +57,8 @@ pub(crate) struct Metrics {
     pub unproven_claims_allowed: Counter,
     pub unproven_objects: Gauge,
     pub missing_objects: Gauge,
+    pub author_stamps: Counter,
+    pub author_refused_objects: Gauge,
     pub exceptions_open: Gauge,
     pub exception_longest_open_seconds: Gauge,
     pub exceptions_used: Counter,
@@ -176,6 +178,18 @@ impl Metrics {
             "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
             missing_objects.clone(),
         );
+        let author_stamps = Counter::default();
+        registry.register(
+            "author_stamps",
+            "Release Secret writes stamped with their author by the author webhook (POST /stamp)",
+            author_stamps.clone(),
+        );
+        let author_refused_objects = Gauge::default();
+        registry.register(
+            "author_refused_objects",
+            "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
+            author_refused_objects.clone(),
+        );
         let exceptions_open = Gauge::default();
         registry.register(
             "exceptions_open",
@@ -215,7 +229,7 @@ impl Metrics {
         let reverts = Family::<ResultLabels, Counter>::default();
         registry.register(
             "reverts",
-            "Drift put back by the reverter, by result (reverted, recreated, failed)",
+            "Drift put back by the reverter, by result (reverted, recreated, failed; refused: the revision's author may not make the write, or is not known)",
             reverts.clone(),
         );
         let is_leader = Gauge::default();
@@ -228,7 +242,10 @@ impl Metrics {
         // first failed revert would not fire HelmLockerRevertsFailing; and the series exist for
         // dashboards before anything happened.
         for (family, results) in [
-            (&reverts, &["reverted", "recreated", "failed"][..]),
+            (
+                &reverts,
+                &["reverted", "recreated", "failed", "refused"][..],
+            ),
             (
                 &confirmations,
                 &["pending", "unchanged", "error", "timeout"],
@@ -254,6 +271,8 @@ impl Metrics {
             unproven_claims_allowed,
             unproven_objects,
             missing_objects,
+            author_stamps,
+            author_refused_objects,
             exceptions_open,
             exception_longest_open_seconds,
             exceptions_used,

@@ -40,8 +40,8 @@ fn certs_gen_into(dir: &Path) {
 /// The CA as the API server gets it: the caBundle of the rendered webhook configuration.
 fn ca_bundle(dir: &Path) -> Vec<u8> {
     let yaml = std::fs::read_to_string(dir.join("webhook-configuration.yaml")).unwrap();
-    let doc: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
-    let webhook = &doc["webhooks"][0]["clientConfig"];
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let webhook = &docs[0]["webhooks"][0]["clientConfig"];
     assert_eq!(webhook["service"]["name"], SERVICE);
     assert_eq!(webhook["service"]["namespace"], NAMESPACE);
     base64::engine::general_purpose::STANDARD
@@ -87,6 +87,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         events: false,
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
+        author_key: Default::default(),
         kube_version: helm_locker::core::schema::KubeVersion::V1_20,
     };
     let server = BoundServer::bind(settings).await.unwrap();

@@ -145,6 +145,8 @@ pub fn service_names(service: &str, namespace: &str) -> Vec<String> {
 pub const VALIDATING_WEBHOOK: &str = include_str!("../../webhook-config/validating.yaml");
 /// `webhook-config/mutating.yaml` (repair mode), as shipped.
 pub const MUTATING_WEBHOOK: &str = include_str!("../../webhook-config/mutating.yaml");
+/// `webhook-config/author.yaml` (the author stamp on release Secret writes), as shipped.
+pub const AUTHOR_WEBHOOK: &str = include_str!("../../webhook-config/author.yaml");
 /// The namespace `webhook-config/` is written for.
 const SHIPPED_NAMESPACE: &str = "helm-locker";
 /// The matchConditions of every webhook on Kubernetes 1.28 and newer: the file
@@ -222,7 +224,9 @@ pub fn webhook_configuration_for(
         client["caBundle"] = bundle.clone().into();
         client["service"]["name"] = service.into();
         client["service"]["namespace"] = namespace.into();
-        let expressions = webhook["namespaceSelector"]["matchExpressions"].as_array_mut();
+        let expressions = webhook
+            .pointer_mut("/namespaceSelector/matchExpressions")
+            .and_then(|e| e.as_array_mut());
         for expression in expressions.into_iter().flatten() {
             if expression["key"] != "kubernetes.io/metadata.name" {
                 continue;
@@ -239,8 +243,8 @@ pub fn webhook_configuration_for(
 }
 
 /// What `certs-gen` writes, file name and content, for a generated `pki`: the PEM files,
-/// `ca-bundle.b64`, `webhook-configuration.yaml` (the validating configuration, plus the
-/// mutating one when `repair`) and, when `secret` names one, a `kubernetes.io/tls` Secret.
+/// `ca-bundle.b64`, `webhook-configuration.yaml` (the validating configuration, the mutating
+/// one when `repair`, and the author one) and, when `secret` names one, a `kubernetes.io/tls` Secret.
 pub fn outputs(
     pki: &Pki,
     service: &str,
@@ -272,6 +276,15 @@ pub fn outputs_for(
         webhooks.push_str("---\n");
         webhooks.push_str(&render(MUTATING_WEBHOOK)?);
     }
+    // Every release Secret write must reach the author webhook: never matchConditions.
+    webhooks.push_str("---\n");
+    webhooks.push_str(&webhook_configuration_for(
+        AUTHOR_WEBHOOK,
+        service,
+        namespace,
+        &pki.ca_pem,
+        false,
+    )?);
     let mut files = vec![
         ("ca.crt", pki.ca_pem.clone()),
         ("tls.crt", pki.cert_pem.clone()),
@@ -368,8 +381,25 @@ mod tests {
             kinds,
             [
                 "ValidatingWebhookConfiguration",
+                "MutatingWebhookConfiguration",
                 "MutatingWebhookConfiguration"
             ]
+        );
+        // The author webhook: every release Secret write, in every namespace, at /stamp.
+        let author = &docs[2];
+        assert_eq!(author["metadata"]["name"], "helm-locker-author");
+        assert_eq!(
+            author["webhooks"][0]["clientConfig"]["service"]["path"],
+            "/stamp"
+        );
+        assert_eq!(
+            author["webhooks"][0]["clientConfig"]["service"]["namespace"],
+            "ops"
+        );
+        assert!(author["webhooks"][0].get("namespaceSelector").is_none());
+        assert_eq!(
+            author["webhooks"][0]["objectSelector"]["matchLabels"]["owner"],
+            "helm"
         );
         let only = outputs(&pki, "hl", "ops", None, false).unwrap();
         assert!(!only.iter().any(|(n, _)| *n == "secret.yaml"));
@@ -409,10 +439,13 @@ mod tests {
         };
         for version in [Some((1, 28)), Some((1, 36)), Some((2, 0))] {
             let all = webhooks(version);
-            assert_eq!(all.len(), 3, "validate, validate-status, repair");
-            for webhook in all {
+            assert_eq!(all.len(), 4, "validate, validate-status, repair, author");
+            for webhook in &all[..3] {
                 assert_eq!(webhook["matchConditions"], shipped, "{version:?}");
             }
+            // Every release Secret write must reach the author webhook.
+            assert_eq!(all[3]["name"], "author.helm-locker.io");
+            assert!(all[3].get("matchConditions").is_none(), "{version:?}");
         }
         for version in [None, Some((1, 20)), Some((1, 27))] {
             for webhook in webhooks(version) {

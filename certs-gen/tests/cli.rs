@@ -107,8 +107,15 @@ fn a_1_28_cluster_gets_the_match_conditions() {
         .iter()
         .flat_map(|d| d["webhooks"].as_array().unwrap().iter())
         .collect();
-    assert_eq!(webhooks.len(), 3);
-    assert!(webhooks.iter().all(|w| w["matchConditions"] == shipped));
+    assert_eq!(webhooks.len(), 4);
+    let (author, locking): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) = webhooks
+        .iter()
+        .copied()
+        .partition(|w| w["name"] == "author.helm-locker.io");
+    assert!(locking.iter().all(|w| w["matchConditions"] == shipped));
+    // Every release Secret write must reach the author webhook.
+    assert_eq!(author.len(), 1);
+    assert!(author[0].get("matchConditions").is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 
     let bad = Command::new(BIN)

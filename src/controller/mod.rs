@@ -1,6 +1,7 @@
 //! The controllers that run beside the webhook in `helm-locker serve`: leader election, the
 //! drift reverter and the HelmRelease registrations and status.
 
+pub(crate) mod author_check;
 pub(crate) mod helmreleases;
 pub(crate) mod lease;
 pub(crate) mod reverter;

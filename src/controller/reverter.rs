@@ -33,6 +33,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
+use crate::core::author;
 use crate::core::index::{Index, LockedObject, ReleaseKey, ReleaseState};
 use crate::core::ownership::Change;
 use crate::core::policy::{Config, Mode};
@@ -75,6 +76,22 @@ struct Job {
     delayed: bool,
 }
 
+/// The chart's own Role or ClusterRole that a binding of the same release refers to: writing
+/// the binding is as much as granting that role's rules.
+fn referenced_role(index: &Index, object: &LockedObject, desired: &Value) -> Option<Value> {
+    if object.group != "rbac.authorization.k8s.io" || !object.kind.ends_with("Binding") {
+        return None;
+    }
+    let name = desired.pointer("/roleRef/name")?.as_str()?;
+    let (kind, namespace) = match desired.pointer("/roleRef/kind")?.as_str()? {
+        "Role" => ("Role", object.namespace.as_deref()),
+        "ClusterRole" => ("ClusterRole", None),
+        _ => return None,
+    };
+    let role = index.lookup("rbac.authorization.k8s.io", kind, namespace, name)?;
+    (role.release == object.release).then(|| role.content().to_json())
+}
+
 /// Which objects the reverter may touch: those of deployed releases whose mode is deny or
 /// repair (warn only reports; off does nothing).
 fn revertable<'i>(
@@ -107,6 +124,11 @@ pub(crate) struct Reverter {
     recreate: bool,
     /// What the watches saw of each locked object's ownership.
     proofs: Mutex<Proofs>,
+    /// Whether a revision's author may make a write (SubjectAccessReviews, cached).
+    authors: crate::controller::author_check::AuthorChecks,
+    /// Objects left drifted because their revision's author may not write them (or is not
+    /// known), with the revision's Secret: each reported once per revision.
+    refused: Mutex<HashMap<ObjectKey, String>>,
 }
 
 /// What the watches saw of locked objects' `meta.helm.sh` annotations.
@@ -213,6 +235,8 @@ struct Conflict {
 enum Outcome {
     InSync,
     Skipped(&'static str),
+    /// The revision's author may not make the write, or is not known.
+    Refused,
     Reverted,
     Recreated,
 }
@@ -232,7 +256,6 @@ impl Reverter {
         recreate: bool,
     ) -> Self {
         Reverter {
-            client,
             index,
             config,
             schema,
@@ -244,6 +267,9 @@ impl Reverter {
             attributions: std::sync::Mutex::new(HashMap::new()),
             recreate,
             proofs: Mutex::new(Proofs::default()),
+            authors: crate::controller::author_check::AuthorChecks::new(client.clone()),
+            refused: Mutex::new(HashMap::new()),
+            client,
         }
     }
 
@@ -544,6 +570,98 @@ impl Reverter {
         }
     }
 
+    /// A write refused for the revision's author: a warning log line and a Warning Event on the
+    /// revision's Secret (`AuthorLacksRights` naming the author and what they may not do, or
+    /// `UnknownAuthor`), once per object and revision; counted in `author_refused_objects`.
+    async fn report_refusal(
+        &self,
+        revision: &crate::core::index::Revision,
+        object: &LockedObject,
+        permission: &author::Permission,
+    ) {
+        let key = ObjectKey::of(object);
+        let secret = revision.secret.to_string();
+        {
+            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let new = refused.insert(key, secret.clone()).as_ref() != Some(&secret);
+            self.metrics
+                .author_refused_objects
+                .set(refused.len() as i64);
+            if !new {
+                return;
+            }
+        }
+        let (reason, note) = match permission {
+            author::Permission::Refused(accesses) => {
+                let refused: Vec<String> = accesses.iter().map(ToString::to_string).collect();
+                tracing::warn!(object = %object.describe(), release = %object.release, revision = revision.revision, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
+                (
+                    "AuthorLacksRights",
+                    format!(
+                        "helm-locker does not write {} from release {} revision {}: its author {} may not {}. A revision acts only with its author's rights; helm upgrade by someone who may makes the release's objects locked and reverted again.",
+                        object.describe(),
+                        object.release,
+                        revision.revision,
+                        revision.author,
+                        refused.join(", ")
+                    ),
+                )
+            }
+            author::Permission::NoAuthor(why) => {
+                tracing::warn!(object = %object.describe(), release = %object.release, revision = revision.revision, why = why.as_str(), "drift not reverted: the revision's author is not known");
+                (
+                    "UnknownAuthor",
+                    format!(
+                        "helm-locker does not write {} from release {} revision {}: the revision's author is not known ({}). helm upgrade makes the release's objects reverted again.",
+                        object.describe(),
+                        object.release,
+                        revision.revision,
+                        why.as_str()
+                    ),
+                )
+            }
+            author::Permission::Granted => return,
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Secret".into()),
+            namespace: Some(revision.secret.namespace.clone()),
+            name: Some(revision.secret.name.clone()),
+            ..Default::default()
+        };
+        // The object as the related one: one Event per object refused, not one series per Secret.
+        let related = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(if object.group.is_empty() {
+                object.version.to_string()
+            } else {
+                format!("{}/{}", object.group, object.version)
+            }),
+            kind: Some(object.kind.to_string()),
+            namespace: object.namespace.as_deref().map(str::to_string),
+            name: Some(object.name.clone()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Refuse".into(),
+            secondary: Some(related),
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record the {reason} event");
+        }
+    }
+
+    fn clear_refusal(&self, key: &ObjectKey) {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.remove(key).is_some() {
+            self.metrics
+                .author_refused_objects
+                .set(refused.len() as i64);
+        }
+    }
+
     /// Compares the lock with the managedFields entry the API server wrote for Helm, once per
     /// entry: a difference is a schema gap (a field locked that Helm does not own, or the
     /// reverse), counted and logged so it shows in production rather than as a bypass.
@@ -629,6 +747,7 @@ impl Reverter {
                 .await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
+                Ok(Outcome::Refused) => Some("refused"),
                 Ok(Outcome::Reverted) => Some("reverted"),
                 Ok(Outcome::Recreated) => Some("recreated"),
                 Err(_) => Some("failed"),
@@ -855,6 +974,36 @@ impl Reverter {
         };
         last_writer.insert(key.clone(), writer.clone());
         let desired = revert_plan::desired_object(&object, live_json.as_ref(), &ignore);
+        // The revision speaks only with its author's rights (docs/security.md).
+        let write = match live_json {
+            Some(_) => author::Write::Patch,
+            None => author::Write::Create,
+        };
+        let role = referenced_role(&index, &object, &desired);
+        let needed = author::needs(
+            write,
+            &key.group,
+            &ar.plural,
+            key.namespace.as_deref(),
+            &key.name,
+            &desired,
+            role.as_ref(),
+        );
+        let newest = state
+            .newest()
+            .expect("a revertable release has a newest revision");
+        let permission = self
+            .authors
+            .permission(&newest.author, &needed)
+            .await
+            .map_err(|e| {
+                format!("cannot ask the API server what the revision's author may do: {e}")
+            })?;
+        if permission != author::Permission::Granted {
+            self.report_refusal(newest, &object, &permission).await;
+            return Ok(Outcome::Refused);
+        }
+        self.clear_refusal(key);
         let mut fixed = String::new();
         if let Some(live) = &live_json {
             // The write as a dry run first: what it would not change is not stored by the API

@@ -1,4 +1,5 @@
-//! The TLS port's routes: `POST /validate` and `POST /mutate`.
+//! The TLS port's routes: `POST /validate`, `POST /mutate`, and `POST /stamp` (the author
+//! stamp on release Secret writes, [`crate::core::author`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,10 +37,11 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/stamp", post(stamp))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
-                "unknown path: use POST /validate or POST /mutate".into(),
+                "unknown path: use POST /validate, POST /mutate or POST /stamp".into(),
             )
         })
         .with_state(state)
@@ -54,6 +56,42 @@ async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Respo
 async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     admit(&state, Endpoint::Mutate, &parts.headers, body).await
+}
+
+/// The author webhook: every release Secret write is stamped with the identity the API server
+/// authenticated for it. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
+/// a Secret written meanwhile has no known author, and the reverter writes nothing from it).
+async fn stamp(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match read_body(&state, &parts.headers, body).await {
+        Ok(body) => body,
+        Err(response) => {
+            state.metrics.bad_requests.inc();
+            return response;
+        }
+    };
+    let Some(stamping) = state.stamping.borrow().clone() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the author key is not loaded yet".into(),
+        );
+    };
+    match crate::core::author::stamp(&stamping.key, &body) {
+        Ok(response) => {
+            state.metrics.author_stamps.inc();
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                response,
+            )
+                .into_response()
+        }
+        Err(e) => {
+            state.metrics.bad_requests.inc();
+            tracing::warn!(error = %e, "malformed admission review on /stamp");
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+    }
 }
 
 fn error(status: StatusCode, message: String) -> Response {

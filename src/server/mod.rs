@@ -43,6 +43,23 @@ pub enum ReleaseSource {
     Kubernetes,
 }
 
+/// The Secret that holds the author stamp's key (`--author-key-secret`, in the locker's
+/// namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthorKeyPlace {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Default for AuthorKeyPlace {
+    fn default() -> Self {
+        AuthorKeyPlace {
+            namespace: "default".into(),
+            name: "helm-locker-author-key".into(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub addr: SocketAddr,
@@ -67,6 +84,8 @@ pub struct Settings {
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
     pub kube_version: crate::core::schema::KubeVersion,
+    /// The Secret that holds the author stamp's key (Kubernetes source only).
+    pub author_key: AuthorKeyPlace,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +166,8 @@ pub struct BoundServer {
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
+    author_key: AuthorKeyPlace,
+    stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::author::Stamping>>>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -234,6 +255,7 @@ impl BoundServer {
             }
             _ => (None, None),
         };
+        let (stamping, stamping_rx) = tokio::sync::watch::channel(None);
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -250,6 +272,7 @@ impl BoundServer {
             chart_files: Some(chart_files),
             attempts: attempt_sink,
             settings: settings.http,
+            stamping: stamping_rx,
         });
         Ok(BoundServer {
             addr: listener.local_addr().map_err(|source| ServeError::Bind {
@@ -276,6 +299,8 @@ impl BoundServer {
             attempts,
             lock_exceptions: settings.lock_exceptions,
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
+            author_key: settings.author_key,
+            stamping,
         })
     }
 
@@ -311,6 +336,15 @@ impl BoundServer {
                 } else {
                     state.config.namespaces.iter().cloned().map(Some).collect()
                 };
+                tasks.spawn(
+                    "the author key loader",
+                    source::author_key::AuthorKeySecret {
+                        client: client.clone(),
+                        namespace: self.author_key.namespace.clone(),
+                        name: self.author_key.name.clone(),
+                    }
+                    .run(self.stamping),
+                );
                 for ns in scopes {
                     tasks.spawn(
                         "a release Secret watch",
@@ -320,6 +354,7 @@ impl BoundServer {
                             state.index.clone(),
                             state.metrics.clone(),
                             state.readiness.clone(),
+                            state.stamping.clone(),
                         ),
                     );
                 }

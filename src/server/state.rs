@@ -42,4 +42,6 @@ pub(crate) struct AppState {
     /// Where denials, warnings and repairs go to become Events (Kubernetes source only).
     pub attempts: Option<crate::attempts::AttemptSink>,
     pub settings: HttpSettings,
+    /// The author stamp's key, once loaded (never, without the API server).
+    pub stamping: crate::source::author_key::StampingRx,
 }

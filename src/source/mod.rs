@@ -1,5 +1,6 @@
 //! Where releases come from: files and folders (offline, `--releases-dir`) or the API server.
 
+pub(crate) mod author_key;
 pub(crate) mod files;
 pub(crate) mod folder;
 pub(crate) mod lock_exceptions;

@@ -13,6 +13,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, StoredObject};
+use crate::core::author::{authorship, Authorship, Stamping, StoredSecret};
 use crate::core::index::ReleaseKey;
 use crate::core::release::{
     release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status,
@@ -20,6 +21,7 @@ use crate::core::release::{
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
+use crate::source::author_key::StampingRx;
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
@@ -32,13 +34,17 @@ fn secret_ref(secret: &Secret) -> SecretRef {
 }
 
 /// Decodes a watched Secret; failures are logged by name only, never with content.
-fn decode(secret: &Secret, metrics: &Metrics) -> Option<ReleaseSecret> {
-    decode_or_foreign(secret, metrics).ok().flatten()
+fn decode(secret: &Secret, stamping: &Stamping, metrics: &Metrics) -> Option<ReleaseSecret> {
+    decode_or_foreign(secret, stamping, metrics).ok().flatten()
 }
 
 /// [`decode`], but a Secret that names another namespace's release is returned as the
 /// reason to warn about it.
-fn decode_or_foreign(secret: &Secret, metrics: &Metrics) -> Result<Option<ReleaseSecret>, String> {
+fn decode_or_foreign(
+    secret: &Secret,
+    stamping: &Stamping,
+    metrics: &Metrics,
+) -> Result<Option<ReleaseSecret>, String> {
     let reference = secret_ref(secret);
     let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
     let Some(payload) = secret.data.as_ref().and_then(|d| d.get("release")) else {
@@ -47,7 +53,22 @@ fn decode_or_foreign(secret: &Secret, metrics: &Metrics) -> Result<Option<Releas
         return Ok(None);
     };
     match release_secret_from_parts(reference.clone(), labels, &payload.0) {
-        Ok(decoded) => Ok(Some(decoded)),
+        Ok(mut decoded) => {
+            decoded.author = authorship(
+                stamping,
+                StoredSecret {
+                    namespace: &reference.namespace,
+                    name: &reference.name,
+                    annotations: secret.metadata.annotations.as_ref(),
+                    resource_version: secret.metadata.resource_version.as_deref(),
+                    release: &payload.0,
+                },
+            );
+            if let Authorship::Unknown(why) = &decoded.author {
+                tracing::debug!(secret = %reference, why = why.as_str(), "release revision has no known author");
+            }
+            Ok(Some(decoded))
+        }
         Err(e @ SecretError::ForeignNamespace { .. }) => {
             metrics.foreign_release_secrets.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret ignored");
@@ -83,8 +104,13 @@ impl ForeignWarnings {
     }
 
     /// Decodes `secret`; warns once on it when it names another namespace's release.
-    async fn decode(&mut self, secret: &Secret, metrics: &Metrics) -> Option<ReleaseSecret> {
-        let note = match decode_or_foreign(secret, metrics) {
+    async fn decode(
+        &mut self,
+        secret: &Secret,
+        stamping: &Stamping,
+        metrics: &Metrics,
+    ) -> Option<ReleaseSecret> {
+        let note = match decode_or_foreign(secret, stamping, metrics) {
             Ok(decoded) => return decoded,
             Err(note) => note,
         };
@@ -112,15 +138,21 @@ fn log_report(report: &crate::core::index::UpdateReport) {
 }
 
 /// Watches release Secrets in `namespace` (all when `None`) and keeps `shared` current.
-/// Tells `readiness` once, after its first complete list. Returns only if the watch stream
-/// ends, which the server treats as a failure.
+/// Tells `readiness` once, after its first complete list. Starts once the author key is
+/// loaded (each revision's author is read with it). Returns only if the watch stream ends, or
+/// the key's sender is gone, which the server treats as a failure.
 pub(crate) async fn watch(
     client: Client,
     namespace: Option<String>,
     shared: Arc<IndexStore>,
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
+    mut stamping: StampingRx,
 ) {
+    let stamping: Arc<Stamping> = match stamping.wait_for(Option::is_some).await {
+        Ok(loaded) => loaded.clone().expect("waited for it"),
+        Err(_) => return,
+    };
     let api: Api<Secret> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -143,9 +175,10 @@ pub(crate) async fn watch(
         match event {
             WatchEvent::Init => listing = Some(Vec::new()),
             WatchEvent::InitApply(secret) => {
-                if let (Some(list), Some(decoded)) =
-                    (listing.as_mut(), foreign.decode(&secret, &metrics).await)
-                {
+                if let (Some(list), Some(decoded)) = (
+                    listing.as_mut(),
+                    foreign.decode(&secret, &stamping, &metrics).await,
+                ) {
                     list.push(decoded);
                 }
             }
@@ -181,7 +214,7 @@ pub(crate) async fn watch(
                 }
             }
             WatchEvent::Apply(secret) => {
-                if let Some(decoded) = foreign.decode(&secret, &metrics).await {
+                if let Some(decoded) = foreign.decode(&secret, &stamping, &metrics).await {
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
                     let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
@@ -193,7 +226,7 @@ pub(crate) async fn watch(
                     .update(move |index| index.remove_secret(&reference))
                     .await;
                 if let Some(key) = report.needs_reload {
-                    reload_release(&client, &key, &shared, &metrics).await;
+                    reload_release(&client, &key, &shared, &stamping, &metrics).await;
                 }
             }
         }
@@ -206,6 +239,7 @@ async fn reload_release(
     client: &Client,
     key: &ReleaseKey,
     shared: &Arc<IndexStore>,
+    stamping: &Stamping,
     metrics: &Metrics,
 ) {
     let api: Api<Secret> = Api::namespaced(client.clone(), &key.namespace);
@@ -217,7 +251,7 @@ async fn reload_release(
             let newest = list
                 .items
                 .iter()
-                .filter_map(|s| decode(s, metrics))
+                .filter_map(|s| decode(s, stamping, metrics))
                 .max_by_key(|s| s.release.revision);
             if let Some(newest) = newest {
                 shared.update(|index| index.upsert(newest)).await;

@@ -111,7 +111,11 @@ class Locker:
     """One `helm-locker serve` process against the control plane."""
 
     def __init__(self, plane, name, *flags):
-        self.plane, self.name = plane, name
+        self.plane, self.name, self.flags = plane, name, flags
+        # The author webhook (webhook-config/author.yaml) of this locker is registered once it
+        # is ready, and removed when it stops: without it, a release written meanwhile has no
+        # known author and the reverter writes nothing from it (docs/security.md).
+        self.stamping = False
         self.port, self.admin = free_port(), free_port()
         self.certs = os.path.join(plane.dir, f"certs-{name}")
         self.log_path = os.path.join(plane.dir, f"helm-locker-{name}.log")
@@ -131,6 +135,9 @@ class Locker:
             if time.time() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"helm-locker {self.name} not ready; see {self.log_path}")
             time.sleep(0.2)
+        if not self.stamping and "--releases-dir" not in self.flags:
+            register_author_webhook(self.plane, self)
+            self.stamping = True
         return self
 
     def ready(self):
@@ -161,12 +168,19 @@ class Locker:
         with open(os.path.join(self.certs, "ca.crt"), "rb") as f:
             return base64.b64encode(f.read()).decode()
 
+    def unregister_author_webhook(self):
+        if self.stamping:
+            self.plane.kubectl("delete", "mutatingwebhookconfiguration", f"author-{self.name}", "--ignore-not-found")
+            self.stamping = False
+
     def kill(self):
+        self.unregister_author_webhook()
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
         self.log.close()
 
     def stop(self):
+        self.unregister_author_webhook()
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -215,6 +229,54 @@ def register_webhook(plane, locker, name, mutating=False, failure_policy="Fail",
                             selector=selector)
     out = plane.kubectl("apply", "-f", "-", input=config)
     assert out.returncode == 0, out.stderr
+
+
+AUTHOR_WEBHOOK = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: {name}
+webhooks:
+- name: author.helm-locker.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  timeoutSeconds: 5
+  reinvocationPolicy: IfNeeded
+  clientConfig:
+    url: https://{host}:{port}/stamp
+    caBundle: {ca}
+  objectSelector:
+    matchLabels: {{owner: helm}}
+  rules:
+  - apiGroups: [""]
+    apiVersions: [v1]
+    operations: [CREATE, UPDATE]
+    resources: [secrets]
+    scope: Namespaced
+"""
+
+
+def register_author_webhook(plane, locker, timeout=30):
+    """The author webhook of webhook-config/author.yaml, pointing at locker by URL; returns once
+    the API server stamps release Secret writes through it (a probe Secret carries the stamp)."""
+    config = AUTHOR_WEBHOOK.format(name=f"author-{locker.name}", host=WEBHOOK_HOST, port=locker.port,
+                                   ca=locker.ca_bundle())
+    out = plane.kubectl("apply", "-f", "-", input=config)
+    assert out.returncode == 0, out.stderr
+    probe = release_secret(f"probe-{locker.name}", "default", [])
+    probe["metadata"]["name"] = f"author-probe-{locker.name}"
+    deadline = time.time() + timeout
+    try:
+        while True:
+            plane.kubectl("delete", "secret", "-n", "default", probe["metadata"]["name"], "--ignore-not-found")
+            out = plane.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(probe))
+            if out.returncode == 0 and "helm-locker.io/author-proof" in json.loads(out.stdout)["metadata"].get("annotations", {}):
+                return
+            assert time.time() < deadline, f"release Secret writes are not stamped by helm-locker {locker.name}: {out.stderr}"
+            time.sleep(0.2)
+    finally:
+        plane.kubectl("delete", "secret", "-n", "default", probe["metadata"]["name"], "--ignore-not-found")
 
 
 def unregister_webhook(plane, name, mutating=False):

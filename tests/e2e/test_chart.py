@@ -64,8 +64,10 @@ def render(values=None, namespace="helm-locker", name="helm-locker"):
     return out, docs
 
 
-def of_kind(docs, kind):
-    return [d for d in docs if d.get("kind") == kind]
+def of_kind(docs, kind, author=False):
+    """The rendered objects of `kind`; the author webhook's configuration only when `author`."""
+    return [d for d in docs if d.get("kind") == kind
+            and author == d["metadata"]["name"].endswith("-author")]
 
 
 def one(docs, kind):
@@ -93,6 +95,12 @@ def bound_to_locker(docs):
             ref = binding["roleRef"]
             bound.add((ref["kind"], ref["name"], binding["metadata"].get("namespace") if ref["kind"] == "Role" else None))
     return bound
+
+
+# Every install keeps the key of the author stamp (docs/security.md): create a Secret in its own
+# namespace (RBAC cannot name what is being created), then date it once with a patch.
+AUTHOR_KEY = {("Role", "helm-locker", "", "secrets", "create", ()),
+              ("Role", "helm-locker", "", "secrets", "patch", ("helm-locker-author-key",))}
 
 
 def write_grants(docs):
@@ -184,8 +192,8 @@ class ChartLintAndRender(unittest.TestCase):
                 text = "\n".join(first.values())
                 self.assertNotIn("PRIVATE KEY", text)
                 # The only certificate material is the CA the user gave (in each of the
-                # validating configuration's two webhooks).
-                self.assertEqual(text.count("caBundle:"), 2 if mode == "given" else 0)
+                # validating configuration's two webhooks and the author webhook).
+                self.assertEqual(text.count("caBundle:"), 3 if mode == "given" else 0)
         for name in os.listdir(os.path.join(CHART, "templates")):
             with open(os.path.join(CHART, "templates", name)) as f:
                 source = f.read()
@@ -198,21 +206,20 @@ class ChartLintAndRender(unittest.TestCase):
         for mode in ("given", "certManager"):
             with self.subTest(mode=mode):
                 _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False}}))
-                self.assertEqual(write_grants(docs), set())
+                self.assertEqual(write_grants(docs), AUTHOR_KEY)
                 self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_EVENTS"], "false")
                 # Recording denials as Events adds exactly that: creating and patching Events.
                 _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}}))
-                self.assertEqual(write_grants(docs), events)
+                self.assertEqual(write_grants(docs), events | AUTHOR_KEY)
         _, docs = render({"revert": {"enabled": False}, "events": {"enabled": False}})
         # Self-managed certificate: create a Secret in its own namespace (RBAC cannot name what
         # is being created), update only that Secret, patch only its own webhook configurations.
-        self.assertEqual(write_grants(docs), {
-            ("Role", "helm-locker", "", "secrets", "create", ()),
+        self.assertEqual(write_grants(docs), AUTHOR_KEY | {
             ("Role", "helm-locker", "", "secrets", "update", ("helm-locker-tls",)),
             ("ClusterRole", None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch",
-             ("helm-locker",)),
+             ("helm-locker", "helm-locker-author")),
             ("ClusterRole", None, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch",
-             ("helm-locker",)),
+             ("helm-locker", "helm-locker-author")),
         })
         readers = [r for r in of_kind(docs, "ClusterRole") if r["metadata"]["name"] == "helm-locker"][0]
         self.assertIn({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
@@ -226,6 +233,8 @@ class ChartLintAndRender(unittest.TestCase):
         self.assertIn(("ClusterRole", None, "*", "*", "create", ()), grants)
         self.assertIn(("ClusterRole", None, "helm.cattle.io", "helmreleases/status", "update", ()), grants)
         self.assertIn(("Role", "helm-locker", "coordination.k8s.io", "leases", "update", ("helm-locker",)), grants)
+        # Before each write: may the revision's author make it?
+        self.assertIn(("ClusterRole", None, "authorization.k8s.io", "subjectaccessreviews", "create", ()), grants)
         self.assertFalse({g for g in grants if g[4] in ("delete", "deletecollection", "escalate", "bind",
                                                         "impersonate", "*")})
         self.assertFalse({g for g in grants if g[4] == "update" and g[3] == "*"})
@@ -266,6 +275,16 @@ class ChartLintAndRender(unittest.TestCase):
                     for field in fields:
                         self.assertEqual(g.get(field), w.get(field), field)
                     self.assertEqual(g["clientConfig"], w["clientConfig"])
+        # The author webhook: webhook-config/author.yaml, in every mode.
+        want = shipped("author.yaml")
+        for values in ({}, {"mode": "repair"}, {"revert": {"enabled": False}}):
+            _, docs = render(values)
+            got = of_kind(docs, "MutatingWebhookConfiguration", author=True)
+            self.assertEqual(len(got), 1, values)
+            self.assertEqual(got[0]["metadata"]["name"], want["metadata"]["name"])
+            for field in fields:
+                self.assertEqual(got[0]["webhooks"][0].get(field), want["webhooks"][0].get(field), field)
+            self.assertEqual(got[0]["webhooks"][0]["clientConfig"], want["webhooks"][0]["clientConfig"])
         # Deny mode: no mutating webhook in the write path; another namespace stays excluded.
         _, docs = render(namespace="ops")
         self.assertEqual(of_kind(docs, "MutatingWebhookConfiguration"), [])
@@ -343,7 +362,9 @@ class ChartLintAndRender(unittest.TestCase):
         self.assertEqual(env["HELM_LOCKER_SELF_MANAGED_SECRET"], "helm-locker-tls")
         self.assertEqual(env["HELM_LOCKER_SELF_MANAGED_SERVICE"], one(docs, "Service")["metadata"]["name"])
         self.assertEqual(env["HELM_LOCKER_WEBHOOK_CONFIGURATIONS"],
-                         one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"])
+                         ",".join([one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"],
+                                   of_kind(docs, "MutatingWebhookConfiguration", author=True)[0]["metadata"]["name"]]))
+        self.assertNotIn("caBundle", of_kind(docs, "MutatingWebhookConfiguration", author=True)[0]["webhooks"][0]["clientConfig"])
         self.assertEqual(env["HELM_LOCKER_SELF_SIGNED_DIR"], "/certs")
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         self.assertIn("emptyDir", volumes["certs"])

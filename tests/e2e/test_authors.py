@@ -1,0 +1,222 @@
+"""A revision acts only with its author's rights (docs/security.md), on a real control plane.
+
+An admin installs an operator's chart (tests/e2e/charts/ops-agent: a ClusterRole, its
+ClusterRoleBinding, a RoleBinding of `admin` to a group, a ConfigMap, a Deployment) as release
+`team/ops` with real Helm. `alice` holds only the built-in `edit` role in `team`: she may write
+Secrets there, and no RBAC object anywhere. She writes revision 2 of the admin's release with the
+ClusterRole widened to everything, herself added to both bindings, and the ConfigMap changed.
+
+  - the reverter makes none of the RBAC writes (she could not), 30 s after and again after a
+    locker restart; `kubectl auth can-i` as alice is unchanged; a Warning Event
+    `AuthorLacksRights` on her Secret names her and what she may not do;
+  - it does follow her revision where she could have written herself (the ConfigMap in `team`);
+  - the admin's own `helm upgrade` succeeds, and real drift of the ClusterRole is reverted again;
+  - a release Secret written while the author webhook is away has no known author: nothing is
+    written from it (`UnknownAuthor`).
+"""
+
+import base64
+import gzip
+import json
+import os
+import time
+import unittest
+
+from harness import HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
+
+CHART = os.path.join(HERE, "charts", "ops-agent")
+NS = "team"
+RELEASE = "ops"
+# Writes drift by hand; exempt at admission (--exempt-user ops).
+OPS = "ops"
+SETTLE = 30.0
+
+
+def decode(secret):
+    return json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+
+
+def encode(release):
+    payload = base64.b64encode(gzip.compress(json.dumps(release).encode()))
+    return base64.b64encode(payload).decode()
+
+
+class Authors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.plane = ControlPlane()
+        k = cls.plane.kubectl
+        assert k("create", "namespace", NS).returncode == 0
+        assert k("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit",
+                 "--user=alice").returncode == 0
+        assert k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
+                 f"--user={OPS}").returncode == 0
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.plane.down()
+
+    def k(self, *args, input=None):
+        return self.plane.kubectl(*args, input=input)
+
+    def ok(self, out):
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out
+
+    def get(self, *args):
+        return self.plane.get_json(*args)
+
+    def start(self, name):
+        locker = Locker(self.plane, name, "--lease-name", name, "--exempt-user", OPS)
+        self.addCleanup(locker.stop)
+        locker.wait_ready()
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 30), "never became leader")
+        return locker
+
+    def can_i(self, *args):
+        return self.k("auth", "can-i", "--as=alice", *args).stdout.strip()
+
+    def events(self, name, reason):
+        items = (self.get("events", "-n", NS) or {"items": []})["items"]
+        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+
+    def rbac(self, release):
+        """The RBAC objects as they are, without what the API server adds."""
+        role = self.get("clusterrole", f"{release}-agent-read")
+        crb = self.get("clusterrolebinding", f"{release}-agent-read")
+        rb = self.get("-n", NS, "rolebinding", f"{release}-admins")
+        return role["rules"], crb["subjects"], rb["subjects"]
+
+    def forge(self, release, revision, change, as_user="alice"):
+        """Revision `revision` of `release`, written by `as_user` (None: the admin) from the
+        newest one she reads, with `change` applied to each object of the manifest."""
+        who = (f"--as={as_user}",) if as_user else ()
+        out = self.ok(self.k(*who, "-n", NS, "get", "secret",
+                             f"sh.helm.release.v1.{release}.v{revision - 1}", "-o", "json"))
+        body = decode(json.loads(out.stdout))
+        docs = [d for d in body["manifest"].split("\n---\n") if d.strip()]
+        objects = []
+        for doc in docs:
+            source = "\n".join(l for l in doc.splitlines() if l.startswith("# Source:"))
+            text = "\n".join(l for l in doc.splitlines() if not l.startswith("# Source:") and l.strip() != "---")
+            objects.append((source, change(self.yaml(text))))
+        body["manifest"] = "".join(f"---\n{source}\n{json.dumps(o)}\n" for source, o in objects)
+        body["version"] = revision
+        body["info"]["status"] = "deployed"
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                  "metadata": {"name": f"sh.helm.release.v1.{release}.v{revision}", "namespace": NS,
+                               "labels": {"owner": "helm", "name": release, "status": "deployed",
+                                          "version": str(revision)}},
+                  "data": {"release": encode(body)}}
+        return self.ok(self.k(*who, "-n", NS, "create", "-f", "-", input=json.dumps(secret)))
+
+    def yaml(self, text):
+        # kubectl converts YAML to JSON for us (client-side, no server call).
+        out = self.ok(self.k("create", "--dry-run=client", "-o", "json", "-f", "-", input=text))
+        obj = json.loads(out.stdout)
+        if "namespace:" not in text:
+            # kubectl fills in its own namespace; Helm's manifest leaves it to the release's.
+            obj["metadata"].pop("namespace", None)
+        return obj
+
+    def test_an_edit_user_cannot_make_the_reverter_write_rbac_from_an_admins_release(self):
+        locker = self.start("authors")
+        register_webhook(self.plane, locker, "authors")
+        self.addCleanup(unregister_webhook, self.plane, "authors")
+        self.plane.helm(NS).install(CHART, RELEASE, {})
+        before = self.rbac(RELEASE)
+        self.assertEqual(self.can_i("create", "rolebindings", "-n", NS), "no")
+        self.assertEqual(self.can_i("get", "secrets", "-n", "kube-system"), "no")
+        # (RBAC takes a moment to see the binding made in setUpClass.)
+        self.assertTrue(eventually(lambda: self.can_i("patch", "configmaps", "-n", NS) == "yes", 10))
+
+        def widen(o):
+            if o["kind"] == "ClusterRole":
+                o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+            if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+                o["subjects"].append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"})
+            if o["kind"] == "ConfigMap":
+                o["data"]["setting"] = "from-alice"
+            return o
+
+        forged_at = time.time()
+        self.forge(RELEASE, 2, widen)
+        secret = f"sh.helm.release.v1.{RELEASE}.v2"
+        wanted = ("its author alice may not",
+                  "escalate clusterroles.rbac.authorization.k8s.io ops-agent-read cluster-wide",
+                  "bind clusterroles.rbac.authorization.k8s.io admin in team",
+                  "patch clusterrolebindings.rbac.authorization.k8s.io ops-agent-read cluster-wide")
+
+        def notes():
+            text = " ".join(e.get("note") or e.get("message") or "" for e in self.events(secret, "AuthorLacksRights"))
+            return text if all(w in text for w in wanted) else None
+
+        self.assertTrue(eventually(notes, 30, 0.5),
+                        f"AuthorLacksRights events on {secret}: {self.events(secret, 'AuthorLacksRights')}\n"
+                        f"{locker.log_text()[-3000:]}")
+        # Where she could write herself, her revision is followed: the ConfigMap in team.
+        self.assertTrue(eventually(lambda: (self.get("-n", NS, "configmap", f"{RELEASE}-settings") or {})
+                                   .get("data", {}).get("setting") == "from-alice", 30))
+        time.sleep(max(0.0, forged_at + SETTLE - time.time()))
+        self.assertEqual(self.rbac(RELEASE), before)
+        self.assertEqual(self.can_i("get", "secrets", "-n", "kube-system"), "no")
+        self.assertEqual(self.can_i("create", "rolebindings", "-n", NS), "no")
+        self.assertGreaterEqual(locker.metric("helm_locker_author_refused_objects") or 0, 3)
+        self.assertIn("the revision's author may not make the write", locker.log_text())
+
+        # A restarted locker reads the same author from the stamp.
+        unregister_webhook(self.plane, "authors")
+        locker.stop()
+        again = self.start("authors-2")
+        register_webhook(self.plane, again, "authors")
+        self.assertTrue(eventually(lambda: (again.metric("helm_locker_author_refused_objects") or 0) >= 3, 30),
+                        again.log_text()[-3000:])
+        time.sleep(5)
+        self.assertEqual(self.rbac(RELEASE), before)
+        self.assertEqual(self.can_i("get", "secrets", "-n", "kube-system"), "no")
+        self.assertNotIn("drift reverted", again.log_text())
+
+        # The admin's helm upgrade makes the release the admin's again.
+        self.plane.helm(NS).upgrade(CHART, RELEASE, {})
+        self.assertEqual(self.get("-n", NS, "configmap", f"{RELEASE}-settings")["data"]["setting"], "from-the-chart")
+        self.assertEqual(self.rbac(RELEASE), before)
+        # Real drift of the ClusterRole (an exempt writer, as while the webhook is away) is reverted.
+        self.ok(self.k(f"--as={OPS}", "patch", "clusterrole", f"{RELEASE}-agent-read", "--type=json", "-p",
+                       json.dumps([{"op": "add", "path": "/rules/-",
+                                    "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}])))
+        self.assertTrue(eventually(lambda: self.rbac(RELEASE) == before, 30),
+                        f"drift of the admin's ClusterRole not reverted:\n{again.log_text()[-3000:]}")
+
+    def test_a_revision_written_while_the_author_webhook_is_away_has_no_author(self):
+        locker = self.start("authors-away")
+        self.plane.helm(NS).install(CHART, "away", {})
+        self.assertTrue(eventually(lambda: self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
+                                   is not None, 10))
+        # The author webhook is gone (deleted, or the locker was down): revision 2 is unstamped.
+        locker.unregister_author_webhook()
+        time.sleep(2)
+
+        def recolour(o):
+            if o["kind"] == "ConfigMap":
+                o["data"]["setting"] = "unstamped"
+            return o
+
+        self.forge("away", 2, recolour, as_user=None)
+        secret = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v2")
+        self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
+        unknown = eventually(lambda: self.events("sh.helm.release.v1.away.v2", "UnknownAuthor"), 30, 0.5)
+        self.assertTrue(unknown, locker.log_text()[-3000:])
+        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
+        # A stamp copied from another Secret does not verify either.
+        v1 = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
+        stamp = {k: v for k, v in (v1["metadata"].get("annotations") or {}).items() if k.startswith("helm-locker.io/")}
+        self.assertEqual(set(stamp), {"helm-locker.io/author", "helm-locker.io/author-proof"})
+        self.ok(self.k("-n", NS, "annotate", "secret", "sh.helm.release.v1.away.v2",
+                       *(f"{k}={v}" for k, v in stamp.items())))
+        time.sleep(5)
+        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
+        self.assertNotIn("drift reverted", locker.log_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
