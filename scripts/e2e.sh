@@ -23,6 +23,7 @@ if ! command -v promtool >/dev/null && [[ ! -x target/tools/promtool ]]; then
   mkdir -p target/tools && cp "$tmp/unpacked/usr/bin/promtool" target/tools/ && rm -rf "$tmp"
 fi
 cargo build --locked --bin helm-locker
+target=$(scripts/target-dir.sh)
 # tests/e2e/test_node.py: the image (scripts/image.sh, built without a registry) on a real node
 # (kubelet, kube-scheduler, kube-proxy built like the control plane and cached, ~1 min with the
 # control plane's Go cache; containerd, runc and the CNI plugins from Debian). On a machine that
@@ -31,4 +32,4 @@ if tests/e2e/kube-testenv.sh node-check; then
   tests/e2e/kube-testenv.sh build-node
   scripts/image.sh
 fi
-HELM_LOCKER_BIN=$PWD/target/debug/helm-locker "$venv/bin/python" -m unittest discover -s tests/e2e -p 'test_*.py' -v
+HELM_LOCKER_BIN="$target"/debug/helm-locker "$venv/bin/python" -m unittest discover -s tests/e2e -p 'test_*.py' -v

@@ -12,8 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dev build is ~10x slower (the load generator too): a lighter load, the same assertions.
-if [[ ${PROFILE:-release} == debug ]]; then build=() bin=target/debug steady=300 heavy=600
-else build=(--release) bin=target/release steady=2000 heavy=4000; fi
+target=$(scripts/target-dir.sh)
+if [[ ${PROFILE:-release} == debug ]]; then build=() bin="$target"/debug steady=300 heavy=600
+else build=(--release) bin="$target"/release steady=2000 heavy=4000; fi
 cargo build "${build[@]}" --locked --bin helm-locker --example loadgen
 cargo build "${build[@]}" --locked -p certs-gen
 out=target/faults

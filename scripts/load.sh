@@ -16,22 +16,23 @@ cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${2:-3}
 cargo build --release --locked --bin helm-locker --example baseline_server --example peer_server --example loadgen
+target=$(scripts/target-dir.sh)
 out=target/load
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt" "$out/locked.txt"
+scripts/review_mix.sh "$target"/release/helm-locker "$state" "$work" "$out/mix.txt" "$out/locked.txt"
 echo "locked-only mix: $(wc -l <"$out/locked.txt") writes to locked objects that change no chart field"
 
-target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
+"$target"/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
   --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 >"$work/helm-locker.log" 2>&1 &
 locker=$!
 for _ in $(seq 100); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
-target/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
+"$target"/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
 limit=$!
-target/release/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
+"$target"/release/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
 peer=$!
 sleep 0.5
 
@@ -40,7 +41,7 @@ echo "machine: $machine; $rounds rounds of $secs s per run, load generator on th
 run() { # name pid port label mix loadgen-args...
   local name=$1 pid=$2 port=$3 label=$4 mix=$5
   shift 5
-  target/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
+  "$target"/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
     --mix "$mix" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
 }
 # Rounds, and within a round the servers one after the other for each kind of run, in an order

@@ -14,6 +14,7 @@ shift || true
 sizes=("${@:-1 1000 10000}")
 read -r -a sizes <<<"${sizes[*]}"
 cargo build --release --locked --bin helm-locker --example synth_releases --example loadgen
+target=$(scripts/target-dir.sh)
 out=target/scale
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
@@ -24,20 +25,20 @@ printf '| releases | objects | manifests MiB | ready in s | RSS MiB | RSS / mani
 printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for n in "${sizes[@]}"; do
   dir=$work/$n
-  manifest_bytes=$(target/release/examples/synth_releases "$dir" "$n")
+  manifest_bytes=$("$target"/release/examples/synth_releases "$dir" "$n")
   : >"$dir/mix.txt"
   for _ in 1 2 3 4 5 6 7 8; do echo "$unowned" >>"$dir/mix.txt"; done
   echo "$dir/review-locked-allowed.json" >>"$dir/mix.txt"
   echo "$dir/review-denied.json" >>"$dir/mix.txt"
   start=$(date +%s.%N)
-  target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
+  "$target"/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
     --addr 127.0.0.1:28443 --admin-addr 127.0.0.1:28080 >"$dir/serve.log" 2>&1 &
   pid=$!
   until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
   ready=$(echo "$(date +%s.%N) - $start" | bc)
   objects=$(curl -s localhost:28080/metrics | awk '/^helm_locker_objects_indexed /{print $2}')
   rss=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
-  result=$(target/release/examples/loadgen --url https://127.0.0.1:28443/validate --ca "$work/certs/ca.crt" \
+  result=$("$target"/release/examples/loadgen --url https://127.0.0.1:28443/validate --ca "$work/certs/ca.crt" \
     --mix "$dir/mix.txt" --connections 8 --rate 2000 --seconds "$secs" --server-pid $pid --label "$n releases")
   echo "$result" >>"$out/results.jsonl"
   python3 - "$n" "$objects" "$manifest_bytes" "$ready" "$rss" "$result" <<'PY'

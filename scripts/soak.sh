@@ -9,14 +9,15 @@ cd "$(dirname "$0")/.."
 secs=${1:-600}
 rate=${2:-2000}
 cargo build --release --locked --bin helm-locker --example loadgen
+target=$(scripts/target-dir.sh)
 out=target/soak
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-scripts/review_mix.sh target/release/helm-locker "$state" "$work" "$out/mix.txt"
-target/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
+scripts/review_mix.sh "$target"/release/helm-locker "$state" "$work" "$out/mix.txt"
+"$target"/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
   --addr 127.0.0.1:38443 --admin-addr 127.0.0.1:38080 >"$out/helm-locker.log" 2>&1 &
 pid=$!
 until curl -sf localhost:38080/readyz >/dev/null 2>&1; do sleep 0.05; done
@@ -27,7 +28,7 @@ until curl -sf localhost:38080/readyz >/dev/null 2>&1; do sleep 0.05; done
     sleep 10
   done
 ) >"$out/rss.txt" &
-target/release/examples/loadgen --url https://127.0.0.1:38443/validate --ca "$work/certs/ca.crt" \
+"$target"/release/examples/loadgen --url https://127.0.0.1:38443/validate --ca "$work/certs/ca.crt" \
   --mix "$out/mix.txt" --connections 16 --rate "$rate" --seconds "$secs" --warmup 5 --server-pid $pid \
   --label soak | tee "$out/result.json"
 echo "RSS (seconds, KiB):"

@@ -39,7 +39,17 @@ else
   CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target} cargo check --manifest-path fuzz/Cargo.toml --locked \
     --no-default-features
 fi
-PROFILE=debug ./scripts/faults.sh
+# The scripts that run built binaries find them where cargo put them (scripts/target-dir.sh), not
+# in target/: none names target/debug or target/release, and the fault step runs with
+# CARGO_TARGET_DIR set to another path to the same build (a symlink: nothing is rebuilt).
+if grep -nE '^[^#]*(^|[^$"a-zA-Z_/])target/(debug|release)/' scripts/*.sh; then
+  echo "scripts must run binaries from \$(scripts/target-dir.sh), not target/" >&2
+  exit 1
+fi
+elsewhere=$(mktemp -d)
+ln -s "$(scripts/target-dir.sh)" "$elsewhere/target"
+CARGO_TARGET_DIR="$elsewhere/target" PROFILE=debug ./scripts/faults.sh
+rm -rf "$elsewhere"
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh
 fi

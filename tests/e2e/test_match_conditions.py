@@ -22,6 +22,9 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "charts", "helm-locker")
 CONDITIONS = os.path.join(ROOT, "webhook-config", "match-conditions", "match-conditions.yaml")
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+# Beside the helm-locker binary under test (scripts/e2e.sh builds both where cargo puts them).
+CERTS_GEN = os.path.join(os.path.dirname(os.environ.get(
+    "HELM_LOCKER_BIN", os.path.join(ROOT, "target", "debug", "helm-locker"))), "certs-gen")
 
 
 def shipped_conditions():
@@ -139,7 +142,7 @@ class MatchConditions(unittest.TestCase):
         self.assertTrue(all(c == want for c in chart.values()))
 
     def test_certs_gen_writes_them_for_1_28_and_the_chart_renders_the_same(self):
-        binary = os.path.join(ROOT, "target", "debug", "certs-gen")
+        binary = CERTS_GEN
         # Built here so that a stale binary is never what is checked (quick when up to date).
         subprocess.run(["cargo", "build", "--locked", "-q", "-p", "certs-gen"], cwd=ROOT, check=True)
         chart = {w["name"]: w["matchConditions"] for _, w in webhooks(render("v1.29.0", {"mode": "repair"}))}
@@ -160,7 +163,7 @@ class MatchConditions(unittest.TestCase):
         """The author stamp (docs/security.md) must see every release Secret write: no
         matchConditions and no namespaceSelector anywhere it is rendered; only Secrets labelled
         owner=helm are sent."""
-        binary = os.path.join(ROOT, "target", "debug", "certs-gen")
+        binary = CERTS_GEN
         subprocess.run(["cargo", "build", "--locked", "-q", "-p", "certs-gen"], cwd=ROOT, check=True)
         with tempfile.TemporaryDirectory() as out:
             subprocess.run([binary, "--kube-version", "1.36", "--out", out], check=True, capture_output=True)
