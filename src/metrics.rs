@@ -59,6 +59,7 @@ pub(crate) struct Metrics {
     pub missing_objects: Gauge,
     pub author_stamps: Counter,
     pub author_refused_objects: Gauge,
+    pub revert_fights: Gauge,
     pub exceptions_open: Gauge,
     pub exception_longest_open_seconds: Gauge,
     pub exceptions_used: Counter,
@@ -190,6 +191,12 @@ impl Metrics {
             "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
             author_refused_objects.clone(),
         );
+        let revert_fights = Gauge::default();
+        registry.register(
+            "revert_fights",
+            "Objects whose fields the reverter stopped reverting: it put them back 3 times within 10 minutes at the same revision and another writer changed them again each time (a RevertFight Warning Event names it); a new revision or a restart resumes",
+            revert_fights.clone(),
+        );
         let exceptions_open = Gauge::default();
         registry.register(
             "exceptions_open",
@@ -273,6 +280,7 @@ impl Metrics {
             missing_objects,
             author_stamps,
             author_refused_objects,
+            revert_fights,
             exceptions_open,
             exception_longest_open_seconds,
             exceptions_used,

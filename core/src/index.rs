@@ -656,6 +656,45 @@ fn locked_object(
         name: object.name,
         packed: object.content,
         release: release.clone(),
+        scaled_by: None,
+    }
+}
+
+/// The path a HorizontalPodAutoscaler writes on its target (through `scale`).
+pub const SCALED_PATH: &str = "/spec/replicas";
+
+/// Marks each object that a HorizontalPodAutoscaler of the same release targets
+/// (`spec.scaleTargetRef`: apiVersion's group, kind and name, in the autoscaler's namespace):
+/// the autoscaler owns its `spec.replicas` by design (docs/reliability.md, "The reverter never
+/// fights a controller").
+fn mark_scaled(objects: &mut [LockedObject]) {
+    let targets: Vec<(String, String, String, Option<crate::interning::SharedStr>, String)> = objects
+        .iter()
+        .filter(|o| o.kind.as_ref() == "HorizontalPodAutoscaler" && o.group.as_ref() == "autoscaling")
+        .filter_map(|hpa| {
+            let content = hpa.content().to_json();
+            let target = content.pointer("/spec/scaleTargetRef")?;
+            let api_version = target.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("v1");
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+            Some((
+                group,
+                target.get("kind")?.as_str()?.to_string(),
+                target.get("name")?.as_str()?.to_string(),
+                hpa.namespace.clone(),
+                hpa.name.clone(),
+            ))
+        })
+        .collect();
+    for (group, kind, name, namespace, hpa) in targets {
+        for object in objects.iter_mut() {
+            if object.name == name
+                && object.kind.as_ref() == kind
+                && same_group(&object.group, &group, &kind)
+                && object.namespace == namespace
+            {
+                object.scaled_by = Some(hpa.clone().into_boxed_str());
+            }
+        }
     }
 }
 
@@ -685,11 +724,13 @@ impl Objects {
     fn of(key: &ReleaseKey, manifest: &str, strings: &mut Interner) -> Objects {
         let Manifest { objects, skipped } = parse_manifest(manifest);
         let key = Arc::new(key.clone());
+        let mut objects: Vec<LockedObject> = objects
+            .into_iter()
+            .map(|o| locked_object(o, &key, strings))
+            .collect();
+        mark_scaled(&mut objects);
         Objects {
-            objects: objects
-                .into_iter()
-                .map(|o| Arc::new(locked_object(o, &key, strings)))
-                .collect(),
+            objects: objects.into_iter().map(Arc::new).collect(),
             skipped,
         }
     }

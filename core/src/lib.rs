@@ -12,6 +12,7 @@ pub mod chart;
 pub mod decide;
 pub mod exception;
 pub mod fields_v1;
+pub mod fight;
 pub mod index;
 pub mod inspect;
 pub mod interning;

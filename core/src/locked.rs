@@ -26,6 +26,9 @@ pub struct LockedObject {
     pub packed: Packed,
     /// Shared by the objects of a release.
     pub release: Arc<ReleaseKey>,
+    /// The HorizontalPodAutoscaler of the same release whose `scaleTargetRef` this object is:
+    /// its `spec.replicas` is the autoscaler's to set, neither locked nor reverted.
+    pub scaled_by: Option<Box<str>>,
 }
 
 impl LockedObject {
@@ -87,6 +90,7 @@ mod tests {
                 namespace: "shop".into(),
                 name: "shop".into(),
             }),
+            scaled_by: None,
         })
     }
 

@@ -299,7 +299,11 @@ impl Config {
 
     /// Ignored JSON pointers for one object.
     pub fn ignored_paths<'a>(&'a self, object: &LockedObject) -> Vec<&'a str> {
-        ignored_by(&self.ignore, object)
+        let mut paths = ignored_by(&self.ignore, object);
+        if object.scaled_by.is_some() {
+            paths.push(crate::index::SCALED_PATH);
+        }
+        paths
     }
 
     /// What applies to one release: the configuration, narrowed or extended by the release's
@@ -378,6 +382,9 @@ impl<'a> Policy<'a> {
         let own: &'a [IgnoreRule] = self.registration.map_or(&[], |r| &r.ignore);
         let mut paths = ignored_by(&self.config.ignore, object);
         paths.extend(ignored_by(own, object));
+        if object.scaled_by.is_some() {
+            paths.push(crate::index::SCALED_PATH);
+        }
         paths
     }
 }

@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
 use crate::core::author;
+use crate::core::fight;
 use crate::core::index::{Index, LockedObject, ReleaseKey, ReleaseState};
 use crate::core::ownership::Change;
 use crate::core::policy::{Config, Mode};
@@ -92,6 +93,9 @@ fn referenced_role(index: &Index, object: &LockedObject, desired: &Value) -> Opt
     (role.release == object.release).then(|| role.content().to_json())
 }
 
+/// The shortest time between two writes of the reverter, over every object: at most 20 a second.
+const MIN_WRITE_INTERVAL: Duration = Duration::from_millis(50);
+
 /// Which objects the reverter may touch: those of deployed releases whose mode is deny or
 /// repair (warn only reports; off does nothing).
 fn revertable<'i>(
@@ -129,6 +133,8 @@ pub(crate) struct Reverter {
     /// Objects left drifted because their revision's author may not write them (or is not
     /// known), with the revision's Secret: each reported once per revision.
     refused: Mutex<HashMap<ObjectKey, String>>,
+    /// Reverts of the same fields, and the fights with another writer stopped.
+    fights: Mutex<crate::core::fight::Fights<ObjectKey>>,
 }
 
 /// What the watches saw of locked objects' `meta.helm.sh` annotations.
@@ -269,6 +275,7 @@ impl Reverter {
             proofs: Mutex::new(Proofs::default()),
             authors: crate::controller::author_check::AuthorChecks::new(client.clone()),
             refused: Mutex::new(HashMap::new()),
+            fights: Mutex::new(Default::default()),
             client,
         }
     }
@@ -653,6 +660,50 @@ impl Reverter {
         }
     }
 
+    fn fights(&self) -> std::sync::MutexGuard<'_, fight::Fights<ObjectKey>> {
+        self.fights.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A fight just stopped: a warning log line, a Warning Event `RevertFight` on the object
+    /// naming the other writer, and the `revert_fights` gauge.
+    async fn report_fight(
+        &self,
+        object: &LockedObject,
+        ar: &ApiResource,
+        live: Option<&DynamicObject>,
+        writer: &HelmWriter,
+        stopped: &fight::Fight,
+    ) {
+        let stopped_now = self.fights().stopped();
+        self.metrics.revert_fights.set(stopped_now as i64);
+        let other = live
+            .and_then(|l| serde_json::to_value(l).ok())
+            .and_then(|l| fight::other_writer(&l, writer.manager(), "helm-locker"))
+            .unwrap_or_else(|| "another writer".into());
+        tracing::warn!(object = %object.describe(), release = %object.release, revision = stopped.revision, paths = %stopped.paths, other = %other, "a fight with another writer: reverting stopped");
+        let Some(live) = live else {
+            return;
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "RevertFight".into(),
+            note: Some(format!(
+                "helm-locker stopped reverting {} of {} to release {} revision {}: it put them back {} times within {} and {other} changed them again each time. The admission lock stays; a new revision (helm upgrade) or a restart of helm-locker resumes reverting.",
+                stopped.paths,
+                object.describe(),
+                object.release,
+                stopped.revision,
+                fight::FIGHT_REVERTS,
+                humantime::format_duration(fight::FIGHT_WINDOW),
+            )),
+            action: "Stop".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.publish(&event, &live.object_ref(ar)).await {
+            tracing::debug!(error = %e, "could not record the RevertFight event");
+        }
+    }
+
     fn clear_refusal(&self, key: &ObjectKey) {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         if refused.remove(key).is_some() {
@@ -710,6 +761,7 @@ impl Reverter {
         let mut last_writer: HashMap<ObjectKey, HelmWriter> = HashMap::new();
         let mut not_stored: HashMap<ObjectKey, (u64, Vec<Change>)> = HashMap::new();
         let mut scheduled = Scheduled::default();
+        let mut last_write: Option<Instant> = None;
         loop {
             let job = tokio::select! {
                 job = rx.recv() => match job { Some(job) => job, None => return },
@@ -734,6 +786,11 @@ impl Reverter {
                 tracing::debug!(object = ?job.key, "a revert is already scheduled");
                 continue;
             }
+            // Global rate limit: however many objects drift, at most one write every
+            // MIN_WRITE_INTERVAL (a bad chart across 1,000 releases cannot flood the API server).
+            if let Some(last) = last_write {
+                tokio::time::sleep_until((last + MIN_WRITE_INTERVAL).into()).await;
+            }
             let started = Instant::now();
             let result = self
                 .reconcile(
@@ -752,6 +809,9 @@ impl Reverter {
                 Ok(Outcome::Recreated) => Some("recreated"),
                 Err(_) => Some("failed"),
             };
+            if matches!(result, Ok(Outcome::Reverted) | Ok(Outcome::Recreated)) {
+                last_write = Some(Instant::now());
+            }
             if let Some(result) = label {
                 self.metrics
                     .reverts
@@ -784,6 +844,7 @@ impl Reverter {
                 tracing::debug!(elapsed = ?started.elapsed(), "slow revert");
             }
             backoff.prune(Instant::now());
+            self.fights().prune(Instant::now(), |_| true);
         }
     }
 
@@ -1040,6 +1101,21 @@ impl Reverter {
                 return Ok(Outcome::Skipped("backing off"));
             }
         }
+        // A fight with another writer stops itself (crate::core::fight).
+        let fought = match &live_json {
+            Some(_) => revert_plan::describe_paths(&changes),
+            None => "(the whole object, created again)".to_string(),
+        };
+        let next = self.fights().next(key, revision, &fought, Instant::now());
+        match next {
+            fight::Next::Revert => {}
+            fight::Next::Stopped => return Ok(Outcome::Skipped("a fight with another writer; left to it")),
+            fight::Next::Stop(stopped) => {
+                self.report_fight(&object, &ar, live.as_ref(), &writer, &stopped)
+                    .await;
+                return Ok(Outcome::Skipped("a fight with another writer; stopped"));
+            }
+        }
         // The last moment to notice a lost lease.
         if !*self.leader.borrow() {
             return Ok(Outcome::Skipped("not the leader"));
@@ -1073,6 +1149,7 @@ impl Reverter {
             },
         };
         not_stored.remove(key);
+        self.fights().reverted(key, revision, &fought, Instant::now());
         let (reason, note, outcome) = if live_json.is_some() {
             let paths = fixed;
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");

@@ -62,8 +62,10 @@ class ChartOnARealControlPlane(unittest.TestCase):
             [BIN, "serve", "--addr", f"127.0.0.1:{cls.port}", "--admin-addr", f"127.0.0.1:{cls.admin}",
              "--exempt-service-account", f"{NS}/{SA}",
              "--self-managed-secret", SECRET, "--self-managed-namespace", NS, "--self-managed-service", RELEASE,
-             "--self-managed-name", "127.0.0.1", "--webhook-configuration", RELEASE,
-             "--self-signed-dir", cls.certs],
+             "--self-managed-name", "127.0.0.1", "--webhook-configuration", f"{RELEASE},{RELEASE}-author",
+             "--self-signed-dir", cls.certs,
+             # The pod's own namespace, where the chart lets it keep the author key.
+             "--lease-namespace", NS, "--author-key-secret", f"{RELEASE}-author-key"],
             env=cls.sa_env, stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while not cls.ready():
@@ -198,7 +200,8 @@ class ChartOnARealControlPlane(unittest.TestCase):
                 procs.append(subprocess.Popen(
                     [BIN, "serve", "--addr", f"127.0.0.1:{port}", "--admin-addr", f"127.0.0.1:{admin}",
                      "--self-managed-secret", secret, "--self-managed-namespace", NS,
-                     "--self-managed-service", RELEASE, "--self-signed-dir", os.path.join(self.plane.dir, f"race{i}")],
+                     "--self-managed-service", RELEASE, "--self-signed-dir", os.path.join(self.plane.dir, f"race{i}"),
+                     "--lease-namespace", NS, "--author-key-secret", f"{RELEASE}-author-key"],
                     env=self.sa_env, stdout=self.log, stderr=subprocess.STDOUT))
             served = []
             for (port, admin), proc in zip(ports, procs):

@@ -1845,3 +1845,61 @@ fn evicting_a_locked_pod_is_deleting_it() {
     )
     .is_allowed());
 }
+
+/// A chart that renders a Deployment and a HorizontalPodAutoscaler on it: the autoscaler owns
+/// `spec.replicas` by design, so no write of it is denied and the reverter finds no drift there;
+/// every other field stays locked. An autoscaler of another object, or of another release,
+/// changes nothing.
+#[test]
+fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers() {
+    let hpa = |target: &str| format!("---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {target}}}\n  minReplicas: 3\n  maxReplicas: 9\n");
+    let scaled = Index::from_secrets([crate::test_util::release_secret(
+        "shop",
+        "shop",
+        2,
+        Status::Deployed,
+        &format!("{CHART}{}", hpa("web")),
+    )]);
+    let web = scaled.lookup("apps", "Deployment", Some("shop"), "web").unwrap();
+    assert_eq!(web.scaled_by.as_deref(), Some("web"));
+    let config = Config::default();
+    let update = deploy_update("admin", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25"));
+    assert!(matches!(decide_json(&scaled, &config, &update), Decision::Allow(_)));
+    let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": r}});
+    let body = review(
+        "UPDATE",
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+        json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+        Some("scale"),
+        "web",
+        Some("shop"),
+        "admin",
+        scale(5),
+        scale(3),
+    );
+    assert!(matches!(decide_json(&scaled, &config, &body), Decision::Allow(_)));
+    // The image is still the chart's.
+    let image = deploy_update("admin", deployment(7, "nginx:1.26"), deployment(3, "nginx:1.25"));
+    let Decision::Deny(locked) = decide_json(&scaled, &config, &image) else {
+        panic!("the image is still locked")
+    };
+    assert_eq!(locked.changes.len(), 1);
+    assert!(locked.changes[0].path.contains("image"));
+    // The reverter: replicas are left to the autoscaler.
+    let ignore = scaled.left_alone(&config, web, 0);
+    let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+    let mut live = deployment(7, "nginx:1.25");
+    live["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("Helm");
+    let drift = crate::revert_plan::drift(&Schema::builtin(), web, &live, &ignore);
+    assert!(drift.is_empty(), "{drift:?}");
+    // An autoscaler of another object locks replicas as before.
+    let other = Index::from_secrets([crate::test_util::release_secret(
+        "shop",
+        "shop",
+        2,
+        Status::Deployed,
+        &format!("{CHART}{}", hpa("api")),
+    )]);
+    assert!(other.lookup("apps", "Deployment", Some("shop"), "web").unwrap().scaled_by.is_none());
+    assert!(matches!(decide_json(&other, &config, &update), Decision::Deny(_)));
+}
