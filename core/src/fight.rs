@@ -165,22 +165,40 @@ mod tests {
         let t0 = Instant::now();
         let at = |s| t0 + Duration::from_secs(s);
         for s in [0, 15, 30] {
-            assert_eq!(fights.next(&"web", 2, "/spec/replicas", at(s)), Next::Revert);
+            assert_eq!(
+                fights.next(&"web", 2, "/spec/replicas", at(s)),
+                Next::Revert
+            );
             fights.reverted(&"web", 2, "/spec/replicas", at(s));
         }
         let fight = Fight {
             revision: 2,
             paths: "/spec/replicas".into(),
         };
-        assert_eq!(fights.next(&"web", 2, "/spec/replicas", at(45)), Next::Stop(fight));
+        assert_eq!(
+            fights.next(&"web", 2, "/spec/replicas", at(45)),
+            Next::Stop(fight)
+        );
         assert_eq!(fights.stopped(), 1);
         // Reported once; left alone after.
-        assert_eq!(fights.next(&"web", 2, "/spec/replicas", at(60)), Next::Stopped);
-        assert_eq!(fights.next(&"web", 2, "/spec/replicas", at(6000)), Next::Stopped);
+        assert_eq!(
+            fights.next(&"web", 2, "/spec/replicas", at(60)),
+            Next::Stopped
+        );
+        assert_eq!(
+            fights.next(&"web", 2, "/spec/replicas", at(6000)),
+            Next::Stopped
+        );
         // Another object is not concerned.
-        assert_eq!(fights.next(&"api", 2, "/spec/replicas", at(60)), Next::Revert);
+        assert_eq!(
+            fights.next(&"api", 2, "/spec/replicas", at(60)),
+            Next::Revert
+        );
         // A new revision ends it.
-        assert_eq!(fights.next(&"web", 3, "/spec/replicas", at(70)), Next::Revert);
+        assert_eq!(
+            fights.next(&"web", 3, "/spec/replicas", at(70)),
+            Next::Revert
+        );
         assert_eq!(fights.stopped(), 0);
     }
 

@@ -668,14 +668,28 @@ pub const SCALED_PATH: &str = "/spec/replicas";
 /// the autoscaler owns its `spec.replicas` by design (docs/reliability.md, "The reverter never
 /// fights a controller").
 fn mark_scaled(objects: &mut [LockedObject]) {
-    let targets: Vec<(String, String, String, Option<crate::interning::SharedStr>, String)> = objects
+    let targets: Vec<(
+        String,
+        String,
+        String,
+        Option<crate::interning::SharedStr>,
+        String,
+    )> = objects
         .iter()
-        .filter(|o| o.kind.as_ref() == "HorizontalPodAutoscaler" && o.group.as_ref() == "autoscaling")
+        .filter(|o| {
+            o.kind.as_ref() == "HorizontalPodAutoscaler" && o.group.as_ref() == "autoscaling"
+        })
         .filter_map(|hpa| {
             let content = hpa.content().to_json();
             let target = content.pointer("/spec/scaleTargetRef")?;
-            let api_version = target.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("v1");
-            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+            let api_version = target
+                .get("apiVersion")
+                .and_then(|v| v.as_str())
+                .unwrap_or("v1");
+            let group = api_version
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g)
+                .to_string();
             Some((
                 group,
                 target.get("kind")?.as_str()?.to_string(),

@@ -1109,7 +1109,9 @@ impl Reverter {
         let next = self.fights().next(key, revision, &fought, Instant::now());
         match next {
             fight::Next::Revert => {}
-            fight::Next::Stopped => return Ok(Outcome::Skipped("a fight with another writer; left to it")),
+            fight::Next::Stopped => {
+                return Ok(Outcome::Skipped("a fight with another writer; left to it"))
+            }
             fight::Next::Stop(stopped) => {
                 self.report_fight(&object, &ar, live.as_ref(), &writer, &stopped)
                     .await;
@@ -1149,7 +1151,8 @@ impl Reverter {
             },
         };
         not_stored.remove(key);
-        self.fights().reverted(key, revision, &fought, Instant::now());
+        self.fights()
+            .reverted(key, revision, &fought, Instant::now());
         let (reason, note, outcome) = if live_json.is_some() {
             let paths = fixed;
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");

@@ -1852,7 +1852,9 @@ fn evicting_a_locked_pod_is_deleting_it() {
 /// changes nothing.
 #[test]
 fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers() {
-    let hpa = |target: &str| format!("---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {target}}}\n  minReplicas: 3\n  maxReplicas: 9\n");
+    let hpa = |target: &str| {
+        format!("---\napiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: {target}}}\n  minReplicas: 3\n  maxReplicas: 9\n")
+    };
     let scaled = Index::from_secrets([crate::test_util::release_secret(
         "shop",
         "shop",
@@ -1860,11 +1862,20 @@ fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers
         Status::Deployed,
         &format!("{CHART}{}", hpa("web")),
     )]);
-    let web = scaled.lookup("apps", "Deployment", Some("shop"), "web").unwrap();
+    let web = scaled
+        .lookup("apps", "Deployment", Some("shop"), "web")
+        .unwrap();
     assert_eq!(web.scaled_by.as_deref(), Some("web"));
     let config = Config::default();
-    let update = deploy_update("admin", deployment(7, "nginx:1.25"), deployment(3, "nginx:1.25"));
-    assert!(matches!(decide_json(&scaled, &config, &update), Decision::Allow(_)));
+    let update = deploy_update(
+        "admin",
+        deployment(7, "nginx:1.25"),
+        deployment(3, "nginx:1.25"),
+    );
+    assert!(matches!(
+        decide_json(&scaled, &config, &update),
+        Decision::Allow(_)
+    ));
     let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": r}});
     let body = review(
         "UPDATE",
@@ -1877,9 +1888,16 @@ fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers
         scale(5),
         scale(3),
     );
-    assert!(matches!(decide_json(&scaled, &config, &body), Decision::Allow(_)));
+    assert!(matches!(
+        decide_json(&scaled, &config, &body),
+        Decision::Allow(_)
+    ));
     // The image is still the chart's.
-    let image = deploy_update("admin", deployment(7, "nginx:1.26"), deployment(3, "nginx:1.25"));
+    let image = deploy_update(
+        "admin",
+        deployment(7, "nginx:1.26"),
+        deployment(3, "nginx:1.25"),
+    );
     let Decision::Deny(locked) = decide_json(&scaled, &config, &image) else {
         panic!("the image is still locked")
     };
@@ -1900,6 +1918,13 @@ fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers
         Status::Deployed,
         &format!("{CHART}{}", hpa("api")),
     )]);
-    assert!(other.lookup("apps", "Deployment", Some("shop"), "web").unwrap().scaled_by.is_none());
-    assert!(matches!(decide_json(&other, &config, &update), Decision::Deny(_)));
+    assert!(other
+        .lookup("apps", "Deployment", Some("shop"), "web")
+        .unwrap()
+        .scaled_by
+        .is_none());
+    assert!(matches!(
+        decide_json(&other, &config, &update),
+        Decision::Deny(_)
+    ));
 }
