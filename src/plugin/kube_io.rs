@@ -46,13 +46,14 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
             let mut index = index;
             index.replace_exceptions(lock_exceptions(&client, scope).await);
-            let report = status::status(
+            let mut report = status::status(
                 &index,
                 &config,
                 &schema,
                 &live,
                 crate::lock_exception::now(),
             );
+            status::add_notices(&mut report, &index, &reverter_events(&client, scope).await);
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -268,6 +269,27 @@ async fn client(target: &super::Target) -> Result<(Client, String), String> {
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
     Ok((client, namespace))
+}
+
+/// The reverter's Warning Events about refusals and fights in a namespace (all when `None`);
+/// none when they cannot be listed (said on stderr: the rest of the status stands).
+async fn reverter_events(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut events = Vec::new();
+    for reason in ["AuthorLacksRights", "UnknownAuthor", "RevertFight"] {
+        let params = ListParams::default().fields(&format!("reason={reason},type=Warning"));
+        match api.list(&params).await {
+            Ok(list) => events.extend(list.items),
+            Err(e) => eprintln!("kubectl-locker: cannot list {reason} events: {e}"),
+        }
+    }
+    events
 }
 
 /// The release Secrets of a namespace (all when `None`), of one release when `name` is given;

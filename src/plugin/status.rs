@@ -32,6 +32,12 @@ pub(crate) struct ReleaseStatus {
     /// Helm neither made nor adopted them, so they are neither locked nor reverted (not
     /// counted above).
     pub unproven_objects: usize,
+    /// Objects the reverter leaves drifted because the newest revision's author may not write
+    /// them, or is not known (its `AuthorLacksRights` and `UnknownAuthor` Warning Events).
+    pub refused_objects: usize,
+    /// Objects whose fields the reverter stopped reverting in a fight with another writer
+    /// (`RevertFight` Warning Events).
+    pub fights: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -117,12 +123,74 @@ pub(crate) fn status(
                 missing_objects,
                 unreadable_objects,
                 unproven_objects,
+                refused_objects: 0,
+                fights: 0,
             }
         })
         .collect();
     StatusReport {
         releases,
         exceptions,
+    }
+}
+
+/// What the reverter said about the releases, from its Warning Events: refusals
+/// (`AuthorLacksRights`, `UnknownAuthor`, on the newest revision's Secret, naming the object as
+/// the related one) and fights (`RevertFight`, on the object). Events expire (an hour by
+/// default): older ones are not counted.
+pub(crate) fn add_notices(
+    report: &mut StatusReport,
+    index: &Index,
+    events: &[k8s_openapi::api::core::v1::Event],
+) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut refused: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let mut fights: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for event in events {
+        let involved = &event.involved_object;
+        let namespace = involved.namespace.clone().unwrap_or_default();
+        let name = involved.name.clone().unwrap_or_default();
+        match event.reason.as_deref() {
+            Some("AuthorLacksRights" | "UnknownAuthor") => {
+                // Only the newest revision's Secret speaks for the release now.
+                let Some(state) = index.releases().into_iter().find(|s| {
+                    s.newest()
+                        .is_some_and(|r| r.secret.namespace == namespace && r.secret.name == name)
+                }) else {
+                    continue;
+                };
+                let object = event
+                    .related
+                    .as_ref()
+                    .map(|r| format!("{:?}/{:?}/{:?}", r.kind, r.namespace, r.name))
+                    .unwrap_or_default();
+                refused
+                    .entry((state.key.namespace.clone(), state.key.name.clone()))
+                    .or_default()
+                    .insert(object);
+            }
+            Some("RevertFight") => {
+                let api_version = involved.api_version.as_deref().unwrap_or_default();
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                let kind = involved.kind.clone().unwrap_or_default();
+                let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+                if let Some(object) = index.lookup(group, &kind, ns, &name) {
+                    fights
+                        .entry((
+                            object.release.namespace.clone(),
+                            object.release.name.clone(),
+                        ))
+                        .or_default()
+                        .insert(format!("{kind}/{namespace}/{name}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    for release in &mut report.releases {
+        let key = (release.namespace.clone(), release.name.clone());
+        release.refused_objects = refused.get(&key).map_or(0, BTreeSet::len);
+        release.fights = fights.get(&key).map_or(0, BTreeSet::len);
     }
 }
 
@@ -153,6 +221,15 @@ pub(crate) fn render_text(report: &StatusReport) -> String {
         }
         if r.unproven_objects > 0 {
             drift.push_str(&format!(" ({} not the release's)", r.unproven_objects));
+        }
+        if r.refused_objects > 0 {
+            drift.push_str(&format!(
+                " ({} not reverted: the revision's author may not write them)",
+                r.refused_objects
+            ));
+        }
+        if r.fights > 0 {
+            drift.push_str(&format!(" ({} left to another writer)", r.fights));
         }
         rows.push(vec![
             r.namespace.clone(),
@@ -337,5 +414,77 @@ mod tests {
             (3, "failed", true)
         );
         assert_eq!(shop.reason, None);
+    }
+
+    /// The reverter's refusals and fights show as the release's, from its Warning Events;
+    /// refusals about an older revision's Secret and events of other objects do not.
+    #[test]
+    fn refusals_and_fights_are_shown_from_the_reverters_events() {
+        use k8s_openapi::api::core::v1::{Event, ObjectReference};
+        let index = index(Status::Deployed);
+        let reference = |api_version: &str, kind: &str, name: &str| ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            namespace: Some("shop".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let event =
+            |reason: &str, involved: ObjectReference, related: Option<ObjectReference>| Event {
+                reason: Some(reason.into()),
+                involved_object: involved,
+                related,
+                ..Default::default()
+            };
+        let secret = |revision: u64| {
+            reference(
+                "v1",
+                "Secret",
+                &format!("sh.helm.release.v1.shop.v{revision}"),
+            )
+        };
+        let events = [
+            event(
+                "AuthorLacksRights",
+                secret(2),
+                Some(reference("apps/v1", "Deployment", "web")),
+            ),
+            // The same object again, and an older revision: not counted twice, nor at all.
+            event(
+                "AuthorLacksRights",
+                secret(2),
+                Some(reference("apps/v1", "Deployment", "web")),
+            ),
+            event(
+                "UnknownAuthor",
+                secret(1),
+                Some(reference("v1", "ConfigMap", "cfg")),
+            ),
+            event(
+                "RevertFight",
+                reference("apps/v1", "Deployment", "web"),
+                None,
+            ),
+            event(
+                "RevertFight",
+                reference("apps/v1", "Deployment", "not-the-charts"),
+                None,
+            ),
+        ];
+        let mut report = status(
+            &index,
+            &Config::default(),
+            &Schema::builtin(),
+            &live(&index, live_deployment(3, "nginx:1.25")),
+            0,
+        );
+        add_notices(&mut report, &index, &events);
+        let r = &report.releases[0];
+        assert_eq!((r.refused_objects, r.fights), (1, 1));
+        let text = render_text(&report);
+        assert!(
+            text.contains("(1 not reverted: the revision's author may not write them) (1 left to another writer)"),
+            "{text}"
+        );
     }
 }
