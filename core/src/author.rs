@@ -592,6 +592,66 @@ pub fn permission(
     }
 }
 
+/// Whether `rules` (a Role's or ClusterRole's `rules`, as the API server serves them) grant
+/// `access`, as the RBAC authorizer matches them: verb, group, resource (with its subresource)
+/// and name, each exactly or by `*`.
+pub fn rules_allow(rules: &serde_json::Value, access: &Access) -> bool {
+    let has = |rule: &serde_json::Value, key: &str, want: &str| {
+        rule.get(key).and_then(|v| v.as_array()).is_some_and(|a| {
+            a.iter()
+                .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
+        })
+    };
+    let Some(rules) = rules.as_array() else {
+        return false;
+    };
+    let resource = if access.subresource.is_empty() {
+        access.resource.clone()
+    } else {
+        format!("{}/{}", access.resource, access.subresource)
+    };
+    rules.iter().any(|rule| {
+        if !has(rule, "verbs", &access.verb) {
+            return false;
+        }
+        if let Some(path) = &access.path {
+            return has(rule, "nonResourceURLs", path);
+        }
+        let names_ok = match rule.get("resourceNames").and_then(|v| v.as_array()) {
+            Some(names) if !names.is_empty() => names
+                .iter()
+                .any(|n| n.as_str() == Some(access.name.as_str())),
+            _ => true,
+        };
+        has(rule, "apiGroups", &access.group) && has(rule, "resources", &resource) && names_ok
+    })
+}
+
+/// What a revision written without a stamp (the author webhook was away: the locker was down)
+/// may make the reverter write: only what the built-in `edit` role (`edit_rules`) grants inside
+/// the release's own `namespace`, the least a writer of Secrets there is taken to hold. Never a
+/// cluster-scoped object, another namespace, or RBAC. `Granted`, or `NoAuthor(NotStamped)`.
+pub fn unstamped_permission(
+    needed: &[Need],
+    namespace: &str,
+    edit_rules: &serde_json::Value,
+) -> Permission {
+    let within = |a: &Access| {
+        a.namespace.as_deref() == Some(namespace)
+            && a.path.is_none()
+            && a.group != RBAC
+            && rules_allow(edit_rules, a)
+    };
+    let met = needed
+        .iter()
+        .all(|n| within(&n.access) || (!n.or_all_of.is_empty() && n.or_all_of.iter().all(within)));
+    if met {
+        Permission::Granted
+    } else {
+        Permission::NoAuthor(Unknown::NotStamped)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1003,5 +1063,67 @@ mod tests {
             permission(&Authorship::Unknown(Unknown::NotStamped), &needed, never),
             Permission::NoAuthor(Unknown::NotStamped)
         );
+    }
+
+    #[test]
+    fn an_unstamped_revision_speaks_with_the_edit_role_in_its_own_namespace_only() {
+        let edit = json!([
+            {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments", "deployments/scale"], "verbs": ["create", "patch", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["only-this"], "verbs": ["patch"]},
+        ]);
+        let cm = needs(
+            Write::Patch,
+            "",
+            "configmaps",
+            Some("team"),
+            "c",
+            &json!({}),
+            None,
+        );
+        assert_eq!(
+            unstamped_permission(&cm, "team", &edit),
+            Permission::Granted
+        );
+        let created = needs(
+            Write::Create,
+            "apps",
+            "deployments",
+            Some("team"),
+            "web",
+            &json!({}),
+            None,
+        );
+        assert_eq!(
+            unstamped_permission(&created, "team", &edit),
+            Permission::Granted
+        );
+        // Another namespace, a cluster-scoped object, RBAC, a kind edit does not grant: no.
+        let refused = Permission::NoAuthor(Unknown::NotStamped);
+        assert_eq!(unstamped_permission(&cm, "other", &edit), refused);
+        let role = json!({"rules": []});
+        let cr = needs(Write::Patch, RBAC, "clusterroles", None, "r", &role, None);
+        assert_eq!(unstamped_permission(&cr, "team", &edit), refused);
+        let quota = needs(
+            Write::Patch,
+            "",
+            "resourcequotas",
+            Some("team"),
+            "q",
+            &json!({}),
+            None,
+        );
+        assert_eq!(unstamped_permission(&quota, "team", &edit), refused);
+        // resourceNames and wildcards, as the authorizer reads them.
+        let secret = |name| Access::resource("patch", "", "secrets", Some("team"), name);
+        assert!(rules_allow(&edit, &secret("only-this")));
+        assert!(!rules_allow(&edit, &secret("another")));
+        let scale = Access::resource("patch", "apps", "deployments/scale", Some("team"), "web");
+        assert!(rules_allow(&edit, &scale));
+        let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
+        assert!(rules_allow(
+            &all,
+            &Access::resource("escalate", RBAC, "clusterroles", None, "x")
+        ));
+        assert!(!rules_allow(&json!(null), &secret("only-this")));
     }
 }

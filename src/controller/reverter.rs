@@ -1055,7 +1055,7 @@ impl Reverter {
             .expect("a revertable release has a newest revision");
         let permission = self
             .authors
-            .permission(&newest.author, &needed)
+            .permission(&newest.author, &object.release.namespace, &needed)
             .await
             .map_err(|e| {
                 format!("cannot ask the API server what the revision's author may do: {e}")

@@ -11,8 +11,9 @@ ClusterRole widened to everything, herself added to both bindings, and the Confi
     `AuthorLacksRights` on her Secret names her and what she may not do;
   - it does follow her revision where she could have written herself (the ConfigMap in `team`);
   - the admin's own `helm upgrade` succeeds, and real drift of the ClusterRole is reverted again;
-  - a release Secret written while the author webhook is away has no known author: nothing is
-    written from it (`UnknownAuthor`).
+  - a release Secret written while the author webhook is away has no known author: it speaks
+    with the built-in `edit` role in its own namespace, nothing more (`UnknownAuthor`); one with
+    a stamp copied from another Secret speaks for nobody.
 """
 
 import base64
@@ -187,35 +188,45 @@ class Authors(unittest.TestCase):
         self.assertTrue(eventually(lambda: self.rbac(RELEASE) == before, 30),
                         f"drift of the admin's ClusterRole not reverted:\n{again.log_text()[-3000:]}")
 
-    def test_a_revision_written_while_the_author_webhook_is_away_has_no_author(self):
+    def test_a_revision_written_while_the_author_webhook_is_away_speaks_with_edit_in_its_namespace(self):
         locker = self.start("authors-away")
         self.plane.helm(NS).install(CHART, "away", {})
         self.assertTrue(eventually(lambda: self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
                                    is not None, 10))
-        # The author webhook is gone (deleted, or the locker was down): revision 2 is unstamped.
+        before = self.rbac("away")
+        # The author webhook is gone (deleted, or every locker replica was down): revision 2 is
+        # unstamped. It changes a ConfigMap of its namespace and widens the ClusterRole.
         locker.unregister_author_webhook()
         time.sleep(2)
 
-        def recolour(o):
+        def change(o):
             if o["kind"] == "ConfigMap":
                 o["data"]["setting"] = "unstamped"
+            if o["kind"] == "ClusterRole":
+                o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
             return o
 
-        self.forge("away", 2, recolour, as_user=None)
+        self.forge("away", 2, change, as_user=None)
         secret = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v2")
         self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
+        # What `edit` grants in its own namespace is followed; nothing beyond.
+        self.assertTrue(eventually(lambda: self.get("-n", NS, "configmap", "away-settings")["data"]["setting"]
+                                   == "unstamped", 30), locker.log_text()[-3000:])
         unknown = eventually(lambda: self.events("sh.helm.release.v1.away.v2", "UnknownAuthor"), 30, 0.5)
         self.assertTrue(unknown, locker.log_text()[-3000:])
-        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
-        # A stamp copied from another Secret does not verify either.
+        self.assertIn("ClusterRole away-agent-read", " ".join(e.get("message") or "" for e in unknown))
+        self.assertEqual(self.rbac("away"), before)
+        # A stamp copied from another Secret does not verify: nothing at all is written from it.
         v1 = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
         stamp = {k: v for k, v in (v1["metadata"].get("annotations") or {}).items() if k.startswith("helm-locker.io/")}
         self.assertEqual(set(stamp), {"helm-locker.io/author", "helm-locker.io/author-proof"})
         self.ok(self.k("-n", NS, "annotate", "secret", "sh.helm.release.v1.away.v2",
                        *(f"{k}={v}" for k, v in stamp.items())))
+        time.sleep(3)
+        self.ok(self.k("-n", NS, "patch", "configmap", "away-settings", "-p", '{"data":{"setting":"drifted"}}'))
         time.sleep(5)
-        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
-        self.assertNotIn("drift reverted", locker.log_text())
+        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "drifted")
+        self.assertEqual(self.rbac("away"), before)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ A chart renders a Deployment with `replicas: 1` and an HPA on it with `minReplic
   - meanwhile an exempt writer changes a locked ConfigMap value every 2 s: the reverter puts it
     back at most 3 times, then stops, says so (a `RevertFight` Warning Event naming the writer,
     `helm_locker_revert_fights`), and the admission lock stays;
-  - `helm upgrade` still works and starts reverting again.
+  - a restart resumes reverting (the other writer's value is put back, so Helm 4's server-side
+    upgrade meets no conflict), and `helm upgrade` works.
 """
 
 import json
@@ -106,13 +107,23 @@ class Fights(unittest.TestCase):
         out = self.k("-n", NS, "scale", "deployment", "app-web", "--replicas=4")
         self.assertEqual(out.returncode, 0, out.stderr)
 
-        # helm upgrade works, and a new revision reverts again.
+        # A restart resumes reverting: the value is put back as Helm's field manager (the other
+        # writer owned it, and Helm 4's server-side upgrade would conflict with it)...
+        unregister_webhook(self.plane, "fights")
+        locker.stop()
+        again = Locker(self.plane, "fights-2", "--lease-name", "fights", "--exempt-user", OPS)
+        self.addCleanup(again.stop)
+        again.wait_ready()
+        register_webhook(self.plane, again, "fights")
+        self.assertTrue(eventually(lambda: self.field("{.data.mode}", "-n", NS, "configmap", "app-settings")
+                                   == "steady", 60), again.log_text()[-3000:])
+        # ...then helm upgrade works, and the new revision is reverted to.
         release.upgrade(CHART, "app", {"mode": "upgraded"})
         self.assertEqual(self.field("{.data.mode}", "-n", NS, "configmap", "app-settings"), "upgraded")
         out = self.k(f"--as={OPS}", "-n", NS, "patch", "configmap", "app-settings", "-p", '{"data":{"mode":"again"}}')
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertTrue(eventually(lambda: self.field("{.data.mode}", "-n", NS, "configmap", "app-settings")
-                                   == "upgraded", 30), locker.log_text()[-3000:])
+                                   == "upgraded", 30), again.log_text()[-3000:])
 
 
 if __name__ == "__main__":

@@ -153,9 +153,12 @@ class Trust(unittest.TestCase):
         self.assertIn("release Secret ignored", locker.log_text())
 
     def test_a_release_in_two_namespaces_stays_locked_and_a_seen_delete_is_recreated(self):
+        # Installed while a locker runs, so that its author (the admin) is stamped: a release
+        # written while no locker stamps may write only inside its own namespace
+        # (test_authors.py), and this one writes into spread-b.
+        locker = self.start("trust-spread", "--exempt-user", "ops")
         release = self.plane.helm("spread-a")
         release.install(SPREAD, "spread", {}, create_namespace=True)
-        locker = self.start("trust-spread", "--exempt-user", "ops")
         away = ("configmap", "spread-away", "-p", '{"data":{"greeting":"hacked"}}')
         self.wait_locked("spread-b", *away)
         self.denied(self.k("-n", "spread-b", "patch", *away), "Helm release spread-a/spread")
