@@ -4,7 +4,9 @@
 //! - decide() for a write to a locked ~20 KB Deployment (parsing object and oldObject included),
 //!   denied (replicas changed) and allowed (a controller's update that changes no chart field);
 //! - re-indexing one release of 200 objects in an index of 1,000 releases;
-//! - index memory against the decompressed manifest bytes (printed once).
+//! - index memory against the decompressed manifest bytes (printed once);
+//! - reading one release Secret of 30 objects as the watch does: decoded, then decoded and its
+//!   author stamp verified (the cost the author-rights check adds at start-up, per Secret).
 
 use std::hint::black_box;
 
@@ -48,7 +50,8 @@ fn big_deployment(name: &str, replicas: u32) -> serde_json::Value {
         .map(|i| json!({"name": format!("VAR_{i}"), "value": format!("value-{i}")}))
         .collect();
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": "ns1", "labels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1", "app.kubernetes.io/managed-by": "Helm"}},
+        "metadata": {"name": name, "namespace": "ns1", "labels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1", "app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": "r1", "meta.helm.sh/release-namespace": "ns1"}},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1"}},
             "template": {"metadata": {"labels": {"app.kubernetes.io/name": "app", "app.kubernetes.io/instance": "r1"}},
                 "spec": {"containers": [{"name": "web", "image": "nginx:1.25", "env": env, "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}, "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}})
@@ -133,7 +136,7 @@ fn benches(c: &mut Criterion) {
     // The everyday locked write: a controller's update that changes no chart field (a status
     // and an annotation of its own), allowed.
     let mut updated = big_deployment("r1-web-1", 3);
-    updated["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "2"});
+    updated["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = json!("2");
     updated["status"] = json!({"replicas": 3, "readyReplicas": 3, "observedGeneration": 2});
     let mut current = big_deployment("r1-web-1", 3);
     current["status"] = json!({"replicas": 3, "readyReplicas": 2, "observedGeneration": 1});
@@ -315,5 +318,70 @@ fn benches(c: &mut Criterion) {
     println!("manifests: {manifest_bytes} bytes decompressed; chart trees in the index: {tree_bytes} bytes ({:.2}x)", tree_bytes as f64 / manifest_bytes as f64);
 }
 
-criterion_group!(core, benches);
+/// What the author stamp adds to reading a release Secret (docs/performance.md).
+fn author_benches(c: &mut Criterion) {
+    use helm_locker_core::author::{
+        authorship, stamp_annotations, Author, AuthorKey, Stamping, StoredSecret,
+    };
+    use helm_locker_core::release::{release_secret_from_parts, SecretRef};
+    let release = helm_locker_core::test_util::release_json(
+        "team",
+        "ops",
+        1,
+        Status::Deployed,
+        &manifest("ops", 30),
+    );
+    let payload = helm_locker_core::test_util::helm_payload(&release).into_bytes();
+    let reference = SecretRef {
+        namespace: "team".into(),
+        name: "sh.helm.release.v1.ops.v1".into(),
+    };
+    let key = AuthorKey::new(&[7u8; 32]).unwrap();
+    let author = Author {
+        username: "system:serviceaccount:ci:deployer".into(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:authenticated".into(),
+        ],
+        ..Author::default()
+    };
+    let annotations: std::collections::BTreeMap<String, String> =
+        stamp_annotations(&key, "team", &reference.name, &author, &payload)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    let stamping = Stamping { key, since: 10 };
+    let mut group = c.benchmark_group("release Secret read");
+    group.throughput(Throughput::Bytes(payload.len() as u64));
+    group.bench_function("decoded", |b| {
+        b.iter(|| {
+            release_secret_from_parts(reference.clone(), Default::default(), black_box(&payload))
+                .unwrap()
+        })
+    });
+    group.bench_function("decoded, author verified", |b| {
+        b.iter(|| {
+            let mut secret = release_secret_from_parts(
+                reference.clone(),
+                Default::default(),
+                black_box(&payload),
+            )
+            .unwrap();
+            secret.author = authorship(
+                &stamping,
+                StoredSecret {
+                    namespace: "team",
+                    name: &reference.name,
+                    annotations: Some(&annotations),
+                    resource_version: Some("500"),
+                    release: &payload,
+                },
+            );
+            secret
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(core, benches, author_benches);
 criterion_main!(core);
