@@ -67,7 +67,7 @@ pub(crate) fn crd_yaml() -> String {
 }
 
 /// Seconds since the Unix epoch of an RFC 3339 time.
-fn unix_seconds(rfc3339: &str) -> Option<i64> {
+pub(crate) fn unix_seconds(rfc3339: &str) -> Option<i64> {
     let time = humantime::parse_rfc3339_weak(rfc3339.trim()).ok()?;
     let since = time.duration_since(UNIX_EPOCH).ok()?;
     i64::try_from(since.as_secs()).ok()

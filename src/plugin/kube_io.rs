@@ -132,21 +132,35 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                 .create(&kube::api::PostParams::default(), &lock_exception)
                 .await
                 .map_err(|e| format!("cannot create the LockException in {namespace}: {e}"))?;
+            let created_name = created.metadata.name.clone().unwrap_or_default();
+            let who = created
+                .spec
+                .users
+                .iter()
+                .cloned()
+                .chain(created.spec.groups.iter().map(|g| format!("group {g}")))
+                .collect::<Vec<_>>()
+                .join(", ");
             println!(
-                "lockexception.helm-locker.io/{} created: release {namespace}/{release} is open to {} until {} ({}).",
-                created.metadata.name.unwrap_or_default(),
-                created
-                    .spec
-                    .users
-                    .iter()
-                    .cloned()
-                    .chain(created.spec.groups.iter().map(|g| format!("group {g}")))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                "lockexception.helm-locker.io/{created_name} created: release {namespace}/{release}, for {who}, asked until {} ({}).",
                 created.spec.until,
                 humantime::format_duration(duration),
             );
-            Ok(ExitCode::SUCCESS)
+            // The end is the locker's to say: its --exception-max-duration may be shorter.
+            match locker_answer(&client, &namespace, &created_name).await {
+                Some((reason, note)) if reason == "LockExceptionOpen" => {
+                    println!("{note}.");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some((_, note)) => Err(note),
+                None => {
+                    println!(
+                        "helm-locker has not confirmed it within {}s: it is open at most until then, and closes sooner if its --exception-max-duration after creation comes first (kubectl locker status shows when).",
+                        ANSWER_WAIT.as_secs()
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
         }
         PluginCommand::Why { object, name } => {
             let (type_, name) = match (object.split_once('/'), name) {
@@ -220,11 +234,36 @@ async fn lock_exceptions(
         None => Api::all(client.clone()),
     };
     let max = std::time::Duration::from_secs(365 * 24 * 3600);
+    // The end the locker honours (its --exception-max-duration), from its LockExceptionOpen
+    // Events, where it said so.
+    let events: Api<k8s_openapi::api::core::v1::Event> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let params = ListParams::default().fields("reason=LockExceptionOpen");
+    let honoured: BTreeMap<String, i64> = events
+        .list(&params)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| {
+            let until = honoured_until(e.message.as_deref()?)?;
+            let o = e.involved_object;
+            Some((format!("{}/{}", o.namespace?, o.name?), until))
+        })
+        .collect();
     match api.list(&Default::default()).await {
         Ok(list) => list
             .items
             .iter()
             .filter_map(|le| crate::lock_exception::exception(le, max).ok())
+            .map(|mut e| {
+                if let Some(until) = honoured.get(&e.name) {
+                    e.until = e.until.min(*until);
+                }
+                e
+            })
             .collect(),
         Err(e) => {
             tracing::debug!(error = %e, "LockExceptions not read");
@@ -269,6 +308,46 @@ async fn client(target: &super::Target) -> Result<(Client, String), String> {
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
     Ok((client, namespace))
+}
+
+/// The time in a LockExceptionOpen note ("helm-locker honours this LockException until T...").
+fn honoured_until(note: &str) -> Option<i64> {
+    let rest = note.split_once(" until ")?.1;
+    // An RFC 3339 time in UTC, as the locker writes it: up to its zone designator.
+    crate::lock_exception::unix_seconds(&rest[..=rest.find('Z')?])
+}
+
+/// How long `unlock` waits for the locker to say until when it honours the exception.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The locker's answer to a LockException just created: the reason and note of its
+/// `LockExceptionOpen` or `LockExceptionInvalid` Event, once one is there (within
+/// [`ANSWER_WAIT`]).
+async fn locker_answer(client: &Client, namespace: &str, name: &str) -> Option<(String, String)> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().fields(&format!(
+        "involvedObject.kind=LockException,involvedObject.name={name}"
+    ));
+    let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
+    loop {
+        if let Ok(list) = api.list(&params).await {
+            let answer = list.items.into_iter().find_map(|e| {
+                let reason = e.reason.unwrap_or_default();
+                matches!(
+                    reason.as_str(),
+                    "LockExceptionOpen" | "LockExceptionInvalid"
+                )
+                .then(|| (reason, e.message.unwrap_or_default()))
+            });
+            if answer.is_some() {
+                return answer;
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 /// The reverter's Warning Events about refusals and fights in a namespace (all when `None`);
@@ -587,5 +666,16 @@ mod tests {
         );
         assert_eq!(short_name("deploy.extensions"), None);
         assert_eq!(short_name("widgets.example.com"), None);
+    }
+
+    #[test]
+    fn the_end_the_locker_honours_is_read_from_its_note() {
+        let at = |t: &str| crate::lock_exception::unix_seconds(t).unwrap();
+        let capped = "helm-locker honours this LockException until 2026-11-25T16:00:00Z: 1h after its creation, the maximum (--exception-max-duration), not until 2028-01-01T00:00:00Z as asked";
+        assert_eq!(honoured_until(capped), Some(at("2026-11-25T16:00:00Z")));
+        let plain = "helm-locker honours this LockException until 2026-11-25T00:10:00Z";
+        assert_eq!(honoured_until(plain), Some(at("2026-11-25T00:10:00Z")));
+        assert_eq!(honoured_until("no time here"), None);
+        assert_eq!(honoured_until("until tomorrow"), None);
     }
 }

@@ -107,7 +107,10 @@ impl LockExceptions {
         warned: &mut HashSet<String>,
     ) -> Option<Exception> {
         match exception(le, self.max) {
-            Ok(e) => Some(e),
+            Ok(e) => {
+                self.confirm(le, &e, recorder, warned).await;
+                Some(e)
+            }
             Err(why) => {
                 let id = format!(
                     "{}/{}@{}",
@@ -132,6 +135,54 @@ impl LockExceptions {
                 }
                 None
             }
+        }
+    }
+
+    /// A Normal Event `LockExceptionOpen` on a LockException the locker honours, once per
+    /// version of it: until when it is open, as the locker will close it (its `until`, or
+    /// `--exception-max-duration` after its creation when that is sooner, said so).
+    /// `kubectl locker unlock` waits for it and prints it.
+    async fn confirm(
+        &self,
+        le: &LockException,
+        e: &Exception,
+        recorder: &Recorder,
+        seen: &mut HashSet<String>,
+    ) {
+        let id = format!(
+            "open:{}/{}@{}",
+            le.namespace().unwrap_or_default(),
+            le.name_any(),
+            le.resource_version().unwrap_or_default()
+        );
+        if !seen.insert(id) {
+            return;
+        }
+        let end = |t: i64| {
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64),
+            )
+            .to_string()
+        };
+        let requested = crate::lock_exception::unix_seconds(&le.spec.until);
+        let note = match requested {
+            Some(requested) if requested > e.until => format!(
+                "helm-locker honours this LockException until {}: {} after its creation, the maximum (--exception-max-duration), not until {} as asked",
+                end(e.until),
+                humantime::format_duration(self.max),
+                end(requested)
+            ),
+            _ => format!("helm-locker honours this LockException until {}", end(e.until)),
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "LockExceptionOpen".into(),
+            note: Some(note),
+            action: "Open".into(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &le.object_ref(&())).await {
+            tracing::debug!(error = %error, "could not record the LockExceptionOpen event");
         }
     }
 

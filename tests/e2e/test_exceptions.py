@@ -148,7 +148,9 @@ class BreakGlass(unittest.TestCase):
         out = self.plane.run([BIN, "kubectl", "unlock", "ex", "-n", "ex", "--for", "10m", "--reason", "INC-8: resize",
                               "--group", "sre", "--path", "/spec/replicas"], env=env)
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn("release ex/ex is open to group sre until", out.stdout)
+        self.assertIn("release ex/ex, for group sre, asked until", out.stdout)
+        self.assertIn("helm-locker honours this LockException until", out.stdout)
+        self.assertNotIn("the maximum", out.stdout)
         status = self.plane.run([BIN, "kubectl", "status", "-n", "ex", "-o", "json"], env=env)
         self.assertEqual(status.returncode, 0, status.stderr)
         exceptions = json.loads(status.stdout)["exceptions"]
@@ -156,6 +158,16 @@ class BreakGlass(unittest.TestCase):
         self.assertEqual(len(mine), 1, exceptions)
         self.assertEqual((mine[0]["groups"], mine[0]["paths"]), (["sre"], ["/spec/replicas"]))
         self.assertTrue(500 < mine[0]["secondsLeft"] <= 600, mine[0])
+        # Longer than the locker's --exception-max-duration (1h here): the end printed is the
+        # one the locker honours, and status agrees.
+        out = self.plane.run([BIN, "kubectl", "unlock", "ex", "-n", "ex", "--for", "10000h", "--reason", "INC-9: long",
+                              "--user", "oncall"], env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("1h after its creation, the maximum (--exception-max-duration), not until", out.stdout)
+        status = self.plane.run([BIN, "kubectl", "status", "-n", "ex", "-o", "json"], env=env)
+        long = [e for e in json.loads(status.stdout)["exceptions"] if e["reason"] == "INC-9: long"]
+        self.assertEqual(len(long), 1, status.stdout)
+        self.assertTrue(3500 < long[0]["secondsLeft"] <= 3600, long[0])
         # Without anyone named it would open nothing: refused before anything is created.
         out = self.plane.run([BIN, "kubectl", "unlock", "ex", "-n", "ex", "--for", "10m", "--reason", "x"], env=env)
         self.assertNotEqual(out.returncode, 0)
