@@ -28,6 +28,13 @@ fi
 cargo fetch --locked
 cargo deny --offline check licenses bans
 cargo test --workspace --locked
+# The book (docs/, an mdBook; README.md is the front page): built, and every link and repository
+# path it names checked. mdBook is installed once when missing, like cargo-deny.
+if ! command -v mdbook >/dev/null; then
+  cargo install mdbook --locked --version 0.4.52 --no-default-features
+fi
+mdbook build docs
+python3 scripts/check-docs.py
 cargo build --workspace --locked --benches --examples
 # The fuzz targets (fuzz/, a workspace of its own) still build; core/tests/fuzz_corpus.rs has already
 # replayed their committed corpora. They share target/ so only what differs is compiled. Without

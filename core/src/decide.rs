@@ -1,4 +1,4 @@
-//! The admission decision (DESIGN.md "Decision rules" 1 to 6), as one pure function.
+//! The admission decision (docs/design.md, "How it decides"), as one pure function.
 //!
 //! Rule 7 (re-read the release before a deny) needs the API server: a [`Decision`] that would
 //! block or rewrite a write says so through [`Decision::needs_confirmation`], and the server
