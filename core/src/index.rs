@@ -660,9 +660,6 @@ fn locked_object(
     }
 }
 
-/// The path a HorizontalPodAutoscaler writes on its target (through `scale`).
-pub const SCALED_PATH: &str = "/spec/replicas";
-
 /// Marks each object that a HorizontalPodAutoscaler of the same release targets
 /// (`spec.scaleTargetRef`: apiVersion's group, kind and name, in the autoscaler's namespace):
 /// the autoscaler owns its `spec.replicas` by design (docs/reliability.md, "The reverter never

@@ -28,6 +28,7 @@ pub mod revert_plan;
 pub mod review;
 pub mod scan;
 pub mod schema;
+pub mod stamp;
 pub mod trace;
 pub mod tree;
 pub mod yaml;

@@ -31,7 +31,16 @@ pub struct LockedObject {
     pub scaled_by: Option<Box<str>>,
 }
 
+/// The path a HorizontalPodAutoscaler writes on its target (through `scale`).
+pub const SCALED_PATH: &str = "/spec/replicas";
+
 impl LockedObject {
+    /// The path a controller owns by design on this object ([`LockedObject::scaled_by`]):
+    /// neither locked nor reverted.
+    pub fn controller_owned(&self) -> Option<&'static str> {
+        self.scaled_by.as_ref().map(|_| SCALED_PATH)
+    }
+
     /// The object as the chart renders it.
     pub fn content(&self) -> Tree {
         self.packed.unpack()

@@ -300,9 +300,7 @@ impl Config {
     /// Ignored JSON pointers for one object.
     pub fn ignored_paths<'a>(&'a self, object: &LockedObject) -> Vec<&'a str> {
         let mut paths = ignored_by(&self.ignore, object);
-        if object.scaled_by.is_some() {
-            paths.push(crate::index::SCALED_PATH);
-        }
+        paths.extend(object.controller_owned());
         paths
     }
 
@@ -382,9 +380,7 @@ impl<'a> Policy<'a> {
         let own: &'a [IgnoreRule] = self.registration.map_or(&[], |r| &r.ignore);
         let mut paths = ignored_by(&self.config.ignore, object);
         paths.extend(ignored_by(own, object));
-        if object.scaled_by.is_some() {
-            paths.push(crate::index::SCALED_PATH);
-        }
+        paths.extend(object.controller_owned());
         paths
     }
 }

@@ -76,7 +76,7 @@ async fn stamp(State(state): State<Arc<AppState>>, request: Request) -> Response
             "the author key is not loaded yet".into(),
         );
     };
-    match crate::core::author::stamp(&stamping.key, &body) {
+    match crate::core::stamp::stamp(&stamping.key, &body) {
         Ok(response) => {
             state.metrics.author_stamps.inc();
             (
