@@ -130,7 +130,9 @@ impl fmt::Debug for Index {
 }
 
 impl Index {
-    /// The ignore rules of `config` (and of the release's HelmRelease) that apply to `object`.
+    /// The ignore rules of `config` (and of the release's HelmRelease) that apply to `object`,
+    /// and the path a controller owns on it ([`LockedObject::controller_owned`]): what the
+    /// reverter and drift reports leave alone.
     pub fn ignored_paths(
         &self,
         config: &crate::policy::Config,
@@ -140,12 +142,16 @@ impl Index {
             return vec![];
         };
         let labels = state.newest().map(|r| r.labels.clone()).unwrap_or_default();
-        config
+        let mut paths: Vec<String> = config
             .policy(&state.key, &labels, self.registration(&state.key))
             .ignored_paths(object)
             .into_iter()
             .map(str::to_string)
-            .collect()
+            .collect();
+        // A controller's by design (an autoscaler's replicas): never reverted nor counted as
+        // drift. Admission still denies people (the controller itself is exempt).
+        paths.extend(object.controller_owned().map(str::to_string));
+        paths
     }
 
     /// What the reverter leaves alone in `object` at `now`: the ignore rules, and the paths

@@ -299,9 +299,7 @@ impl Config {
 
     /// Ignored JSON pointers for one object.
     pub fn ignored_paths<'a>(&'a self, object: &LockedObject) -> Vec<&'a str> {
-        let mut paths = ignored_by(&self.ignore, object);
-        paths.extend(object.controller_owned());
-        paths
+        ignored_by(&self.ignore, object)
     }
 
     /// What applies to one release: the configuration, narrowed or extended by the release's
@@ -380,7 +378,6 @@ impl<'a> Policy<'a> {
         let own: &'a [IgnoreRule] = self.registration.map_or(&[], |r| &r.ignore);
         let mut paths = ignored_by(&self.config.ignore, object);
         paths.extend(ignored_by(own, object));
-        paths.extend(object.controller_owned());
         paths
     }
 }
