@@ -118,6 +118,12 @@ class Restore(unittest.TestCase):
 
     def test_a_client_side_release_is_restored_by_content_across_versions_and_orders(self):
         self.ok(self.k("create", "namespace", "legacy"))
+        # Endpoints of an external service come with their Service (no selector): without it the
+        # controller manager's endpoints controller deletes them as left over whenever it
+        # (re)starts, which raced this test on a loaded machine.
+        self.ok(self.k("-n", "legacy", "create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "external", "namespace": "legacy"},
+            "spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 90}]}})))
         for obj in (ROLE, ENDPOINTS, INGRESS):
             self.ok(self.create(as_helm_wrote_it(obj)))
         self.ok(self.create(release_secret("legacy", "legacy", [ROLE, ENDPOINTS, INGRESS])))
