@@ -501,8 +501,8 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         report.join("\n")
     );
     assert_eq!(seen.len(), DENIED.len());
-    // Status writes to Helm's objects (the deployment controller's) are judged on their metadata
-    // since session 5, so they leave the fast path: 94 of 167 take it.
+    // Status writes to Helm's objects (the deployment controller's) are judged on their metadata,
+    // so they leave the fast path: 94 of 167 take it.
     assert!(
         fast_path >= 90,
         "only {fast_path} reviews took the fast path"
