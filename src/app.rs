@@ -744,6 +744,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     if args.registration_namespace.is_some() {
         config.registration_namespace = args.registration_namespace;
     }
+    config.ownership_returned = args.revert;
     policy::validate(&config)?;
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {

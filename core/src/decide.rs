@@ -444,7 +444,10 @@ pub fn decide(
         if let Some(decision) = lock.co_owner(schema, &compared) {
             return Ok(decision);
         }
-        if request.operation == Operation::Create && lock.server_side {
+        // A restore of what Helm wrote by another manager makes it co-own Helm's fields: allowed
+        // when the reverter hands them back to Helm, else the next upgrade would conflict.
+        if request.operation == Operation::Create && lock.server_side && !config.ownership_returned
+        {
             if let Some(decision) = lock.creator(schema, &compared) {
                 return Ok(decision);
             }

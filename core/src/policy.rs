@@ -156,6 +156,13 @@ pub struct Config {
     /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
     /// namespace (rancher/helm-locker's opt-in; its default is `cattle-helm-system`).
     pub registration_namespace: Option<String>,
+    /// The drift reverter runs (`--revert`): it hands the chart's fields that another field
+    /// manager co-owns with the chart's values back to Helm
+    /// ([`crate::revert_plan::ownership_return`]), so a CREATE of what Helm wrote by another
+    /// manager (a restore) breaks no later `helm upgrade`, and is allowed. Set by the server,
+    /// not by the configuration file.
+    #[serde(skip)]
+    pub ownership_returned: bool,
 }
 
 impl Default for Config {
@@ -169,6 +176,7 @@ impl Default for Config {
             exclude_namespaces: vec![],
             release_selector: None,
             registration_namespace: None,
+            ownership_returned: false,
         }
     }
 }

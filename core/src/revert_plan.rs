@@ -82,6 +82,24 @@ pub fn helm_writer(live: Option<&Value>, apply_method: Option<&str>) -> HelmWrit
     }
 }
 
+/// [`helm_writer`], with Helm's writer as last seen (`known`, from the object's delete) for a
+/// server-side release whose live object holds no `Apply` entry of Helm's: a restore by
+/// another manager, whose entry would otherwise be taken for Helm's.
+pub fn helm_writer_seen(
+    live: Option<&Value>,
+    apply_method: Option<&str>,
+    known: Option<&HelmWriter>,
+) -> HelmWriter {
+    let applied_by_helm = live.is_some_and(|l| crate::fields_v1::helm_fields(l, None).is_some());
+    match known {
+        Some(known) if live.is_none() => known.clone(),
+        Some(HelmWriter::Apply(m)) if apply_method == Some("ssa") && !applied_by_helm => {
+            HelmWriter::Apply(m.clone())
+        }
+        _ => helm_writer(live, apply_method),
+    }
+}
+
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
 pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
     let release = &object.release;
@@ -438,6 +456,123 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     }
 }
 
+/// Fields of the chart that another field manager co-owns with Helm, holding the chart's
+/// values: a restore by `kubectl apply` of what Helm wrote, or an exempt user's write of the
+/// same value. Server-side apply shares a field whose value two managers agree on, and Helm's
+/// next upgrade that changes it then fails with a conflict; forcing an apply of the same
+/// values does not take it back. The API server keeps a request's `managedFields` as sent, so
+/// the reverter hands them back by writing the entries themselves ([`OwnershipReturn::patch`]),
+/// as `kubectl`'s client-side-to-server-side upgrade does.
+#[derive(Debug, PartialEq)]
+pub struct OwnershipReturn {
+    /// Each other manager, with the fields (described as JSON pointers) handed back to Helm.
+    pub taken: Vec<(String, Vec<String>)>,
+    /// The object's `managedFields` after the return.
+    pub managed_fields: Value,
+}
+
+impl OwnershipReturn {
+    /// A JSON patch that writes the returned `managedFields`, guarded by `resource_version`.
+    pub fn patch(&self, resource_version: Option<&str>) -> json_patch::Patch {
+        let mut ops = Vec::new();
+        if let Some(rv) = resource_version {
+            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+        }
+        ops.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": self.managed_fields}));
+        serde_json::from_value(Value::Array(ops)).unwrap_or_else(|_| json_patch::Patch(vec![]))
+    }
+
+    /// `kubectl-client-side-apply (/data/greeting, /spec/replicas)`, for logs and Events.
+    pub fn describe(&self) -> String {
+        self.taken
+            .iter()
+            .map(|(manager, paths)| format!("{manager} ({})", paths.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// What to hand back to Helm's `Apply` entry of `helm` on `live`, which has no drift: every
+/// field of the chart (less `ignore`) that another entry of the object itself claims (an entry
+/// of Helm's is made when there is none). `None` when nothing is co-owned.
+pub fn ownership_return(
+    schema: &Schema,
+    object: &LockedObject,
+    live: &Value,
+    helm: &str,
+    ignore: &[&str],
+) -> Option<OwnershipReturn> {
+    let mut entries = live.pointer("/metadata/managedFields")?.as_array()?.clone();
+    let helm_entry = entries.iter().position(|e| {
+        e.get("manager").and_then(Value::as_str) == Some(helm)
+            && e.get("operation").and_then(Value::as_str) == Some("Apply")
+            && crate::fields_v1::is_main_resource(e)
+    });
+    // A restore made by another manager alone has no entry of Helm's yet.
+    let helm_entry = helm_entry.unwrap_or_else(|| {
+        entries.push(json!({"manager": helm, "operation": "Apply",
+            "apiVersion": object.api_version(), "fieldsType": "FieldsV1", "fieldsV1": {}}));
+        entries.len() - 1
+    });
+    let content = object.content();
+    let chart = stored_form(&content, &object.group, &object.kind);
+    let root = schema.root_or_deduced(&object.api_version(), &object.kind);
+    let release = (
+        object.release.name.as_str(),
+        object.release.namespace.as_str(),
+    );
+    let mut taken = Vec::new();
+    let mut returned = crate::fields_v1::FieldSet::new();
+    for (i, entry) in entries.iter_mut().enumerate() {
+        if i == helm_entry || !crate::fields_v1::is_main_resource(entry) {
+            continue;
+        }
+        let Some(fields) = entry.get_mut("fieldsV1") else {
+            continue;
+        };
+        let claimed = crate::fields_v1::parse_fields_v1(fields);
+        let shared: crate::fields_v1::FieldSet = crate::fields_v1::co_owned_paths(
+            schema,
+            root,
+            &chart,
+            release,
+            &claimed,
+            &Default::default(),
+        )
+        .into_iter()
+        .filter(|p| !is_ignored(&crate::fields_v1::describe_field_path(p), ignore))
+        .collect();
+        if shared.is_empty() || !crate::fields_v1::remove_paths(fields, &shared) {
+            continue;
+        }
+        let manager = entry.get("manager").and_then(Value::as_str).unwrap_or("");
+        taken.push((
+            manager.to_string(),
+            shared
+                .iter()
+                .map(|p| crate::fields_v1::describe_field_path(p))
+                .collect(),
+        ));
+        returned.extend(shared);
+    }
+    if taken.is_empty() {
+        return None;
+    }
+    if let Some(fields) = entries[helm_entry].get_mut("fieldsV1") {
+        crate::fields_v1::insert_paths(fields, &returned);
+    }
+    // An entry left owning nothing is dropped (the API server drops empty entries itself).
+    entries.retain(|e| {
+        e.get("fieldsV1")
+            .and_then(Value::as_object)
+            .is_none_or(|f| !f.is_empty())
+    });
+    Some(OwnershipReturn {
+        taken,
+        managed_fields: Value::Array(entries),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,6 +608,116 @@ mod tests {
             "spec": {"replicas": replicas, "strategy": {"type": "RollingUpdate"},
                 "template": {"spec": {"containers": [{"name": "web", "image": image, "resources": {"limits": {"cpu": "500m"}}, "terminationMessagePath": "/dev/termination-log"}]}}},
             "status": {"replicas": 0}})
+    }
+
+    /// A `kubectl apply` restore of what Helm wrote: the restorer co-owns the chart's fields, and
+    /// they go back to Helm's entry; what is only the restorer's stays, an entry of a
+    /// subresource is not touched, and an ignored path stays shared.
+    #[test]
+    fn co_owned_chart_fields_are_handed_back_to_helms_entry() {
+        let objects = objects();
+        let cfg = &objects[1];
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "shop", "resourceVersion": "7",
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop",
+                                "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                "managedFields": [
+                    {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
+                     "fieldsV1": {"f:data": {".": {}, "f:greeting": {}, "f:mode": {}},
+                                  "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {},
+                                                                   "f:meta.helm.sh/release-name": {}, "f:meta.helm.sh/release-namespace": {}},
+                                                 "f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}}}},
+                    {"manager": "helm", "operation": "Apply", "apiVersion": "v1",
+                     "fieldsV1": {"f:data": {"f:greeting": {}}}},
+                    {"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "subresource": "status",
+                     "fieldsV1": {"f:data": {"f:mode": {}}}}
+                ]},
+            "data": {"greeting": "hello", "mode": "prod"}});
+        assert!(drift(&Schema::builtin(), cfg, &live, &[]).is_empty());
+        let back =
+            ownership_return(&Schema::builtin(), cfg, &live, "helm", &["/data/mode"]).unwrap();
+        assert_eq!(back.taken.len(), 1);
+        let (manager, paths) = &back.taken[0];
+        assert_eq!(manager, "kubectl-client-side-apply");
+        assert!(paths.contains(&"/data/greeting".to_string()), "{paths:?}");
+        assert!(
+            paths.contains(&"/metadata/annotations/meta.helm.sh~1release-name".to_string()),
+            "{paths:?}"
+        );
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.contains("mode") || p.contains("last-applied")),
+            "{paths:?}"
+        );
+        let entries = back.managed_fields.as_array().unwrap();
+        let fields = |i: usize| crate::fields_v1::parse_fields_v1(&entries[i]["fieldsV1"]);
+        let restorer = fields(0);
+        assert!(restorer.contains("f:data.f:mode"));
+        assert!(restorer.contains(
+            "f:metadata.f:annotations.f:kubectl.kubernetes.io/last-applied-configuration"
+        ));
+        assert!(!restorer.contains("f:data.f:greeting"));
+        let helm = fields(1);
+        assert!(helm.contains("f:data.f:greeting"));
+        assert!(helm.contains("f:metadata.f:labels.f:app.kubernetes.io/managed-by"));
+        assert_eq!(
+            entries[2], live["metadata"]["managedFields"][2],
+            "a subresource's entry changed"
+        );
+        // The patch writes exactly those entries, if the object is still the one read.
+        let patch = serde_json::to_value(back.patch(Some("7"))).unwrap();
+        assert_eq!(
+            patch[0],
+            json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+        );
+        assert_eq!(patch[1]["value"], back.managed_fields);
+        // Handed back, nothing is left to hand back; without Helm's Apply entry, nowhere to.
+        let mut after = live.clone();
+        after["metadata"]["managedFields"] = back.managed_fields.clone();
+        assert_eq!(
+            ownership_return(&Schema::builtin(), cfg, &after, "helm", &["/data/mode"]),
+            None
+        );
+        // A restore by another manager alone: Helm's entry is made.
+        let back = ownership_return(&Schema::builtin(), cfg, &live, "python", &[]).unwrap();
+        let python = back.managed_fields.as_array().unwrap().last().unwrap();
+        assert_eq!(
+            (
+                &python["manager"],
+                &python["operation"],
+                &python["apiVersion"]
+            ),
+            (&json!("python"), &json!("Apply"), &json!("v1"))
+        );
+        assert!(
+            crate::fields_v1::parse_fields_v1(&python["fieldsV1"]).contains("f:data.f:greeting")
+        );
+        // Helm's writer of such a restore is the one last seen, not the restorer.
+        let restored =
+            json!({"metadata": {"managedFields": [live["metadata"]["managedFields"][0].clone()]}});
+        let seen = HelmWriter::Apply("python".into());
+        assert_eq!(
+            helm_writer_seen(Some(&restored), Some("ssa"), Some(&seen)),
+            seen
+        );
+        assert_eq!(
+            helm_writer_seen(Some(&after), Some("ssa"), Some(&seen)),
+            HelmWriter::Apply("helm".into())
+        );
+        assert_eq!(helm_writer_seen(None, Some("ssa"), Some(&seen)), seen);
+        assert_eq!(
+            helm_writer_seen(Some(&restored), None, Some(&seen)),
+            HelmWriter::Update("kubectl-client-side-apply".into())
+        );
+        // A restorer that owns only chart fields has no entry left.
+        let mut only_chart = live.clone();
+        only_chart["metadata"]["managedFields"][0]["fieldsV1"] =
+            json!({"f:data": {"f:greeting": {}}});
+        let back = ownership_return(&Schema::builtin(), cfg, &only_chart, "helm", &[]).unwrap();
+        assert_eq!(back.managed_fields.as_array().unwrap().len(), 2);
+        assert_eq!(back.managed_fields[0]["manager"], "helm");
     }
 
     #[test]

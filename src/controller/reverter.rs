@@ -245,6 +245,57 @@ enum Outcome {
     Refused,
     Reverted,
     Recreated,
+    /// Fields another manager co-owned with the chart's values are Helm's alone again.
+    OwnershipReturned,
+}
+
+/// What a reconcile writes.
+enum Plan {
+    /// The chart's values of the drifted fields; every field when the object is gone.
+    Revert(Vec<Change>),
+    /// No drift, but another field manager co-owns Helm's fields: hand them back.
+    ReturnOwnership(revert_plan::OwnershipReturn),
+}
+
+/// What the worker remembers between jobs.
+struct Worker {
+    backoff: Backoff<ObjectKey>,
+    /// Helm's writer of each object as last seen: a deleted object has none to read.
+    last_writer: HashMap<ObjectKey, HelmWriter>,
+    /// Differences a dry run showed the API server does not store, per object and revision.
+    not_stored: HashMap<ObjectKey, (u64, Vec<Change>)>,
+    scheduled: Scheduled,
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl Worker {
+    fn new(tx: mpsc::UnboundedSender<Job>) -> Self {
+        Worker {
+            backoff: Backoff::new(
+                Duration::from_secs(1),
+                Duration::from_secs(300),
+                Duration::from_secs(600),
+            ),
+            last_writer: HashMap::new(),
+            not_stored: HashMap::new(),
+            scheduled: Scheduled::default(),
+            tx,
+        }
+    }
+
+    /// Queues `job` again after `delay`; drift seen meanwhile is that job's.
+    fn later(&mut self, job: &Job, delay: Duration) {
+        let job = Job {
+            delayed: true,
+            ..job.clone()
+        };
+        self.scheduled.wait(job.key.clone());
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = tx.send(job);
+        });
+    }
 }
 
 impl Reverter {
@@ -506,7 +557,25 @@ impl Reverter {
         self.check_attribution(&schema, locked, &live);
         let ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        if !revert_plan::drift(&schema, locked, &live, &ignore).is_empty() {
+        let drifted = !revert_plan::drift(&schema, locked, &live, &ignore).is_empty();
+        // Without drift, a server-side release's fields may still be co-owned by another
+        // manager (a restore by kubectl apply): handed back so Helm's next upgrade does not
+        // conflict.
+        let co_owned = || {
+            let apply_method = index
+                .release(&locked.release)
+                .and_then(|s| s.newest())
+                .and_then(|r| r.apply_method.as_deref());
+            if apply_method != Some("ssa") {
+                return false;
+            }
+            // A restore by another manager alone: the worker knows Helm's writer.
+            let Some((helm, _)) = crate::core::fields_v1::helm_fields(&live, None) else {
+                return true;
+            };
+            revert_plan::ownership_return(&schema, locked, &live, helm, &ignore).is_some()
+        };
+        if drifted || co_owned() {
             let _ = tx.send(Job {
                 key: ObjectKey::of(locked),
                 writer: None,
@@ -753,14 +822,7 @@ impl Reverter {
     async fn work(&self, mut rx: mpsc::UnboundedReceiver<Job>, tx: mpsc::UnboundedSender<Job>) {
         let mut leader = self.leader.clone();
         let mut held: HashMap<ObjectKey, Job> = HashMap::new();
-        let mut backoff = Backoff::new(
-            Duration::from_secs(1),
-            Duration::from_secs(300),
-            Duration::from_secs(600),
-        );
-        let mut last_writer: HashMap<ObjectKey, HelmWriter> = HashMap::new();
-        let mut not_stored: HashMap<ObjectKey, (u64, Vec<Change>)> = HashMap::new();
-        let mut scheduled = Scheduled::default();
+        let mut worker = Worker::new(tx.clone());
         let mut last_write: Option<Instant> = None;
         loop {
             let job = tokio::select! {
@@ -780,9 +842,9 @@ impl Reverter {
                 continue;
             }
             if let Some(writer) = &job.writer {
-                last_writer.insert(job.key.clone(), writer.clone());
+                worker.last_writer.insert(job.key.clone(), writer.clone());
             }
-            if !scheduled.admit(&job) {
+            if !worker.scheduled.admit(&job) {
                 tracing::debug!(object = ?job.key, "a revert is already scheduled");
                 continue;
             }
@@ -792,24 +854,19 @@ impl Reverter {
                 tokio::time::sleep_until((last + MIN_WRITE_INTERVAL).into()).await;
             }
             let started = Instant::now();
-            let result = self
-                .reconcile(
-                    &job,
-                    &mut backoff,
-                    &mut last_writer,
-                    &mut not_stored,
-                    &mut scheduled,
-                    &tx,
-                )
-                .await;
+            let result = self.reconcile(&mut worker, &job).await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
                 Ok(Outcome::Refused) => Some("refused"),
                 Ok(Outcome::Reverted) => Some("reverted"),
                 Ok(Outcome::Recreated) => Some("recreated"),
+                Ok(Outcome::OwnershipReturned) => Some("ownership_returned"),
                 Err(_) => Some("failed"),
             };
-            if matches!(result, Ok(Outcome::Reverted) | Ok(Outcome::Recreated)) {
+            if matches!(
+                result,
+                Ok(Outcome::Reverted | Outcome::Recreated | Outcome::OwnershipReturned)
+            ) {
                 last_write = Some(Instant::now());
             }
             if let Some(result) = label {
@@ -825,25 +882,17 @@ impl Reverter {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, error = %e, "revert failed; retrying with backoff");
-                    let delay = backoff
+                    let delay = worker
+                        .backoff
                         .next_delay(&job.key, Instant::now())
                         .max(Duration::from_secs(1));
-                    let tx = tx.clone();
-                    let job = Job {
-                        delayed: true,
-                        ..job
-                    };
-                    scheduled.wait(job.key.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        let _ = tx.send(job);
-                    });
+                    worker.later(&job, delay);
                 }
             }
             if started.elapsed() > Duration::from_secs(5) {
                 tracing::debug!(elapsed = ?started.elapsed(), "slow revert");
             }
-            backoff.prune(Instant::now());
+            worker.backoff.prune(Instant::now());
             self.fights().prune(Instant::now(), |_| true);
         }
     }
@@ -900,29 +949,10 @@ impl Reverter {
     /// changed between the read and a resourceVersion-guarded write: the deployment controller
     /// writes a Deployment's status right after a `kubectl edit`, and waiting a backoff for that
     /// made client-side reverts take seconds.
-    async fn reconcile(
-        &self,
-        job: &Job,
-        backoff: &mut Backoff<ObjectKey>,
-        last_writer: &mut HashMap<ObjectKey, HelmWriter>,
-        not_stored: &mut HashMap<ObjectKey, (u64, Vec<Change>)>,
-        scheduled: &mut Scheduled,
-        tx: &mpsc::UnboundedSender<Job>,
-    ) -> Result<Outcome, String> {
+    async fn reconcile(&self, worker: &mut Worker, job: &Job) -> Result<Outcome, String> {
         let mut stale: Option<Conflict> = None;
         for _ in 0..=CONFLICT_RETRIES {
-            let result = self
-                .reconcile_once(
-                    job,
-                    backoff,
-                    last_writer,
-                    not_stored,
-                    scheduled,
-                    tx,
-                    stale.as_ref(),
-                )
-                .await;
-            match result {
+            match self.reconcile_once(worker, job, stale.as_ref()).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(Failure::Error(e)) => return Err(e),
                 Err(Failure::Conflict(conflict)) => {
@@ -936,15 +966,10 @@ impl Reverter {
 
     /// One read, plan and write. `stale`: the write just failed on a resourceVersion read
     /// before; if the object still has it, the failure was not a concurrent write.
-    #[allow(clippy::too_many_arguments)]
     async fn reconcile_once(
         &self,
+        worker: &mut Worker,
         job: &Job,
-        backoff: &mut Backoff<ObjectKey>,
-        last_writer: &mut HashMap<ObjectKey, HelmWriter>,
-        not_stored: &mut HashMap<ObjectKey, (u64, Vec<Change>)>,
-        scheduled: &mut Scheduled,
-        tx: &mpsc::UnboundedSender<Job>,
         stale: Option<&Conflict>,
     ) -> Result<Outcome, Failure> {
         let key = &job.key;
@@ -961,61 +986,32 @@ impl Reverter {
         let apply_method = state.newest().and_then(|r| r.apply_method.clone());
         let (ar, namespaced) = self.resource(&key.gvk()).await?;
         let api = self.api(&ar, namespaced, key.namespace.as_deref());
-        let live = api.get_opt(&key.name).await.map_err(|e| e.to_string())?;
-        let live_json = live
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| e.to_string())?;
-        if let (Some(stale), Some(live)) = (stale, &live_json) {
-            let rv = live
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str);
-            if rv == Some(stale.resource_version.as_str()) {
-                return Err(Failure::Error(stale.error.clone()));
-            }
-        }
+        let live = self.read(&api, &key.name, stale).await?;
         let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
         if ignore.iter().any(String::is_empty) {
             return Ok(Outcome::Skipped("opened by a LockException"));
         }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        let changes = match &live_json {
-            Some(live) if !self.observe(&object, live) => {
-                return Ok(Outcome::Skipped(
-                    "does not carry the release's meta.helm.sh annotations",
-                ))
-            }
-            Some(live) => {
-                let changes = revert_plan::drift(&self.schema.load(), &object, live, &ignore);
-                if changes.is_empty() {
-                    return Ok(Outcome::InSync);
-                }
-                // The same difference a dry run already showed the API server does not store.
-                if not_stored.get(key) == Some(&(revision, changes.clone())) {
-                    return Ok(Outcome::InSync);
-                }
-                changes
-            }
-            None if !revert_plan::recreate_when_deleted(&object) => {
-                return Ok(Outcome::Skipped("deleted with its owner"))
-            }
-            None => {
-                let seen = self.proofs().carried.contains_key(key);
-                let vouched = index.registration(&object.release).is_some();
-                let why = if !self.recreate {
-                    Some("recreation is off (--recreate=false)")
-                } else if !seen && !vouched {
-                    Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    self.report_missing(state, &object, why).await;
-                    return Ok(Outcome::Skipped("missing; left to helm upgrade"));
-                }
-                vec![]
-            }
+        let writer = revert_plan::helm_writer_seen(
+            live.as_ref(),
+            apply_method.as_deref(),
+            worker.last_writer.get(key),
+        );
+        let plan = self
+            .plan(
+                worker,
+                &index,
+                state,
+                &object,
+                revision,
+                live.as_ref(),
+                &writer,
+                &ignore,
+            )
+            .await;
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(outcome) => return Ok(outcome),
         };
         // Helm may be at work, or the index behind: the API server has the last word.
         match self.confirm.newest_revision(&object.release).await? {
@@ -1026,33 +1022,209 @@ impl Reverter {
                 ))
             }
         }
-        let writer = match &live_json {
-            Some(live) => revert_plan::helm_writer(Some(live), apply_method.as_deref()),
-            None => last_writer
-                .get(key)
-                .cloned()
-                .unwrap_or_else(|| revert_plan::helm_writer(None, apply_method.as_deref())),
-        };
-        last_writer.insert(key.clone(), writer.clone());
-        let desired = revert_plan::desired_object(&object, live_json.as_ref(), &ignore);
+        worker.last_writer.insert(key.clone(), writer.clone());
+        let desired = revert_plan::desired_object(&object, live.as_ref(), &ignore);
         // The revision speaks only with its author's rights (docs/security.md).
-        let write = match live_json {
-            Some(_) => author::Write::Patch,
-            None => author::Write::Create,
+        if let Some(refused) = self
+            .authorize(&index, state, &object, &ar, live.is_some(), &desired)
+            .await?
+        {
+            return Ok(refused);
+        }
+        let fixed = match (&plan, &live) {
+            (Plan::Revert(changes), Some(live)) => {
+                let preview = self
+                    .preview(&api, &object, &writer, &desired, changes, live, &ignore)
+                    .await?;
+                match preview {
+                    Some(fixed) => fixed,
+                    None => {
+                        worker
+                            .not_stored
+                            .insert(key.clone(), (revision, changes.clone()));
+                        return Ok(Outcome::InSync);
+                    }
+                }
+            }
+            _ => String::new(),
         };
-        let role = referenced_role(&index, &object, &desired);
+        let fought = match (&plan, &live) {
+            (Plan::Revert(changes), Some(_)) => revert_plan::describe_paths(changes),
+            (Plan::Revert(_), None) => "(the whole object, created again)".to_string(),
+            (Plan::ReturnOwnership(back), _) => format!("(ownership of {})", back.describe()),
+        };
+        if let Some(held) = self
+            .hold(
+                worker,
+                job,
+                stale,
+                &object,
+                &ar,
+                live.as_ref(),
+                &writer,
+                revision,
+                &fought,
+            )
+            .await
+        {
+            return Ok(held);
+        }
+        let (written, outcome, note) = match (&plan, &live) {
+            (Plan::Revert(changes), Some(live)) => {
+                let written = self
+                    .write(&api, &key.name, &writer, &desired, changes, live, false)
+                    .await?;
+                tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %fixed, manager = writer.manager(), "drift reverted");
+                let note = format!("helm-locker put back {fixed} to the values of release {} revision {revision}, as field manager {}", object.release, writer.manager());
+                (written, Outcome::Reverted, note)
+            }
+            (Plan::Revert(_), None) => {
+                let written = self.recreate(&api, &key.name, &writer, desired).await?;
+                tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), "deleted object recreated");
+                let note = format!(
+                    "helm-locker recreated this object from release {} revision {revision}",
+                    object.release
+                );
+                (written, Outcome::Recreated, note)
+            }
+            (Plan::ReturnOwnership(back), live) => {
+                let written = self
+                    .return_ownership(&api, &object, back, live.as_ref(), &writer, revision)
+                    .await?;
+                let note = format!("helm-locker handed back to Helm's field manager {} what another manager co-owned with the values of release {} revision {revision}: {}", writer.manager(), object.release, back.describe());
+                (written, Outcome::OwnershipReturned, note)
+            }
+        };
+        worker.not_stored.remove(key);
+        self.fights()
+            .reverted(key, revision, &fought, Instant::now());
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Reverted".into(),
+            note: Some(note),
+            action: "Revert".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.publish(&event, &written.object_ref(&ar)).await {
+            tracing::debug!(error = %e, "could not record the Reverted event");
+        }
+        Ok(outcome)
+    }
+
+    /// A fresh read of the object (`None`: it is gone). `stale`: a write failed on the
+    /// resourceVersion this read must differ from, else that failure was not a concurrent write.
+    async fn read(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        stale: Option<&Conflict>,
+    ) -> Result<Option<Value>, Failure> {
+        let live = api.get_opt(name).await.map_err(|e| e.to_string())?;
+        let live = live
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        if let (Some(stale), Some(live)) = (stale, &live) {
+            let rv = live
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            if rv == Some(stale.resource_version.as_str()) {
+                return Err(Failure::Error(stale.error.clone()));
+            }
+        }
+        Ok(live)
+    }
+
+    /// What to write, from the fresh read: the drifted fields, the whole object when it is
+    /// gone (and may be created), or the fields another manager co-owns with Helm's values
+    /// (a server-side release without drift); or why nothing is written.
+    #[allow(clippy::too_many_arguments)]
+    async fn plan(
+        &self,
+        worker: &Worker,
+        index: &Index,
+        state: &ReleaseState,
+        object: &Arc<LockedObject>,
+        revision: u64,
+        live: Option<&Value>,
+        writer: &HelmWriter,
+        ignore: &[&str],
+    ) -> Result<Plan, Outcome> {
+        let key = ObjectKey::of(object);
+        let Some(live) = live else {
+            if !revert_plan::recreate_when_deleted(object) {
+                return Err(Outcome::Skipped("deleted with its owner"));
+            }
+            let seen = self.proofs().carried.contains_key(&key);
+            let vouched = index.registration(&object.release).is_some();
+            let why = if !self.recreate {
+                Some("recreation is off (--recreate=false)")
+            } else if !seen && !vouched {
+                Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.report_missing(state, object, why).await;
+                return Err(Outcome::Skipped("missing; left to helm upgrade"));
+            }
+            return Ok(Plan::Revert(vec![]));
+        };
+        if !self.observe(object, live) {
+            return Err(Outcome::Skipped(
+                "does not carry the release's meta.helm.sh annotations",
+            ));
+        }
+        let schema = self.schema.load();
+        let changes = revert_plan::drift(&schema, object, live, ignore);
+        if changes.is_empty() {
+            return match writer {
+                HelmWriter::Apply(helm) => {
+                    revert_plan::ownership_return(&schema, object, live, helm, ignore)
+                        .map(Plan::ReturnOwnership)
+                        .ok_or(Outcome::InSync)
+                }
+                HelmWriter::Update(_) => Err(Outcome::InSync),
+            };
+        }
+        // The same difference a dry run already showed the API server does not store.
+        if worker.not_stored.get(&key) == Some(&(revision, changes.clone())) {
+            return Err(Outcome::InSync);
+        }
+        Ok(Plan::Revert(changes))
+    }
+
+    /// Whether the newest revision's author may make the write (docs/security.md): `None`
+    /// when granted, else the refusal, reported.
+    async fn authorize(
+        &self,
+        index: &Index,
+        state: &ReleaseState,
+        object: &LockedObject,
+        ar: &ApiResource,
+        exists: bool,
+        desired: &Value,
+    ) -> Result<Option<Outcome>, Failure> {
+        let key = ObjectKey::of(object);
+        let write = if exists {
+            author::Write::Patch
+        } else {
+            author::Write::Create
+        };
+        let role = referenced_role(index, object, desired);
         let needed = author::needs(
             write,
             &key.group,
             &ar.plural,
             key.namespace.as_deref(),
             &key.name,
-            &desired,
+            desired,
             role.as_ref(),
         );
-        let newest = state
-            .newest()
-            .expect("a revertable release has a newest revision");
+        let Some(newest) = state.newest() else {
+            return Ok(Some(Outcome::Skipped("release not revertable")));
+        };
         let permission = self
             .authors
             .permission(&newest.author, &object.release.namespace, &needed)
@@ -1061,129 +1233,143 @@ impl Reverter {
                 format!("cannot ask the API server what the revision's author may do: {e}")
             })?;
         if permission != author::Permission::Granted {
-            self.report_refusal(newest, &object, &permission).await;
-            return Ok(Outcome::Refused);
+            self.report_refusal(newest, object, &permission).await;
+            return Ok(Some(Outcome::Refused));
         }
-        self.clear_refusal(key);
-        let mut fixed = String::new();
-        if let Some(live) = &live_json {
-            // The write as a dry run first: what it would not change is not stored by the API
-            // server as the chart writes it (`hostNetwork: false`), and writing it would start
-            // again after every backoff.
-            let preview = self
-                .write(&api, &key.name, &writer, &desired, &changes, live, true)
-                .await?;
-            let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
-            let after = revert_plan::drift(&self.schema.load(), &object, &preview, &ignore);
-            if !revert_plan::write_would_fix(&changes, &after) {
-                tracing::debug!(object = %object.describe(), paths = %revert_plan::describe_paths(&changes), "differs from the chart only where the API server stores nothing; not reverted");
-                not_stored.insert(key.clone(), (revision, changes));
-                return Ok(Outcome::InSync);
-            }
-            // What the write puts back: the rest differs before and after it.
-            fixed = revert_plan::describe_paths(revert_plan::fixed_by_write(&changes, &after));
+        self.clear_refusal(&key);
+        Ok(None)
+    }
+
+    /// The revert as a dry run: what it would not change is not stored by the API server as
+    /// the chart writes it (`hostNetwork: false`), and writing it would start again after every
+    /// backoff. The paths the write puts back, or `None` when it would put back nothing.
+    #[allow(clippy::too_many_arguments)]
+    async fn preview(
+        &self,
+        api: &Api<DynamicObject>,
+        object: &LockedObject,
+        writer: &HelmWriter,
+        desired: &Value,
+        changes: &[Change],
+        live: &Value,
+        ignore: &[&str],
+    ) -> Result<Option<String>, Failure> {
+        let preview = self
+            .write(api, &object.name, writer, desired, changes, live, true)
+            .await?;
+        let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
+        let after = revert_plan::drift(&self.schema.load(), object, &preview, ignore);
+        if !revert_plan::write_would_fix(changes, &after) {
+            tracing::debug!(object = %object.describe(), paths = %revert_plan::describe_paths(changes), "differs from the chart only where the API server stores nothing; not reverted");
+            return Ok(None);
         }
+        // What the write puts back: the rest differs before and after it.
+        Ok(Some(revert_plan::describe_paths(
+            revert_plan::fixed_by_write(changes, &after),
+        )))
+    }
+
+    /// Why the write waits or does not happen: a backoff after recent reverts, a fight with
+    /// another writer (stopped, [`crate::core::fight`]), a lost lease. `None`: write now.
+    #[allow(clippy::too_many_arguments)]
+    async fn hold(
+        &self,
+        worker: &mut Worker,
+        job: &Job,
+        stale: Option<&Conflict>,
+        object: &LockedObject,
+        ar: &ApiResource,
+        live: Option<&Value>,
+        writer: &HelmWriter,
+        revision: u64,
+        fought: &str,
+    ) -> Option<Outcome> {
+        let key = &job.key;
         // A retry after a conflict is the same revert, already counted by the backoff.
         if !job.delayed && stale.is_none() {
-            let delay = backoff.next_delay(key, Instant::now());
+            let delay = worker.backoff.next_delay(key, Instant::now());
             if !delay.is_zero() {
                 tracing::info!(kind = %key.kind, namespace = ?key.namespace, name = %key.name, ?delay, "drifted again soon after a revert; backing off");
-                let tx = tx.clone();
-                let job = Job {
-                    delayed: true,
-                    ..job.clone()
-                };
-                scheduled.wait(key.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let _ = tx.send(job);
-                });
-                return Ok(Outcome::Skipped("backing off"));
+                worker.later(job, delay);
+                return Some(Outcome::Skipped("backing off"));
             }
         }
-        // A fight with another writer stops itself (crate::core::fight).
-        let fought = match &live_json {
-            Some(_) => revert_plan::describe_paths(&changes),
-            None => "(the whole object, created again)".to_string(),
-        };
-        let next = self.fights().next(key, revision, &fought, Instant::now());
+        let next = self.fights().next(key, revision, fought, Instant::now());
         match next {
             fight::Next::Revert => {}
             fight::Next::Stopped => {
-                return Ok(Outcome::Skipped("a fight with another writer; left to it"))
+                return Some(Outcome::Skipped("a fight with another writer; left to it"))
             }
             fight::Next::Stop(stopped) => {
-                self.report_fight(&object, &ar, live.as_ref(), &writer, &stopped)
+                let live: Option<DynamicObject> =
+                    live.and_then(|l| serde_json::from_value(l.clone()).ok());
+                self.report_fight(object, ar, live.as_ref(), writer, &stopped)
                     .await;
-                return Ok(Outcome::Skipped("a fight with another writer; stopped"));
+                return Some(Outcome::Skipped("a fight with another writer; stopped"));
             }
         }
         // The last moment to notice a lost lease.
         if !*self.leader.borrow() {
-            return Ok(Outcome::Skipped("not the leader"));
+            return Some(Outcome::Skipped("not the leader"));
         }
-        let written = match &live_json {
-            Some(live) => {
-                self.write(&api, &key.name, &writer, &desired, &changes, live, false)
-                    .await?
-            }
-            // Created again: by server-side apply when Helm applies, else by a create.
-            None => match &writer {
-                HelmWriter::Apply(manager) => api
-                    .patch(
-                        &key.name,
-                        &PatchParams::apply(manager).force(),
-                        &Patch::Apply(&desired),
-                    )
+        None
+    }
+
+    /// Writes the object's `managedFields` with the fields another manager co-owned handed back
+    /// to Helm ([`revert_plan::ownership_return`]), if the object is still the one read.
+    async fn return_ownership(
+        &self,
+        api: &Api<DynamicObject>,
+        object: &LockedObject,
+        back: &revert_plan::OwnershipReturn,
+        live: Option<&Value>,
+        writer: &HelmWriter,
+        revision: u64,
+    ) -> Result<DynamicObject, Failure> {
+        let rv = live
+            .and_then(|l| l.pointer("/metadata/resourceVersion"))
+            .and_then(Value::as_str);
+        let written = api
+            .patch(
+                &object.name,
+                &PatchParams::default(),
+                &Patch::<()>::Json(back.patch(rv)),
+            )
+            .await
+            .map_err(|e| Failure::of(e, rv))?;
+        tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), taken = %back.describe(), "fields another manager co-owned handed back to Helm");
+        Ok(written)
+    }
+
+    /// Creates a deleted object again: by server-side apply when Helm applies, else by a create.
+    async fn recreate(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        writer: &HelmWriter,
+        desired: Value,
+    ) -> Result<DynamicObject, Failure> {
+        Ok(match writer {
+            HelmWriter::Apply(manager) => api
+                .patch(
+                    name,
+                    &PatchParams::apply(manager).force(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .map_err(|e| e.to_string())?,
+            HelmWriter::Update(manager) => {
+                let body: DynamicObject =
+                    serde_json::from_value(desired).map_err(|e| e.to_string())?;
+                let params = PostParams {
+                    field_manager: Some(manager.clone()),
+                    ..PostParams::default()
+                };
+                api.create(&params, &body)
                     .await
-                    .map_err(|e| e.to_string())?,
-                HelmWriter::Update(manager) => {
-                    let body: DynamicObject =
-                        serde_json::from_value(desired).map_err(|e| e.to_string())?;
-                    let params = PostParams {
-                        field_manager: Some(manager.clone()),
-                        ..PostParams::default()
-                    };
-                    api.create(&params, &body)
-                        .await
-                        .map_err(|e| e.to_string())?
-                }
-            },
-        };
-        not_stored.remove(key);
-        self.fights()
-            .reverted(key, revision, &fought, Instant::now());
-        let (reason, note, outcome) = if live_json.is_some() {
-            let paths = fixed;
-            tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %paths, manager = writer.manager(), "drift reverted");
-            (
-                "Reverted",
-                format!("helm-locker put back {paths} to the values of release {} revision {revision}, as field manager {}", object.release, writer.manager()),
-                Outcome::Reverted,
-            )
-        } else {
-            tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), "deleted object recreated");
-            (
-                "Reverted",
-                format!(
-                    "helm-locker recreated this object from release {} revision {revision}",
-                    object.release
-                ),
-                Outcome::Recreated,
-            )
-        };
-        let reference = written.object_ref(&ar);
-        let event = Event {
-            type_: EventType::Normal,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Revert".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record the Reverted event");
-        }
-        Ok(outcome)
+                    .map_err(|e| e.to_string())?
+            }
+        })
     }
 
     /// Publishes an Event with the recorder, except about a cluster-scoped object: the recorder

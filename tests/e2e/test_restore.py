@@ -1,11 +1,12 @@
 """Restores: a locked object that went missing, created again by someone other than Helm, on a
 real control plane.
 
-- On a release Helm 4 applies server-side, `kubectl create` of the chart's own content is
-  denied. The API server makes the creator (`kubectl-create`) own every field it sets, and the
+- On a release Helm 4 applies server-side, with no reverter, `kubectl create` of the chart's own
+  content is denied. The API server makes the creator (`kubectl-create`) own every field it sets, and the
   next `helm upgrade` that changes one fails with a conflict: shown here by an exempt user, whose
   create goes through and whose restore breaks that upgrade. A server-side apply under Helm's
-  own field manager is allowed, and the next upgrade succeeds.
+  own field manager is allowed, and the next upgrade succeeds. With the reverter running, the
+  restore is allowed: the reverter hands the restorer's share of Helm's fields back to Helm.
 - On a client-side (Helm 3 style) release there is no conflict to fear: a restore is compared
   with the chart, also through another version of the kind (an RBAC v1beta1 Role restored as
   v1, an Ingress through `extensions`), and an Endpoints object in the order it was stored
@@ -115,6 +116,63 @@ class Restore(unittest.TestCase):
         with self.assertRaises(Exception) as failed:
             release.upgrade(CHART, "rs", {"greeting": "hola"})
         self.assertIn('conflict with "kubectl-create"', str(failed.exception))
+
+    def test_a_restore_of_what_helm_wrote_is_allowed_when_the_reverter_hands_it_back(self):
+        """With the reverter running, `kubectl apply` of the object as Helm wrote it is allowed:
+        the reverter hands the fields the restorer co-owns back to Helm's field manager (the
+        API server keeps managedFields as a patch writes them), so Helm's next upgrade that
+        changes them succeeds."""
+        reverting = Locker(self.plane, "restore-revert", "--lease-name", "restore-revert",
+                           "--exempt-user", "ops", "--recreate=false").wait_ready()
+        unregister_webhook(self.plane, "restore")
+        register_webhook(self.plane, reverting, "restore-revert")
+        try:
+            release = self.plane.helm("rr")
+            release.install(CHART, "rr", {"greeting": "hello"}, create_namespace=True)
+            self.assertTrue(eventually(lambda: self.k("-n", "rr", "scale", "--dry-run=server", "deploy", "rr-web",
+                                                      "--replicas=7").returncode != 0, 15, 0.2), "never locked")
+            live = json.loads(self.ok(self.k("-n", "rr", "get", "configmap", "rr-config", "-o", "json",
+                                             "--show-managed-fields")).stdout)
+            helm_manager = next(e["manager"] for e in live["metadata"]["managedFields"] if e["operation"] == "Apply")
+            backup = restorable(live)
+            self.ok(self.k("--as=ops", "-n", "rr", "delete", "configmap", "rr-config"))
+
+            # Another value than the chart's: still denied.
+            other = copy.deepcopy(backup)
+            other["data"]["greeting"] = "hola"
+            out = self.k("apply", "-f", "-", input=json.dumps(other))
+            self.assertNotEqual(out.returncode, 0, "a restore with another value was allowed")
+            self.assertIn("/data/greeting", out.stderr)
+
+            # The chart's own content, Helm's annotations and labels kept: allowed.
+            self.ok(self.k("apply", "-f", "-", input=json.dumps(backup)))
+
+            def owners_of_greeting():
+                obj = json.loads(self.k("-n", "rr", "get", "configmap", "rr-config", "-o", "json",
+                                        "--show-managed-fields").stdout or "{}")
+                return sorted(e["manager"] for e in obj.get("metadata", {}).get("managedFields", [])
+                              if "f:greeting" in e.get("fieldsV1", {}).get("f:data", {}))
+
+            self.assertTrue(eventually(lambda: owners_of_greeting() == [helm_manager], 30, 0.5),
+                            f"the restorer still co-owns /data/greeting: {owners_of_greeting()} "
+                            + self.k("-n", "rr", "get", "configmap", "rr-config", "-o", "json",
+                                     "--show-managed-fields").stdout
+                            + "".join(l for l in reverting.log_text().splitlines(True) if "rr-config" in l))
+            # What was only the restorer's stays its own.
+            restored = self.plane.get_json("configmap", "-n", "rr", "rr-config", "--show-managed-fields")
+            client_side = [e for e in restored["metadata"]["managedFields"]
+                           if e["manager"] == "kubectl-client-side-apply"]
+            self.assertTrue(client_side and "f:kubectl.kubernetes.io/last-applied-configuration"
+                            in client_side[0]["fieldsV1"]["f:metadata"]["f:annotations"], restored)
+            self.assertIn("handed back", self.k("-n", "rr", "get", "events", "-o", "json").stdout)
+
+            release.upgrade(CHART, "rr", {"greeting": "bonjour"})
+            self.assertEqual(self.k("-n", "rr", "get", "configmap", "rr-config", "-o",
+                                    "jsonpath={.data.greeting}").stdout, "bonjour")
+        finally:
+            unregister_webhook(self.plane, "restore-revert")
+            reverting.stop()
+            register_webhook(self.plane, self.locker, "restore")
 
     def test_a_client_side_release_is_restored_by_content_across_versions_and_orders(self):
         self.ok(self.k("create", "namespace", "legacy"))

@@ -669,6 +669,20 @@ fn a_create_by_another_field_manager_of_a_server_side_release_is_denied() {
         l.message
     );
     assert!(l.message.contains("/spec/replicas"), "{}", l.message);
+    // With the reverter running, the restore is allowed: the reverter hands the restorer's
+    // share of Helm's fields back to Helm (revert_plan::ownership_return). A value other
+    // than the chart's stays denied.
+    let reverting = Config {
+        ownership_returned: true,
+        ..Config::default()
+    };
+    let d = decide_json(&ssa, &reverting, &created("kubectl-create", "Update", true));
+    assert!(d.is_allowed(), "{d:?}");
+    let mut other =
+        serde_json::from_str::<Value>(&created("kubectl-create", "Update", true)).unwrap();
+    other["request"]["object"]["spec"]["replicas"] = json!(5);
+    let d = decide_json(&ssa, &reverting, &other.to_string());
+    assert!(matches!(d, Decision::Deny(_)), "{d:?}");
     // Helm's own apply (an Apply entry owning the release annotation) is not a co-owner.
     let d = decide_json(&ssa, &Config::default(), &created("helm", "Apply", true));
     assert!(d.is_allowed(), "{d:?}");
