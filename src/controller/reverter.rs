@@ -1179,7 +1179,12 @@ impl Reverter {
         let schema = self.schema.load();
         let changes = revert_plan::drift(&schema, object, live, ignore);
         if changes.is_empty() {
+            // Helm's field manager is read from its entry, or was seen as the object went; it
+            // is not guessed (the Helm SDK applies under the program's name).
+            let known = crate::core::fields_v1::helm_fields(live, None).is_some()
+                || matches!(worker.last_writer.get(&key), Some(HelmWriter::Apply(_)));
             return match writer {
+                HelmWriter::Apply(_) if !known => Err(Outcome::InSync),
                 HelmWriter::Apply(helm) => {
                     revert_plan::ownership_return(&schema, object, live, helm, ignore)
                         .map(Plan::ReturnOwnership)
