@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::fields_v1::describe_field_path;
 use crate::index::{Index, LockedObject, ReleaseKey};
 use crate::ownership::{
-    cross_version_changes, duplicate_keys, helm_metadata_changes, locked_changes,
+    cross_version_changes, duplicate_keys, helm_metadata_changes, in_one_order, locked_changes,
     locked_changes_at, repair_patch, stored_form, Change,
 };
 use crate::policy::{Config, Mode};
@@ -479,6 +479,11 @@ struct Lock<'a> {
     /// The release is applied with server-side apply (Helm 4, `apply_method: ssa`): its next
     /// upgrade conflicts with any other field manager of the chart's fields.
     server_side: bool,
+    /// The kind's unordered sets are compared in one order
+    /// ([`crate::ownership::in_one_order`]): always on a client-side release, whose next upgrade
+    /// replaces them; on a server-side one while the reverter hands a writer's share of Helm's
+    /// fields back (another order taken by another manager would conflict with Helm's apply).
+    one_order: bool,
 }
 
 /// What a write is compared with: the chart's object as stored, its schema type, the ignored
@@ -573,6 +578,8 @@ impl<'a> Lock<'a> {
             door,
             proof,
             server_side: newest.apply_method.as_deref() == Some("ssa"),
+            one_order: crate::ownership::has_unordered_sets(&object.group, &object.kind)
+                && (newest.apply_method.as_deref() != Some("ssa") || config.ownership_returned),
         })
     }
 
@@ -654,6 +661,17 @@ impl<'a> Lock<'a> {
     ) -> Result<Vec<Change>, Box<Decision>> {
         let (object, request, door) = (self.object, self.request, self.door);
         let chart = stored_form(&compared.content, &object.group, &object.kind);
+        let (chart, new, old) = if self.one_order {
+            let (group, kind) = (&*object.group, &*object.kind);
+            (
+                crate::ownership::chart_in_one_order(group, kind, chart),
+                in_one_order(group, kind, new),
+                old.map(|old| in_one_order(group, kind, old)),
+            )
+        } else {
+            (chart, Cow::Borrowed(new), old.map(Cow::Borrowed))
+        };
+        let (new, old) = (new.as_ref(), old.as_deref());
         let (root, ignore, helm) = (compared.root, &compared.ignore[..], self.helm());
         // The same object through another version, or another group serving it (`extensions`).
         let other_version = !door.scale

@@ -100,15 +100,31 @@ pub fn helm_writer_seen(
     }
 }
 
+/// The chart's object as stored and the live object, each with its unordered sets in one order
+/// ([`crate::ownership::in_one_order`]): the reverter hands a writer's share of Helm's fields
+/// back ([`ownership_return`]), so another order is never drift.
+fn in_one_order<'a>(
+    object: &LockedObject,
+    content: &'a Tree,
+    live: &'a Value,
+) -> (std::borrow::Cow<'a, Tree>, std::borrow::Cow<'a, Value>) {
+    let (group, kind) = (&*object.group, &*object.kind);
+    let chart = stored_form(content, group, kind);
+    (
+        crate::ownership::chart_in_one_order(group, kind, chart),
+        crate::ownership::in_one_order(group, kind, live),
+    )
+}
+
 /// Locked fields of `live` that differ from the chart, ignoring `ignore` pointers.
 pub fn drift(schema: &Schema, object: &LockedObject, live: &Value, ignore: &[&str]) -> Vec<Change> {
     let release = &object.release;
     let content = object.content();
-    let chart = stored_form(&content, &object.group, &object.kind);
+    let (chart, live) = in_one_order(object, &content, live);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    let mut drift = drifted_fields(schema, root, &chart, live, ignore);
+    let mut drift = drifted_fields(schema, root, &chart, &live, ignore);
     let helm = (release.name.as_str(), release.namespace.as_str());
-    drift.extend(helm_metadata_drift(&chart, helm, live, ignore));
+    drift.extend(helm_metadata_drift(&chart, helm, &live, ignore));
     drift
 }
 
@@ -122,12 +138,12 @@ pub fn locked_values(
 ) -> Vec<crate::ownership::OwnedValue> {
     let release = &object.release;
     let content = object.content();
-    let chart = stored_form(&content, &object.group, &object.kind);
+    let (chart, live) = in_one_order(object, &content, live);
     let root = schema.root_or_deduced(&object.api_version(), &object.kind);
-    let mut values = crate::ownership::owned_values(schema, root, &chart, live, ignore);
+    let mut values = crate::ownership::owned_values(schema, root, &chart, &live, ignore);
     let helm = (release.name.as_str(), release.namespace.as_str());
     values.extend(crate::ownership::helm_metadata_values(
-        &chart, helm, live, ignore,
+        &chart, helm, &live, ignore,
     ));
     values
 }

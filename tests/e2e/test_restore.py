@@ -9,11 +9,13 @@ real control plane.
   restore is allowed: the reverter hands the restorer's share of Helm's fields back to Helm.
 - On a client-side (Helm 3 style) release there is no conflict to fear: a restore is compared
   with the chart, also through another version of the kind (an RBAC v1beta1 Role restored as
-  v1, an Ingress through `extensions`), and an Endpoints object in the order it was stored
-  (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
+  v1, an Ingress through `extensions`), and an Endpoints object by its sets of addresses and
+  ports in any order (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
 """
 
+import contextlib
 import copy
+import os
 import json
 import unittest
 
@@ -117,16 +119,27 @@ class Restore(unittest.TestCase):
             release.upgrade(CHART, "rs", {"greeting": "hola"})
         self.assertIn('conflict with "kubectl-create"', str(failed.exception))
 
+    @contextlib.contextmanager
+    def reverting(self):
+        """A locker with the reverter (recreation off: a deleted object stays missing) in place
+        of the class's."""
+        locker = Locker(self.plane, "restore-revert", "--lease-name", "restore-revert",
+                        "--exempt-user", "ops", "--recreate=false").wait_ready()
+        unregister_webhook(self.plane, "restore")
+        register_webhook(self.plane, locker, "restore-revert")
+        try:
+            yield locker
+        finally:
+            unregister_webhook(self.plane, "restore-revert")
+            locker.stop()
+            register_webhook(self.plane, self.locker, "restore")
+
     def test_a_restore_of_what_helm_wrote_is_allowed_when_the_reverter_hands_it_back(self):
         """With the reverter running, `kubectl apply` of the object as Helm wrote it is allowed:
         the reverter hands the fields the restorer co-owns back to Helm's field manager (the
         API server keeps managedFields as a patch writes them), so Helm's next upgrade that
         changes them succeeds."""
-        reverting = Locker(self.plane, "restore-revert", "--lease-name", "restore-revert",
-                           "--exempt-user", "ops", "--recreate=false").wait_ready()
-        unregister_webhook(self.plane, "restore")
-        register_webhook(self.plane, reverting, "restore-revert")
-        try:
+        with self.reverting() as reverting:
             release = self.plane.helm("rr")
             release.install(CHART, "rr", {"greeting": "hello"}, create_namespace=True)
             self.assertTrue(eventually(lambda: self.k("-n", "rr", "scale", "--dry-run=server", "deploy", "rr-web",
@@ -169,10 +182,44 @@ class Restore(unittest.TestCase):
             release.upgrade(CHART, "rr", {"greeting": "bonjour"})
             self.assertEqual(self.k("-n", "rr", "get", "configmap", "rr-config", "-o",
                                     "jsonpath={.data.greeting}").stdout, "bonjour")
-        finally:
-            unregister_webhook(self.plane, "restore-revert")
-            reverting.stop()
-            register_webhook(self.plane, self.locker, "restore")
+
+    def test_a_server_side_releases_endpoints_in_another_order_are_handed_back_to_helm(self):
+        """Endpoints hold sets that kube-apiserver stores in the order sent. On a release Helm
+        applies server-side, a write of the chart's addresses in another order is allowed while
+        the reverter runs: the writer's manager takes `subsets` (an atomic list) from Helm, the
+        reverter hands it back, and Helm's next upgrade that changes the addresses succeeds."""
+        chart = os.path.join(os.path.dirname(CHART), "external")
+        with self.reverting():
+            release = self.plane.helm("ext")
+            release.install(chart, "ext", {}, create_namespace=True)
+            stored = self.plane.get_json("endpoints", "-n", "ext", "ext-backend", "--show-managed-fields")
+            helm_manager = next(e["manager"] for e in stored["metadata"]["managedFields"]
+                                if e["operation"] == "Apply")
+            self.assertEqual([a["ip"] for a in stored["subsets"][0]["addresses"]], ["10.0.0.9", "10.0.0.1"],
+                             "the API server reordered the chart's addresses")
+            self.assertTrue(eventually(lambda: self.k("-n", "ext", "label", "--dry-run=server", "--overwrite",
+                                                      "endpoints", "ext-backend", "app.kubernetes.io/name=me"
+                                                      ).returncode != 0, 15, 0.2), "never locked")
+            swapped = restorable(stored)
+            swapped["subsets"][0]["addresses"].reverse()
+            swapped["subsets"][0]["ports"].reverse()
+            more = copy.deepcopy(swapped)
+            more["subsets"][0]["addresses"].append({"ip": "10.0.0.7"})
+            out = self.k("replace", "-f", "-", input=json.dumps(more))
+            self.assertNotEqual(out.returncode, 0, "another address was allowed")
+            self.assertIn("/subsets", out.stderr)
+            self.ok(self.k("replace", "-f", "-", input=json.dumps(swapped)))
+
+            def subsets_owners():
+                obj = self.plane.get_json("endpoints", "-n", "ext", "ext-backend", "--show-managed-fields") or {}
+                return sorted(e["manager"] for e in obj.get("metadata", {}).get("managedFields", [])
+                              if "f:subsets" in e.get("fieldsV1", {}))
+
+            self.assertTrue(eventually(lambda: subsets_owners() == [helm_manager], 30, 0.5),
+                            f"subsets owned by {subsets_owners()}")
+            release.upgrade(chart, "ext", {"addresses": ["10.0.0.2", "10.0.0.9"]})
+            now = self.plane.get_json("endpoints", "-n", "ext", "ext-backend")
+            self.assertEqual([a["ip"] for a in now["subsets"][0]["addresses"]], ["10.0.0.2", "10.0.0.9"])
 
     def test_a_client_side_release_is_restored_by_content_across_versions_and_orders(self):
         self.ok(self.k("create", "namespace", "legacy"))
@@ -207,15 +254,21 @@ class Restore(unittest.TestCase):
         self.assertIn("/rules", out.stderr)
         self.ok(self.create(as_v1))
 
-        # Endpoints in the stored order: allowed; the addresses in another order: denied
-        # (`subsets` is an atomic list, Helm's next apply would conflict over it).
+        # Endpoints hold sets: another address is denied; the same addresses and ports in
+        # another order are allowed, and stored in that order (Helm 3's next upgrade replaces
+        # them, it never conflicts).
         gone("endpoints", "external")
+        more = restorable(stored)
+        more["subsets"][0]["addresses"].append({"ip": "10.0.0.7"})
+        out = self.create(more)
+        self.assertNotEqual(out.returncode, 0, "Endpoints with another address were restored")
+        self.assertIn("/subsets", out.stderr)
         swapped = restorable(stored)
         swapped["subsets"][0]["addresses"].reverse()
-        out = self.create(swapped)
-        self.assertNotEqual(out.returncode, 0, "reordered Endpoints were restored")
-        self.assertIn("/subsets", out.stderr)
-        self.ok(self.create(restorable(stored)))
+        swapped["subsets"][0]["ports"].reverse()
+        self.ok(self.create(swapped))
+        restored = self.plane.get_json("endpoints", "-n", "legacy", "external")
+        self.assertEqual([a["ip"] for a in restored["subsets"][0]["addresses"]], ["10.0.0.1", "10.0.0.9"])
 
         # The Ingress through `extensions/v1beta1` (same paths): allowed; another class: denied.
         gone("ingress", "web")

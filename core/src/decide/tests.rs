@@ -1949,3 +1949,84 @@ fn the_replicas_of_an_object_its_releases_autoscaler_targets_are_the_autoscalers
     assert_eq!(drift.len(), 1, "{drift:?}");
     assert_eq!(drift[0].path, "/spec/replicas");
 }
+
+/// Endpoints hold sets (`subsets`, their addresses and ports) that the API server stores in
+/// the order sent: a write of the same sets in another order is no change; an address added
+/// or removed is. On a server-side release only while the reverter hands a writer's share of
+/// Helm's fields back: another order taken by another manager would conflict with Helm's apply.
+#[test]
+fn endpoints_sets_are_compared_in_one_order() {
+    const EP: &str = "apiVersion: v1\nkind: Endpoints\nmetadata: {name: external}\nsubsets:\n- addresses: [{ip: 10.0.0.9}, {ip: 10.0.0.1}]\n  ports: [{name: b, port: 90, protocol: TCP}, {name: a, port: 80, protocol: TCP}]\n";
+    let endpoints = |ips: &[&str], ports: &[(&str, i64)]| {
+        json!({"apiVersion": "v1", "kind": "Endpoints",
+               "metadata": {"name": "external", "namespace": "shop",
+                            "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"},
+                            "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+               "subsets": [{"addresses": ips.iter().map(|ip| json!({"ip": ip})).collect::<Vec<_>>(),
+                            "ports": ports.iter().map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP"})).collect::<Vec<_>>()}]})
+    };
+    let write = |op: &str, object: Value, old: Value| {
+        review(
+            op,
+            json!({"group": "", "version": "v1", "kind": "Endpoints"}),
+            json!({"group": "", "version": "v1", "resource": "endpoints"}),
+            None,
+            "external",
+            Some("shop"),
+            "alice",
+            object,
+            old,
+        )
+    };
+    let stored = endpoints(&["10.0.0.9", "10.0.0.1"], &[("b", 90), ("a", 80)]);
+    let reordered = endpoints(&["10.0.0.1", "10.0.0.9"], &[("a", 80), ("b", 90)]);
+    let added = endpoints(
+        &["10.0.0.1", "10.0.0.9", "10.0.0.7"],
+        &[("a", 80), ("b", 90)],
+    );
+    let removed = endpoints(&["10.0.0.1"], &[("a", 80), ("b", 90)]);
+    let client_side = Index::from_secrets([crate::test_util::release_secret(
+        "shop",
+        "shop",
+        1,
+        Status::Deployed,
+        EP,
+    )]);
+    let config = Config::default();
+    for (op, old) in [("CREATE", Value::Null), ("UPDATE", stored.clone())] {
+        let d = decide_json(
+            &client_side,
+            &config,
+            &write(op, reordered.clone(), old.clone()),
+        );
+        assert!(d.is_allowed(), "{op} in another order: {d:?}");
+        for other in [&added, &removed] {
+            let d = decide_json(
+                &client_side,
+                &config,
+                &write(op, other.clone(), old.clone()),
+            );
+            let Decision::Deny(l) = d else {
+                panic!("{op} of other addresses was allowed: {d:?}")
+            };
+            assert!(
+                l.changes.iter().any(|c| c.path.starts_with("/subsets")),
+                "{l:?}"
+            );
+        }
+    }
+    let mut secret = crate::test_util::release_secret("shop", "shop", 1, Status::Deployed, EP);
+    secret.release.apply_method = Some("ssa".into());
+    let server_side = Index::from_secrets([secret]);
+    let update = write("UPDATE", reordered.clone(), stored.clone());
+    let d = decide_json(&server_side, &config, &update);
+    assert!(matches!(d, Decision::Deny(_)), "no reverter: {d:?}");
+    let reverting = Config {
+        ownership_returned: true,
+        ..Config::default()
+    };
+    let d = decide_json(&server_side, &reverting, &update);
+    assert!(d.is_allowed(), "{d:?}");
+    let d = decide_json(&server_side, &reverting, &write("UPDATE", added, stored));
+    assert!(matches!(d, Decision::Deny(_)), "{d:?}");
+}
