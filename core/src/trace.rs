@@ -17,6 +17,9 @@
 //!   in the template, and itself, always renders (no `if`, `with`, `range`, `toYaml` or
 //!   `include` in the list before it); otherwise by its literal `name:` when the rendered
 //!   object is known, or not at all;
+//! - an item whose position is not certain still names the key when every item its list can
+//!   hold writes the field from the same keys, none read through a `range` item (`host:
+//!   {{ $.Values.host }}` in each rule a `range` writes): which item it is does not matter;
 //! - items a `toYaml` block writes into a list are counted from the block's certain start;
 //! - a value read through a `range` item (`{{ .value }}` in `range .Values.env`) names no key;
 //! - when the release's values are known (the chart's defaults and the release's config, see
@@ -623,6 +626,48 @@ impl Doc<'_> {
                 && item.parent.is_some_and(|p| self.nodes[p].producers == 1))
     }
 
+    /// [`Self::matches`] with any item of a list for each wanted item that may be at its index.
+    fn matches_any_item(&self, line: &Line<'_>, want: &[Want]) -> bool {
+        line.path.len() == want.len()
+            && line
+                .path
+                .iter()
+                .zip(&line.nodes)
+                .zip(want)
+                .all(|((have, node), want)| match want {
+                    Want::Key(key) => have == key || have == "{{",
+                    // An item at a certain other position is not it.
+                    Want::Item { index, .. } => {
+                        have == "*"
+                            && match (index, self.nodes[*node].pos) {
+                                (Some(index), Some(pos)) => *index == pos,
+                                _ => true,
+                            }
+                    }
+                })
+    }
+
+    /// Whether `lines` (each matching a want with items) write every item their lists can
+    /// hold: each list they are in has no producer (item, splice) but their items.
+    fn cover_their_lists(&self, lines: &[&Line<'_>], want: &[Want]) -> bool {
+        want.iter().enumerate().all(|(k, w)| {
+            if !matches!(w, Want::Item { .. }) {
+                return true;
+            }
+            let mut items: Vec<usize> = lines.iter().map(|l| l.nodes[k]).collect();
+            items.sort_unstable();
+            items.dedup();
+            let parents: Vec<Option<usize>> = items.iter().map(|&i| self.nodes[i].parent).collect();
+            match parents.first() {
+                Some(Some(parent)) => {
+                    parents.iter().all(|p| *p == Some(*parent))
+                        && self.nodes[*parent].producers == items.len()
+                }
+                _ => false,
+            }
+        })
+    }
+
     fn is_last(&self, splice: &Splice) -> bool {
         splice.seq + 1 == self.nodes[splice.parent].producers
     }
@@ -682,6 +727,31 @@ fn find(
             exact: all_exact && exact_keys.len() == 1 && as_is(value),
             keys: exact_keys,
         });
+    }
+    // An item whose position is not certain (a list written by `range`, or after an `if`):
+    // when every item its list can hold writes the field from the same keys, none read through
+    // a `range` item (`{{ $.Values.host }}` inside `range .Values.paths`), which item it is does
+    // not matter.
+    if want.iter().any(|w| matches!(w, Want::Item { .. })) {
+        let any: Vec<&Line<'_>> = lines
+            .iter()
+            .filter(|l| doc.matches_any_item(l, want))
+            .collect();
+        if !any.is_empty() && doc.cover_their_lists(&any, want) {
+            let keys: Vec<Vec<(String, bool)>> = any
+                .iter()
+                .map(|l| refs(l.value, &l.scopes, &ctx.defines, depth, field))
+                .collect();
+            let same = keys.iter().all(|k| *k == keys[0]);
+            if same && !keys[0].is_empty() && keys[0].iter().all(|(_, exact)| *exact) {
+                let one = any.len() == 1;
+                return Some(Found {
+                    line: one.then(|| any[0].number),
+                    exact: one && keys[0].len() == 1 && as_is(any[0].value),
+                    keys: keys[0].iter().map(|(k, _)| k.clone()).collect(),
+                });
+            }
+        }
     }
     // A key above the field whose content is spliced in (`toYaml`, `include`), deepest first.
     for len in (0..want.len()).rev() {
@@ -1162,10 +1232,16 @@ fn yaml_lines<'a>(text: &'a str, outer: &[Scope]) -> Doc<'a> {
                 .iter()
                 .any(|a| a.starts_with("define") || a.starts_with("if"));
             if splices {
-                // Its YAML lands at `nindent N`: under the last key shallower than N.
+                // Its YAML lands at `nindent N`: under the last key shallower than N, or in the
+                // list whose items sit at N beside their key (`rules:` then `- host:` below it).
                 let at = nindent(trimmed).unwrap_or(raw.len() - trimmed.len());
-                let under: Vec<&(usize, String, usize)> =
-                    open.iter().filter(|(indent, _, _)| *indent < at).collect();
+                let compact = open.iter().any(|(i, k, _)| *i == at && k == "*");
+                let under: Vec<&(usize, String, usize)> = open
+                    .iter()
+                    .filter(|(indent, key, _)| {
+                        *indent < at || (compact && *indent == at && key != "*")
+                    })
+                    .collect();
                 let mut path: Vec<String> = under.iter().map(|(_, k, _)| k.clone()).collect();
                 let mut ids: Vec<usize> = under.iter().map(|(_, _, n)| *n).collect();
                 let splice = under.last().map(|(_, _, parent)| {
@@ -2113,5 +2189,66 @@ spec:
             &serde_json::json!("/var/lib/grafana"),
         );
         assert!(t.keys.is_empty(), "{t:?}");
+    }
+
+    /// An Ingress host read from `$.Values.host` in every rule a `range` writes: whichever rule
+    /// it is, the key is `host`. Where the rules' items do not all write it from the same key
+    /// (a literal rule, a `toYaml` splice, a `range` item's own field), no key is named.
+    #[test]
+    fn a_root_value_written_in_every_item_of_a_list_names_its_key_at_any_position() {
+        const HEAD: &str =
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n";
+        let named = |body: &str, path: &str| {
+            let templates = chart(&[("templates/ingress.yaml", &format!("{HEAD}{body}"))]);
+            trace(&templates, "c/templates/ingress.yaml", "Ingress", path).keys
+        };
+        let ranged = "  rules:\n  {{- range .Values.paths }}\n  - host: {{ $.Values.host | quote }}\n    http:\n      paths:\n      - path: {{ . }}\n  {{- end }}\n";
+        let withed = "  rules:\n  {{- with .Values.host }}\n  - host: {{ . }}\n  {{- end }}\n";
+        let under_with = "  {{- with .Values.ingress }}\n  rules:\n  - host: {{ $.Values.host }}\n    http:\n      paths:\n      - path: {{ .path }}\n  {{- end }}\n";
+        for path in ["/spec/rules/0/host", "/spec/rules/3/host"] {
+            assert_eq!(named(ranged, path), ["host"], "{path}");
+            assert_eq!(named(withed, path), ["host"], "{path}");
+        }
+        assert_eq!(named(under_with, "/spec/rules/0/host"), ["host"]);
+        assert!(
+            named(under_with, "/spec/rules/1/host").is_empty(),
+            "no second rule is written"
+        );
+        let none: [&str; 4] = [
+            // A literal rule besides the ranged ones.
+            "  rules:\n  - host: static.example.com\n  {{- range .Values.paths }}\n  - host: {{ $.Values.host }}\n  {{- end }}\n",
+            // Rules spliced in from values.
+            "  rules:\n    {{- range .Values.paths }}\n    - host: {{ $.Values.host }}\n    {{- end }}\n    {{- with .Values.extraRules }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n",
+            "  rules:\n  {{- range .Values.paths }}\n  - host: {{ $.Values.host }}\n  {{- end }}\n  {{- toYaml .Values.extraRules | nindent 2 }}\n",
+            // Each rule's own host: `hosts[i].host`, with i not certain.
+            "  rules:\n  {{- range .Values.hosts }}\n  - host: {{ .host }}\n  {{- end }}\n",
+        ];
+        for body in none {
+            assert!(named(body, "/spec/rules/1/host").is_empty(), "{body}");
+        }
+        // With the release's values: named only when the value matches the rendered host.
+        let mut templates = chart(&[("templates/ingress.yaml", &format!("{HEAD}{ranged}"))]);
+        templates.insert(
+            CHART_VALUES.into(),
+            r#"{"host": "shop.example.com", "paths": ["/a", "/b"]}"#.into(),
+        );
+        let rendered = serde_json::json!({"spec": {"rules": [
+            {"host": "shop.example.com", "http": {"paths": [{"path": "/a"}]}},
+            {"host": "shop.example.com", "http": {"paths": [{"path": "/b"}]}}]}});
+        let change = |chart: &str| {
+            trace_change(
+                &templates,
+                "c/templates/ingress.yaml",
+                "Ingress",
+                "/spec/rules/1/host",
+                Some(&rendered),
+                &serde_json::json!(chart),
+            )
+        };
+        let t = change("shop.example.com");
+        assert_eq!(
+            (t.keys.as_slice(), t.exact),
+            (&["host".to_string()][..], true)
+        );
     }
 }
