@@ -84,9 +84,11 @@ enum Command {
         /// differs between versions (a Service's selector is atomic on 1.28 and later).
         #[arg(long, value_parser = kube_version, default_value = KubeVersion::NEWEST.as_str())]
         kube_version: KubeVersion,
-        /// CustomResourceDefinitions (YAML or JSON, several documents or a List; repeatable):
-        /// which kind a resource's `scale` writes and through which `specReplicasPath`, as the
-        /// server learns it from the API server. CRDs in the releases' manifests are read too.
+        /// CustomResourceDefinitions (files or folders of YAML or JSON, several documents or a
+        /// List; repeatable): their schemas' list types and map keys (a Gateway's `listeners`
+        /// keyed by `name`), which kind a resource's `scale` writes and through which
+        /// `specReplicasPath`, as the server learns them from the API server. CRDs the releases
+        /// render, and those in their charts' `crds/` folders, are read too.
         #[arg(long = "crd")]
         crds: Vec<PathBuf>,
     },
@@ -446,25 +448,50 @@ fn load_index(paths: &[PathBuf]) -> Result<Index, String> {
 }
 
 /// CustomResourceDefinitions from YAML or JSON files: documents, Lists, anything else skipped.
+/// The CustomResourceDefinitions in files and folders (`.yaml`, `.yml`, `.json`, every level).
 fn read_crds(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, String> {
     let mut out = Vec::new();
-    for path in paths {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
-            .map_err(|e| format!("{}: not YAML or JSON: {e}", path.display()))?;
-        let mut pending = documents;
-        while let Some(document) = pending.pop() {
-            match document.get("kind").and_then(|k| k.as_str()) {
-                Some("List") => pending.extend(
-                    document
-                        .get("items")
-                        .and_then(|i| i.as_array())
-                        .cloned()
-                        .unwrap_or_default(),
-                ),
-                Some("CustomResourceDefinition") => out.push(document),
-                _ => {}
+    let mut pending: Vec<PathBuf> = paths.to_vec();
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            let entries =
+                std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for entry in entries {
+                let entry = entry
+                    .map_err(|e| format!("{}: {e}", path.display()))?
+                    .path();
+                let named = entry
+                    .extension()
+                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+                if entry.is_dir() || named {
+                    pending.push(entry);
+                }
             }
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.extend(crds_in(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    Ok(out)
+}
+
+/// The CustomResourceDefinitions of a YAML or JSON text (several documents, or a List).
+fn crds_in(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    let mut pending: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| format!("not YAML or JSON: {e}"))?;
+    let mut out = Vec::new();
+    while let Some(document) = pending.pop() {
+        match document.get("kind").and_then(|k| k.as_str()) {
+            Some("List") => pending.extend(
+                document
+                    .get("items")
+                    .and_then(|i| i.as_array())
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            Some("CustomResourceDefinition") => out.push(document),
+            _ => {}
         }
     }
     Ok(out)
@@ -624,6 +651,7 @@ fn run_review(
     }
     .map_err(|e| format!("{}: {e}", review.display()))?;
     let parsed = parse_review(body.as_bytes()).map_err(|e| format!("{}: {e}", review.display()))?;
+    // The CRDs given, those the releases render, and those of their charts' `crds/` folders.
     let mut crds = read_crds(crd_files)?;
     for state in index.releases() {
         for object in state.objects.iter().flatten() {
@@ -632,6 +660,12 @@ fn run_review(
             {
                 crds.push(object.content().to_json());
             }
+        }
+    }
+    for files in inspected_charts(releases, &index).values() {
+        for text in &files.crds {
+            // A chart's file that is not YAML stops nothing: the API server would refuse it.
+            crds.extend(crds_in(text).unwrap_or_default());
         }
     }
     let schema = match openapi {
@@ -644,7 +678,7 @@ fn run_review(
             Schema::snapshot(version).map_err(|e| e.to_string())?
         }
     }
-    .with_scale_paths(crds.iter());
+    .with_crds(crds.iter());
     let mut decision = decide(&index, &schema, &config, &parsed.request)
         .map_err(|e| format!("{}: {e}", review.display()))?;
     // As the server does: the message says where the chart sets the fields.

@@ -318,3 +318,74 @@ fn review_reads_crds_for_a_custom_resources_scale() {
         "{message}"
     );
 }
+
+/// `review` reads a CRD's schema as the API server does: a listener added to a chart's Gateway
+/// is merged into a list keyed by `name`, not a change of an atomic list. The CRD comes from a
+/// `--crd` folder, or from the chart's own `crds/` folder kept in the release.
+#[test]
+fn review_reads_crd_schemas_from_a_folder_or_the_charts_crds() {
+    use base64::Engine;
+    use helm_locker_core::test_util::{release_json, release_secret_json};
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  gatewayClassName: eg\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}\n";
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gateways.gateway.networking.k8s.io}\nspec:\n  group: gateway.networking.k8s.io\n  names: {plural: gateways, kind: Gateway}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              gatewayClassName: {type: string}\n              listeners:\n                type: array\n                x-kubernetes-list-type: map\n                x-kubernetes-list-map-keys: [name]\n                items:\n                  type: object\n                  properties:\n                    name: {type: string}\n                    port: {type: integer}\n                    protocol: {type: string}\n";
+    let release = release_json(
+        "edge",
+        "edge",
+        1,
+        helm_locker::core::release::Status::Deployed,
+        manifest,
+    );
+    let plain = dir.path().join("plain.json");
+    std::fs::write(&plain, release_secret_json(&release).to_string()).unwrap();
+    let mut with_crds = release.clone();
+    with_crds["chart"]["files"] = serde_json::json!([{"name": "crds/gateways.yaml",
+        "data": base64::engine::general_purpose::STANDARD.encode(crd)}]);
+    let charted = dir.path().join("charted.json");
+    std::fs::write(&charted, release_secret_json(&with_crds).to_string()).unwrap();
+    let crds = dir.path().join("crds");
+    std::fs::create_dir_all(crds.join("gateway-api")).unwrap();
+    std::fs::write(crds.join("gateway-api").join("gateways.yaml"), crd).unwrap();
+    let gateway = |listeners: Value| {
+        serde_json::json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "edge",
+                     "annotations": {"meta.helm.sh/release-name": "edge", "meta.helm.sh/release-namespace": "edge"},
+                     "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"gatewayClassName": "eg", "listeners": listeners}})
+    };
+    let http = serde_json::json!({"name": "http", "port": 80, "protocol": "HTTP"});
+    let https = serde_json::json!({"name": "https", "port": 443, "protocol": "HTTPS"});
+    let review = helm_locker_core::test_util::review(
+        "UPDATE",
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        "gateways",
+    )
+    .uid("u")
+    .name(Some("edge"), "gw")
+    .user("alice")
+    .object(gateway(serde_json::json!([http.clone(), https])))
+    .old_object(gateway(serde_json::json!([http])));
+    let body = dir.path().join("review.json");
+    std::fs::write(&body, review.body()).unwrap();
+    let allowed = |releases: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
+            "review",
+            "--releases",
+            releases.to_str().unwrap(),
+            body.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["response"]["allowed"].clone()
+    };
+    // Without a CRD the kind is unknown and its lists atomic: the added listener is a change.
+    assert_eq!(allowed(&plain, &[]), false);
+    assert_eq!(allowed(&plain, &["--crd", crds.to_str().unwrap()]), true);
+    assert_eq!(allowed(&charted, &[]), true);
+}

@@ -38,6 +38,9 @@ pub struct ChartFiles {
     pub manifest: String,
     /// By name as Helm stores them: `templates/deployment.yaml`.
     pub templates: Templates,
+    /// The chart's `crds/` files (YAML or JSON text), which Helm installs before the templates
+    /// and keeps out of the manifest.
+    pub crds: Vec<String>,
 }
 
 /// The chart files of a Secret's `data.release` value (both base64 layers).
@@ -63,6 +66,9 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
         metadata: Option<RawChartMetadata>,
         #[serde(default)]
         templates: Vec<RawFile>,
+        /// The chart's other files, `crds/` among them.
+        #[serde(default)]
+        files: Vec<RawFile>,
         /// The chart's default values.
         values: Option<Value>,
     }
@@ -75,13 +81,22 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     let raw: Raw =
         serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
     let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
+    let text = |f: &RawFile| String::from_utf8(decode_base64(f.data.as_bytes())?).ok();
     let mut templates: Templates = chart
         .templates
-        .into_iter()
-        .filter_map(|f| {
-            let text = String::from_utf8(decode_base64(f.data.as_bytes())?).ok()?;
-            Some((f.name, text))
+        .iter()
+        .filter_map(|f| Some((f.name.clone(), text(f)?)))
+        .collect();
+    let crds = chart
+        .files
+        .iter()
+        .filter(|f| {
+            f.name.starts_with("crds/")
+                && [".yaml", ".yml", ".json"]
+                    .iter()
+                    .any(|e| f.name.ends_with(e))
         })
+        .filter_map(text)
         .collect();
     // The values, so that a values-key hint can be checked against them (trace.rs).
     for (name, values) in [(CHART_VALUES, chart.values), (RELEASE_CONFIG, raw.config)] {
@@ -93,6 +108,7 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
         chart: chart.metadata.and_then(|m| m.name).unwrap_or_default(),
         manifest: raw.manifest.unwrap_or_default(),
         templates,
+        crds,
     })
 }
 

@@ -373,6 +373,91 @@ impl Schema {
         self
     }
 
+    /// Adds custom resource definitions as the API server reads them for server-side apply:
+    /// each served version's `openAPIV3Schema` (its list types, map keys and atomic maps) with
+    /// `metadata` as an ObjectMeta, its resource name, and its `scale` path
+    /// ([`Self::with_scale_paths`]). A kind and version the schema already has (an
+    /// `/openapi/v2` publishes served CRDs) keeps its type. `apiextensions.k8s.io/v1`
+    /// (`spec.versions[].schema`) and `v1beta1` (`spec.validation`) forms are read.
+    pub fn with_crds<'a>(mut self, crds: impl IntoIterator<Item = &'a Value> + Clone) -> Schema {
+        let metadata = self.field(self.unknown_kind, "metadata");
+        let mut builder = Builder {
+            types: std::mem::take(&mut self.types),
+            named: HashMap::new(),
+        };
+        for crd in crds.clone() {
+            let spec = crd.get("spec");
+            let text = |pointer: &str| {
+                spec.and_then(|s| s.pointer(pointer))
+                    .and_then(Value::as_str)
+            };
+            let (Some(group), Some(kind)) = (text("/group"), text("/names/kind")) else {
+                continue;
+            };
+            let shared = spec.and_then(|s| s.pointer("/validation/openAPIV3Schema"));
+            let mut versions: Vec<(&str, &Value)> = spec
+                .and_then(|s| s.get("versions"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|v| v.get("served") != Some(&Value::Bool(false)))
+                .filter_map(|v| {
+                    let name = v.get("name")?.as_str()?;
+                    let schema = v.pointer("/schema/openAPIV3Schema").or(shared)?;
+                    Some((name, schema))
+                })
+                .collect();
+            if let (true, Some(version), Some(schema)) =
+                (versions.is_empty(), text("/version"), shared)
+            {
+                versions.push((version, schema));
+            }
+            for (version, schema) in versions {
+                let key: GroupKind = (group.into(), kind.into());
+                let known = self
+                    .kinds
+                    .get(&key)
+                    .is_some_and(|vs| vs.iter().any(|(v, _)| &**v == version));
+                if known {
+                    continue;
+                }
+                let root = match builder.atom(schema, false) {
+                    Atom::Struct {
+                        fields,
+                        atomic,
+                        extra,
+                    } => {
+                        let mut fields: Vec<Field> = fields
+                            .into_vec()
+                            .into_iter()
+                            .filter(|f| &*f.name != "metadata")
+                            .collect();
+                        fields.push(Field {
+                            name: "metadata".into(),
+                            ty: metadata,
+                            default: None,
+                        });
+                        fields.sort_by(|a, b| a.name.cmp(&b.name));
+                        Atom::Struct {
+                            fields: fields.into_boxed_slice(),
+                            atomic,
+                            extra,
+                        }
+                    }
+                    _ => continue,
+                };
+                let id = builder.push(root);
+                self.kinds
+                    .entry(key)
+                    .or_default()
+                    .push((version.into(), id));
+            }
+        }
+        self.types = builder.types;
+        self.keyed = keyed_types(&self.types);
+        self.with_scale_paths(crds)
+    }
+
     /// The kind the API server serves as `resource` (plural) in `group`: from its `/openapi/v2`
     /// paths, the CRDs given, and the built-in kinds with a `scale` subresource (the embedded
     /// snapshot has no paths). `None` when nothing says.

@@ -2030,3 +2030,95 @@ fn endpoints_sets_are_compared_in_one_order() {
     let d = decide_json(&server_side, &reverting, &write("UPDATE", added, stored));
     assert!(matches!(d, Decision::Deny(_)), "{d:?}");
 }
+
+/// CRDs given to the offline commands (`review --crd`) decide custom resources as the live
+/// locker does from the API server's `/openapi/v2`: a Gateway's `listeners` is a list keyed
+/// by `name` (a listener added is merged, not a change of the chart's), and a `scale` of a
+/// Cache writes its `specReplicasPath` (`.spec.size`), denied when it changes the chart's.
+#[test]
+fn custom_resources_are_decided_by_their_crds() {
+    const CHART: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  gatewayClassName: eg\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}\n---\napiVersion: example.com/v1\nkind: Cache\nmetadata: {name: c}\nspec: {size: 3}\n";
+    let gateway_crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "spec": {"group": "gateway.networking.k8s.io", "names": {"kind": "Gateway", "plural": "gateways"},
+            "versions": [{"name": "v1", "served": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "metadata": {"type": "object"},
+                "spec": {"type": "object", "properties": {
+                    "gatewayClassName": {"type": "string"},
+                    "listeners": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}, "protocol": {"type": "string"}}}}}}}}}}]}});
+    let cache_crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "spec": {"group": "example.com", "names": {"kind": "Cache", "plural": "caches"},
+            "versions": [{"name": "v1", "served": true,
+                "subresources": {"scale": {"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}});
+    let crds = [gateway_crd, cache_crd];
+    let with = crate::schema::KubeVersion::V1_20;
+    let schema = Schema::snapshot(with).unwrap().with_crds(crds.iter());
+    let without = Schema::snapshot(with).unwrap();
+    let index = Index::from_secrets([crate::test_util::release_secret(
+        "shop",
+        "shop",
+        1,
+        Status::Deployed,
+        CHART,
+    )]);
+    let helm =
+        json!({"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"});
+    let gateway = |listeners: Value| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "shop", "annotations": helm, "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"gatewayClassName": "eg", "listeners": listeners}})
+    };
+    let http = json!({"name": "http", "port": 80, "protocol": "HTTP"});
+    let https = json!({"name": "https", "port": 443, "protocol": "HTTPS"});
+    let update = review(
+        "UPDATE",
+        json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "Gateway"}),
+        json!({"group": "gateway.networking.k8s.io", "version": "v1", "resource": "gateways"}),
+        None,
+        "gw",
+        Some("shop"),
+        "alice",
+        gateway(json!([http.clone(), https])),
+        gateway(json!([http])),
+    );
+    let decided = |schema: &Schema, body: &str| {
+        decide(
+            &index,
+            schema,
+            &Config::default(),
+            &parse_review(body.as_bytes()).unwrap().request,
+        )
+        .unwrap()
+    };
+    assert!(
+        decided(&schema, &update).is_allowed(),
+        "a listener added was denied"
+    );
+    assert!(
+        matches!(decided(&without, &update), Decision::Deny(_)),
+        "without the CRD the list is atomic"
+    );
+    let scale = |size: i64| {
+        review(
+            "UPDATE",
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            json!({"group": "example.com", "version": "v1", "resource": "caches"}),
+            Some("scale"),
+            "c",
+            Some("shop"),
+            "alice",
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "c", "namespace": "shop"}, "spec": {"replicas": size}}),
+            json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "c", "namespace": "shop"}, "spec": {"replicas": 3}}),
+        )
+    };
+    let Decision::Deny(l) = decided(&schema, &scale(5)) else {
+        panic!("a scale of the chart's size was allowed")
+    };
+    assert_eq!(l.changes[0].path, "/spec/size");
+    assert!(decided(&schema, &scale(3)).is_allowed());
+    assert!(
+        decided(&without, &scale(5)).is_allowed(),
+        "without the CRD the kind is unknown"
+    );
+}
