@@ -292,6 +292,7 @@ mod tests {
                 "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: {{ .Values.replicas }}\n".to_string(),
             )]
             .into(),
+            ..ChartFiles::default()
         };
         let traced = why(
             &index,
