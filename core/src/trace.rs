@@ -1732,6 +1732,7 @@ spec:
             chart: "shop".into(),
             manifest: manifest.into(),
             templates: shop(),
+            ..Default::default()
         };
         let release = crate::release::ReleaseKey {
             namespace: "prod".into(),
