@@ -47,6 +47,8 @@ pub(crate) struct Metrics {
     pub attempt_events: Family<ResultLabels, Counter>,
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
+    /// Release Secrets decoded (lists and watch events): a superseded revision is never listed.
+    pub release_secrets_decoded: Counter,
     pub confirmations: Family<ResultLabels, Counter>,
     pub reverts: Family<ResultLabels, Counter>,
     pub is_leader: Gauge,
@@ -227,6 +229,12 @@ impl Metrics {
             "Release Secrets that could not be decoded (skipped)",
             release_decode_errors.clone(),
         );
+        let release_secrets_decoded = Counter::default();
+        registry.register(
+            "release_secrets_decoded",
+            "Release Secrets decoded, from lists and watch events (superseded revisions are not watched)",
+            release_secrets_decoded.clone(),
+        );
         let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "confirmations",
@@ -296,6 +304,7 @@ impl Metrics {
             attempt_events,
             watch_restarts,
             release_decode_errors,
+            release_secrets_decoded,
             confirmations,
         }
     }

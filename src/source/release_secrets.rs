@@ -25,6 +25,12 @@ use crate::source::author_key::StampingRx;
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
+/// What the watch lists: Helm keeps up to `--history-max` (10) revisions of each release, all
+/// but the newest few `superseded`, and only the newest revision (with any pending or failed
+/// one) decides what is locked. A revision Helm supersedes leaves the watch as a delete, which
+/// removes only that revision; when the newest revision's Secret goes, the release is read
+/// again in full ([`reload_release`]).
+const WATCHED_LABELS: &str = "owner=helm,status!=superseded";
 
 fn secret_ref(secret: &Secret) -> SecretRef {
     SecretRef {
@@ -46,6 +52,7 @@ fn decode_or_foreign(
     metrics: &Metrics,
 ) -> Result<Option<ReleaseSecret>, String> {
     let reference = secret_ref(secret);
+    metrics.release_secrets_decoded.inc();
     let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
     let Some(payload) = secret.data.as_ref().and_then(|d| d.get("release")) else {
         metrics.release_decode_errors.inc();
@@ -157,7 +164,9 @@ pub(crate) async fn watch(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let config = watcher::Config::default().labels(LABELS).fields(FIELDS);
+    let config = watcher::Config::default()
+        .labels(WATCHED_LABELS)
+        .fields(FIELDS);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Option<Vec<ReleaseSecret>> = None;
     let mut foreign = ForeignWarnings::new(&client);

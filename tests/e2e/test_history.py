@@ -1,0 +1,158 @@
+"""Clusters as they are: Helm keeps up to 10 revisions of each release (`--history-max`), all but
+the newest `superseded`. On a real control plane, releases with their history:
+
+- the locker lists and decodes only the revisions that decide what is locked (not
+  `superseded`): counted by `helm_locker_release_secrets_decoded_total`, with the bytes of
+  both lists and the locker's memory printed and held to a budget;
+- a real release upgraded past its history stays locked at its newest revision through
+  upgrades (the revision Helm supersedes leaves the watch) and a rollback;
+- a synthetic release's newest revision locks its object.
+
+Size: E2E_HISTORY_RELEASES releases (default 200) of 10 revisions each; at full size by hand
+(`E2E_HISTORY_RELEASES=10000`, docs/performance.md).
+"""
+
+import json
+import os
+import time
+import unittest
+
+from harness import CHART, DENIED, ControlPlane, Locker, eventually, register_webhook, release_secret, unregister_webhook
+
+RELEASES = int(os.environ.get("E2E_HISTORY_RELEASES", "200"))
+REVISIONS = 10
+NAMESPACE = "fleet"
+
+
+def config_map(name, revision):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "namespace": NAMESPACE},
+            "data": {"revision": str(revision), "padding": "x" * 2000}}
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return None
+
+
+class History(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.plane = ControlPlane()
+        k = cls.plane.kubectl
+        assert k("create", "namespace", NAMESPACE).returncode == 0
+        # Each release: revisions 1-9 superseded, 10 deployed; every 20th has a failed 11th.
+        batch = []
+        for r in range(RELEASES):
+            name = f"app{r:05d}"
+            for rev in range(1, REVISIONS + 1):
+                status = "deployed" if rev == REVISIONS else "superseded"
+                batch.append(release_secret(name, NAMESPACE, [config_map(name, rev)], status=status, revision=rev))
+            if r % 20 == 0:
+                batch.append(release_secret(name, NAMESPACE, [config_map(name, REVISIONS + 1)], status="failed",
+                                            revision=REVISIONS + 1))
+            if len(batch) >= 500:
+                cls.create(batch)
+                batch = []
+        if batch:
+            cls.create(batch)
+        cls.failed = (RELEASES + 19) // 20
+
+    @classmethod
+    def create(cls, items):
+        out = cls.plane.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        assert out.returncode == 0, out.stderr[-2000:]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.plane.down()
+
+    def k(self, *args, input=None):
+        return self.plane.kubectl(*args, input=input)
+
+    def list_bytes(self, selector):
+        out = self.k("get", "secrets", "-n", NAMESPACE, "-l", selector, "--field-selector",
+                     "type=helm.sh/release.v1", "-o", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return len(out.stdout.encode()), len(json.loads(out.stdout)["items"])
+
+    def test_1_only_the_revisions_that_matter_are_listed_and_decoded(self):
+        all_bytes, all_items = self.list_bytes("owner=helm")
+        watched_bytes, watched_items = self.list_bytes("owner=helm,status!=superseded")
+        self.assertEqual(all_items, RELEASES * REVISIONS + self.failed)
+        self.assertEqual(watched_items, RELEASES + self.failed)
+        started = time.time()
+        locker = Locker(self.plane, "history", "--lease-name", "history", "--revert=false").wait_ready(timeout=300)
+        ready = time.time() - started
+        try:
+            self.assertTrue(eventually(lambda: locker.metric("helm_locker_releases_indexed") == RELEASES, 30, 0.5),
+                            locker.metric("helm_locker_releases_indexed"))
+            decoded = locker.metric("helm_locker_release_secrets_decoded_total")
+            rss = rss_mib(locker.process.pid)
+            print(f"\nhistory: {RELEASES} releases x {REVISIONS} revisions (+{self.failed} failed): "
+                  f"ready in {ready:.1f} s, {decoded:.0f} Secrets decoded, listed {watched_bytes / 2**20:.1f} MiB "
+                  f"of {all_bytes / 2**20:.1f} MiB ({watched_bytes / all_bytes:.2f}), RSS {rss:.0f} MiB")
+            # Budget: only the newest and failed revisions (and the harness's author probe
+            # Secret), a tenth of the bytes.
+            self.assertLessEqual(decoded, RELEASES + self.failed + 2)
+            self.assertLess(watched_bytes, 0.15 * all_bytes)
+            self.assertLess(rss, 80 + 0.05 * RELEASES, "memory over budget")
+            # The newest revision locks its object.
+            self.ok(self.k("create", "-f", "-", input=json.dumps(
+                {**config_map("app00001", REVISIONS),
+                 "metadata": {"name": "app00001-config", "namespace": NAMESPACE,
+                              "annotations": {"meta.helm.sh/release-name": "app00001",
+                                              "meta.helm.sh/release-namespace": NAMESPACE}}})))
+            register_webhook(self.plane, locker, "history")
+            try:
+                out = self.k("-n", NAMESPACE, "patch", "configmap", "app00001-config", "-p",
+                             '{"data":{"revision":"3"}}')
+                self.assertNotEqual(out.returncode, 0, "a change of a release with history was allowed")
+                self.assertIn(DENIED, out.stderr)
+                self.assertIn(f"revision {REVISIONS}, deployed", out.stderr)
+            finally:
+                unregister_webhook(self.plane, "history")
+        finally:
+            locker.stop()
+
+    def test_2_a_release_upgraded_past_its_history_stays_locked_at_its_newest_revision(self):
+        locker = Locker(self.plane, "upgrades", "--lease-name", "upgrades", "--revert=false").wait_ready(timeout=300)
+        register_webhook(self.plane, locker, "upgrades")
+        try:
+            release = self.plane.helm("shop")
+            release.install(CHART, "shop", {"greeting": "v1"}, create_namespace=True)
+            for n in range(2, 13):
+                release.upgrade(CHART, "shop", {"greeting": f"v{n}"}, max_history=10)
+
+            def denied_at(revision):
+                out = self.k("-n", "shop", "patch", "configmap", "shop-config", "-p", '{"data":{"greeting":"x"}}')
+                return out.returncode != 0 and f"revision {revision}, deployed" in out.stderr
+
+            self.assertTrue(eventually(lambda: denied_at(12), 20, 0.3), "not locked at revision 12")
+            history = self.k("get", "secrets", "-n", "shop", "-l", "owner=helm,name=shop", "-o",
+                             "jsonpath={.items[*].metadata.labels.status}").stdout.split()
+            self.assertEqual(len(history), 10, history)
+            release.rollback("shop", version=11)
+            self.assertTrue(eventually(lambda: denied_at(13), 20, 0.3), "not locked at the rollback's revision")
+            self.assertEqual(self.plane.get_json("configmap", "-n", "shop", "shop-config")["data"]["greeting"], "v11")
+            # A locker started now lists the same: locked at 13.
+            unregister_webhook(self.plane, "upgrades")
+            locker.stop()
+            locker = Locker(self.plane, "upgrades-2", "--lease-name", "upgrades", "--revert=false").wait_ready(timeout=300)
+            register_webhook(self.plane, locker, "upgrades")
+            self.assertTrue(eventually(lambda: denied_at(13), 20, 0.3), "a fresh locker does not lock revision 13")
+            release.upgrade(CHART, "shop", {"greeting": "v14"}, max_history=10)
+            self.assertTrue(eventually(lambda: denied_at(14), 20, 0.3), "not locked at revision 14")
+        finally:
+            unregister_webhook(self.plane, "upgrades")
+            locker.stop()
+
+    def ok(self, out):
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out
+
+
+if __name__ == "__main__":
+    unittest.main()
