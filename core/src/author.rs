@@ -22,9 +22,9 @@ use ring::{digest, hmac};
 use serde::{Deserialize, Serialize};
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
-pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
+pub(crate) const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
 /// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
-pub const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
+pub(crate) const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
 /// The proof's format version, its first characters.
 const PROOF_PREFIX: &str = "v1.";
 /// The shortest key accepted: 256 bits.
@@ -109,7 +109,7 @@ impl AuthorKey {
     }
 
     /// Whether `proof` was made by this key for these contents (compared in constant time).
-    pub fn verify(
+    pub(crate) fn verify(
         &self,
         namespace: &str,
         name: &str,
@@ -318,11 +318,6 @@ impl Need {
         }
     }
 
-    /// Every access whose answer decides the need.
-    pub fn questions(&self) -> impl Iterator<Item = &Access> {
-        std::iter::once(&self.access).chain(&self.or_all_of)
-    }
-
     fn met(&self, allowed: &mut impl FnMut(&Access) -> bool) -> bool {
         allowed(&self.access)
             || (!self.or_all_of.is_empty() && self.or_all_of.iter().all(&mut *allowed))
@@ -342,12 +337,15 @@ const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// The most accesses a role's rules are expanded to; a role granting more is followed only by
 /// an author with `escalate` (or `bind`).
-pub const MAX_RULE_ACCESSES: usize = 256;
+pub(crate) const MAX_RULE_ACCESSES: usize = 256;
 
 /// The accesses a role's `rules` grant, each as the authorizer is asked about it, applying in
 /// `namespace` (`None`: cluster-wide). `None` when the rules do not read or expand to more than
 /// [`MAX_RULE_ACCESSES`].
-pub fn rule_accesses(role: &serde_json::Value, namespace: Option<&str>) -> Option<Vec<Access>> {
+pub(crate) fn rule_accesses(
+    role: &serde_json::Value,
+    namespace: Option<&str>,
+) -> Option<Vec<Access>> {
     let strings = |rule: &serde_json::Value, key: &str| -> Vec<String> {
         rule.get(key)
             .and_then(|v| v.as_array())
@@ -490,7 +488,7 @@ pub fn permission(
 /// Whether `rules` (a Role's or ClusterRole's `rules`, as the API server serves them) grant
 /// `access`, as the RBAC authorizer matches them: verb, group, resource (with its subresource)
 /// and name, each exactly or by `*`.
-pub fn rules_allow(rules: &serde_json::Value, access: &Access) -> bool {
+pub(crate) fn rules_allow(rules: &serde_json::Value, access: &Access) -> bool {
     let has = |rule: &serde_json::Value, key: &str, want: &str| {
         rule.get(key).and_then(|v| v.as_array()).is_some_and(|a| {
             a.iter()

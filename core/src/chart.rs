@@ -19,14 +19,14 @@ use crate::release::{
 /// `templates/_helpers.tpl`). Read from a release, it also holds the chart's default values
 /// ([`CHART_VALUES`]) and the release's config ([`RELEASE_CONFIG`]) as JSON: names no
 /// template has (Helm's all start with `templates/`).
-pub type Templates = BTreeMap<String, String>;
+pub(crate) type Templates = BTreeMap<String, String>;
 
 /// The name under which [`Templates`] holds the chart's default values (`chart.values` of
 /// the release JSON), as JSON.
-pub const CHART_VALUES: &str = "(release)/chart.values.json";
+pub(crate) const CHART_VALUES: &str = "(release)/chart.values.json";
 /// The name under which [`Templates`] holds the release's user-supplied values (`config`),
 /// as JSON.
-pub const RELEASE_CONFIG: &str = "(release)/config.json";
+pub(crate) const RELEASE_CONFIG: &str = "(release)/config.json";
 
 /// What a release keeps of its chart besides the manifest: the templates, for tracing a field
 /// to its values key ([`crate::trace`]). Decoded on demand (a denial, `review --explain`), never

@@ -88,7 +88,7 @@ impl Exception {
 
     /// The paths it leaves to the user for an object (the reverter's ignore rules while it is
     /// open): `None` when it does not reach the object, every path (`""`) when it names none.
-    pub fn open_paths(&self, kind: &str, name: &str) -> Option<Vec<String>> {
+    pub(crate) fn open_paths(&self, kind: &str, name: &str) -> Option<Vec<String>> {
         if !self.covers_object(kind, name) {
             return None;
         }

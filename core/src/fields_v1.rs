@@ -19,7 +19,7 @@ use crate::tree::Tree;
 
 /// A set of `fieldsV1` paths, each written as its path elements joined by `.` with keys and
 /// values in canonical JSON: `f:spec.f:containers.k:{"name":"web"}.f:image`.
-pub type FieldSet = BTreeSet<String>;
+pub(crate) type FieldSet = BTreeSet<String>;
 
 /// The fields Helm's server-side apply of `chart` owns, as the API server would list them in
 /// Helm's `managedFields` entry (`applied` is the object as Helm applies it, see
@@ -110,7 +110,7 @@ fn owned_walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut F
 /// changes what the chart set, and the next apply may fail), while Kubernetes 1.20's server-side
 /// apply lists them in no manager's set (later versions do). Comparisons with `managedFields`
 /// leave these paths out on both sides.
-pub fn presence_locks(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
+pub(crate) fn presence_locks(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet {
     fn walk(schema: &Schema, ty: TypeId, value: &Tree, path: &str, set: &mut FieldSet) {
         match (schema.atom(ty), value) {
             (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
@@ -164,7 +164,7 @@ pub fn presence_locks(schema: &Schema, root: TypeId, applied: &Tree) -> FieldSet
 }
 
 /// Reads a `fieldsV1` value into a [`FieldSet`] (`.` marks a node that is itself a member).
-pub fn parse_fields_v1(fields: &Value) -> FieldSet {
+pub(crate) fn parse_fields_v1(fields: &Value) -> FieldSet {
     fn walk(node: &Map<String, Value>, path: &str, set: &mut FieldSet) {
         for (element, child) in node {
             if element == "." {
@@ -238,7 +238,7 @@ pub fn helm_fields<'v>(live: &'v Value, manager: Option<&str>) -> Option<(&'v st
 }
 
 /// Whether a managedFields entry was written through the object itself, not a subresource.
-pub fn is_main_resource(entry: &Value) -> bool {
+pub(crate) fn is_main_resource(entry: &Value) -> bool {
     entry
         .get("subresource")
         .and_then(Value::as_str)
@@ -266,7 +266,7 @@ impl Attribution {
     }
 }
 
-pub fn compare_attribution(
+pub(crate) fn compare_attribution(
     schema: &Schema,
     root: TypeId,
     applied: &Tree,
@@ -333,7 +333,7 @@ fn renders_empty(applied: &Tree, path: &str) -> bool {
 }
 
 /// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
-pub fn co_owned_paths(
+pub(crate) fn co_owned_paths(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
@@ -352,7 +352,7 @@ pub fn co_owned_paths(
 /// The elements of a [`FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
 /// separated by `.`, though keys and values are JSON that may hold dots, and so may field names
 /// (`f:receipt.html`).
-pub fn field_path_elements(path: &str) -> Vec<&str> {
+pub(crate) fn field_path_elements(path: &str) -> Vec<&str> {
     let mut elements = Vec::new();
     let mut rest = path;
     while !rest.is_empty() {
@@ -390,7 +390,7 @@ pub fn field_path_elements(path: &str) -> Vec<&str> {
 }
 
 /// `f:spec.f:containers.k:{"name":"web"}.f:image` as `/spec/containers/[name=web]/image`.
-pub fn describe_field_path(path: &str) -> String {
+pub(crate) fn describe_field_path(path: &str) -> String {
     let mut out = String::new();
     for element in field_path_elements(path) {
         out.push('/');
@@ -421,7 +421,7 @@ pub fn describe_field_path(path: &str) -> String {
 /// goes, one with fields below keeps them and loses its `.` mark, and a node left with nothing
 /// below it by the removal goes too (empty, it would mean "owns this field"; holding only its
 /// `.` mark, the API server hands it back what was below). Returns whether anything went.
-pub fn remove_paths(fields: &mut Value, paths: &FieldSet) -> bool {
+pub(crate) fn remove_paths(fields: &mut Value, paths: &FieldSet) -> bool {
     fn walk(node: &mut Map<String, Value>, path: &str, paths: &FieldSet) -> bool {
         let mut removed = false;
         let keys: Vec<String> = node.keys().filter(|k| *k != ".").cloned().collect();
@@ -476,7 +476,7 @@ pub fn remove_paths(fields: &mut Value, paths: &FieldSet) -> bool {
 /// Adds `paths` ([`FieldSet`] paths) to a `fieldsV1` value, as members: the inverse of
 /// [`remove_paths`]. An element already there under another spelling of the same key
 /// (`k:{"port":80,"protocol":"TCP"}` in another key order) is found, not doubled.
-pub fn insert_paths(fields: &mut Value, paths: &FieldSet) {
+pub(crate) fn insert_paths(fields: &mut Value, paths: &FieldSet) {
     if !fields.is_object() {
         *fields = Value::Object(Map::new());
     }

@@ -271,17 +271,6 @@ impl Index {
         }
     }
 
-    /// Adds or replaces a LockException (by its name).
-    pub fn set_exception(&mut self, exception: crate::exception::Exception) {
-        self.exceptions
-            .insert(exception.name.clone(), Arc::new(exception));
-    }
-
-    /// Forgets a LockException (`namespace/name`).
-    pub fn remove_exception(&mut self, name: &str) {
-        self.exceptions.remove(name);
-    }
-
     /// Replaces every LockException (a re-list).
     pub fn replace_exceptions(
         &mut self,

@@ -87,10 +87,10 @@ impl serde::Serialize for SharedStr {
 
 /// Hands out one [`SharedStr`] per distinct value it has seen.
 #[derive(Default)]
-pub struct Interner(HashSet<SharedStr>);
+pub(crate) struct Interner(HashSet<SharedStr>);
 
 impl Interner {
-    pub fn intern(&mut self, s: &str) -> SharedStr {
+    pub(crate) fn intern(&mut self, s: &str) -> SharedStr {
         if let Some(shared) = self.0.get(s) {
             return shared.clone();
         }

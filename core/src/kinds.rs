@@ -136,7 +136,7 @@ const GROUP_ALIASES: &[(&str, &str, &str)] = &[
 /// The group an object of `group`/`kind` is indexed under: the same for every group that
 /// serves it, so a write through `extensions` finds the chart's `networking.k8s.io` Ingress.
 /// `kind` may be the lower-case singular a `scale` request gives.
-pub fn canonical_group<'g>(group: &'g str, kind: &str) -> &'g str {
+pub(crate) fn canonical_group<'g>(group: &'g str, kind: &str) -> &'g str {
     GROUP_ALIASES
         .iter()
         .find(|(g, k, _)| *g == group && k.eq_ignore_ascii_case(kind))
@@ -144,13 +144,13 @@ pub fn canonical_group<'g>(group: &'g str, kind: &str) -> &'g str {
 }
 
 /// Whether two groups serve the same objects of `kind`.
-pub fn same_group(a: &str, b: &str, kind: &str) -> bool {
+pub(crate) fn same_group(a: &str, b: &str, kind: &str) -> bool {
     a == b || canonical_group(a, kind) == canonical_group(b, kind)
 }
 
 /// The built-in kinds served with a `scale` subresource, by (group, plural resource): what a
 /// `scale` request names when the schema has no `/openapi/v2` paths (the embedded snapshot).
-pub fn builtin_kind_of_resource(group: &str, resource: &str) -> Option<&'static str> {
+pub(crate) fn builtin_kind_of_resource(group: &str, resource: &str) -> Option<&'static str> {
     Some(match (group, resource) {
         ("apps" | "extensions", "deployments") => "Deployment",
         ("apps" | "extensions", "replicasets") => "ReplicaSet",
@@ -164,7 +164,7 @@ pub fn builtin_kind_of_resource(group: &str, resource: &str) -> Option<&'static 
 /// version: (group, kind, version written, annotation, the field's JSON pointer in the versions
 /// that have it). Through `autoscaling/v1` an HPA carries its `v2` metrics and behavior as JSON
 /// in these annotations (kube-apiserver's v1 conversion reads them back into the fields).
-pub const CONVERSION_ANNOTATIONS: &[(&str, &str, &str, &str, &str)] = &[
+pub(crate) const CONVERSION_ANNOTATIONS: &[(&str, &str, &str, &str, &str)] = &[
     (
         "autoscaling",
         "HorizontalPodAutoscaler",

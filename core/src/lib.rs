@@ -4,8 +4,20 @@
 //! AdmissionReview -> [`review`] -> [`decide`] (with [`ownership`] by the API's [`schema`] and
 //! the [`policy`]) -> [`review`] response. Everything here is synchronous and does no I/O: the
 //! binary crate (HTTP, TLS, Kubernetes watches, controllers) is a thin shell around it.
+//!
+//! The front door is the re-exports below: an index built from release Secrets, a review
+//! parsed, a decision made. The modules stay public for the shell's reverter, plugin and tools,
+//! which need their parts; modules nothing outside uses (`interning`, `locked`, `prune`,
+//! `scan`) are private.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
+
+pub use decide::{decide, decide_head, Decision};
+pub use index::{Index, LockedObject, ReleaseKey, ReleaseState};
+pub use policy::{Config, Mode};
+pub use release::{ReleaseSecret, Status};
+pub use review::{parse_review, render_response, Request};
+pub use schema::{KubeVersion, Schema};
 
 pub mod author;
 pub mod chart;
@@ -15,18 +27,18 @@ pub mod fields_v1;
 pub mod fight;
 pub mod index;
 pub mod inspect;
-pub mod interning;
+mod interning;
 pub mod kinds;
-pub mod locked;
+mod locked;
 pub mod manifest;
 pub mod ownership;
 pub mod policy;
-pub mod prune;
+mod prune;
 pub mod quantity;
 pub mod release;
 pub mod revert_plan;
 pub mod review;
-pub mod scan;
+mod scan;
 pub mod schema;
 pub mod stamp;
 pub mod trace;

@@ -9,7 +9,7 @@ use crate::release::ReleaseKey;
 use crate::tree::{Packed, Tree};
 
 /// How many unpacked objects [`LockedObject::recent_content`] keeps per thread.
-pub const RECENT_CONTENTS: usize = 32;
+pub(crate) const RECENT_CONTENTS: usize = 32;
 
 /// An object a release locks, with the chart's content.
 #[derive(Debug, PartialEq)]
@@ -32,12 +32,12 @@ pub struct LockedObject {
 }
 
 /// The path a HorizontalPodAutoscaler writes on its target (through `scale`).
-pub const SCALED_PATH: &str = "/spec/replicas";
+pub(crate) const SCALED_PATH: &str = "/spec/replicas";
 
 impl LockedObject {
     /// The path a controller owns by design on this object ([`LockedObject::scaled_by`]):
     /// neither locked nor reverted.
-    pub fn controller_owned(&self) -> Option<&'static str> {
+    pub(crate) fn controller_owned(&self) -> Option<&'static str> {
         self.scaled_by.as_ref().map(|_| SCALED_PATH)
     }
 
@@ -51,7 +51,7 @@ impl LockedObject {
     /// JSON. The last [`RECENT_CONTENTS`] objects' trees are kept per thread, each with its
     /// object, so an object replaced in the index is never mistaken for its successor (its
     /// address cannot be reused while it is held). Uses no lock; the memory is bounded.
-    pub fn recent_content(self: &Arc<Self>) -> Rc<Tree> {
+    pub(crate) fn recent_content(self: &Arc<Self>) -> Rc<Tree> {
         thread_local! {
             static RECENT: RefCell<Vec<(Arc<LockedObject>, Rc<Tree>)>> = const { RefCell::new(Vec::new()) };
         }

@@ -34,9 +34,9 @@ use crate::schema::{Atom, ListType, Scalar, Schema, TypeId};
 use crate::tree::Tree;
 
 /// The annotations and label Helm adds to every object it applies (not in the manifest).
-pub const RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
-pub const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub(crate) const RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
+pub(crate) const RELEASE_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// A locked path the request changes away from the chart.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,7 +134,11 @@ fn fold_string_data(entries: &mut Vec<(Box<str>, Tree)>) {
 
 /// The chart's object as the API server stores it: a Secret's `stringData` folded into `data`
 /// (borrowed unchanged for everything else).
-pub fn stored_form<'t>(chart: &'t Tree, group: &str, kind: &str) -> std::borrow::Cow<'t, Tree> {
+pub(crate) fn stored_form<'t>(
+    chart: &'t Tree,
+    group: &str,
+    kind: &str,
+) -> std::borrow::Cow<'t, Tree> {
     match chart {
         Tree::Map(entries)
             if group.is_empty() && kind == "Secret" && chart.get("stringData").is_some() =>
@@ -153,13 +157,13 @@ pub fn stored_form<'t>(chart: &'t Tree, group: &str, kind: &str) -> std::borrow:
 /// strategy canonicalizes nothing: measured on 1.20 in `tests/e2e/test_restore.py`), while the
 /// endpoints controller and restore tools write them in their own order. Compared in one order
 /// ([`in_one_order`]), the same sets in another order are no change.
-pub fn has_unordered_sets(group: &str, kind: &str) -> bool {
+pub(crate) fn has_unordered_sets(group: &str, kind: &str) -> bool {
     group.is_empty() && kind == "Endpoints"
 }
 
 /// `value` (an object of `group`/`kind`) with its unordered sets in one order: addresses by IP,
 /// ports by name, port and protocol, then the subsets by what they hold.
-pub fn in_one_order<'v>(group: &str, kind: &str, value: &'v Value) -> Cow<'v, Value> {
+pub(crate) fn in_one_order<'v>(group: &str, kind: &str, value: &'v Value) -> Cow<'v, Value> {
     let Some(subsets) = value.get("subsets").and_then(Value::as_array) else {
         return Cow::Borrowed(value);
     };
@@ -190,7 +194,11 @@ pub fn in_one_order<'v>(group: &str, kind: &str, value: &'v Value) -> Cow<'v, Va
 }
 
 /// The chart's object in the order [`in_one_order`] compares it in.
-pub fn chart_in_one_order<'t>(group: &str, kind: &str, chart: Cow<'t, Tree>) -> Cow<'t, Tree> {
+pub(crate) fn chart_in_one_order<'t>(
+    group: &str,
+    kind: &str,
+    chart: Cow<'t, Tree>,
+) -> Cow<'t, Tree> {
     if !has_unordered_sets(group, kind) || chart.get("subsets").is_none() {
         return chart;
     }
@@ -201,7 +209,7 @@ pub fn chart_in_one_order<'t>(group: &str, kind: &str, chart: Cow<'t, Tree>) -> 
 /// Changes a request makes to the release annotations and `managed-by` label Helm adds to
 /// every object (`release` is the release's name and namespace), where the chart does not set
 /// them itself ([`locked_changes`] covers those).
-pub fn helm_metadata_changes(
+pub(crate) fn helm_metadata_changes(
     chart: &Tree,
     release: (&str, &str),
     new: &Value,
@@ -214,7 +222,7 @@ pub fn helm_metadata_changes(
 }
 
 /// [`helm_metadata_changes`] for drift: every difference counts.
-pub fn helm_metadata_drift(
+pub(crate) fn helm_metadata_drift(
     chart: &Tree,
     release: (&str, &str),
     live: &Value,
@@ -272,7 +280,7 @@ pub struct OwnedValue {
 
 /// Every owned value of `live`, equal to the chart's or not, in the order [`drifted_fields`]
 /// walks them (the same comparison: lists by their keys, quantities canonically).
-pub fn owned_values(
+pub(crate) fn owned_values(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
@@ -286,7 +294,7 @@ pub fn owned_values(
 }
 
 /// [`helm_metadata_drift`] with the equal values too.
-pub fn helm_metadata_values(
+pub(crate) fn helm_metadata_values(
     chart: &Tree,
     release: (&str, &str),
     live: &Value,
@@ -303,7 +311,7 @@ pub fn helm_metadata_values(
 /// such an object: the next `helm upgrade` fails ("duplicate entries for key", "element omits
 /// key field"; both found by the randomized e2e test on a ServiceAccount's `secrets`, items the
 /// chart never set).
-pub fn duplicate_keys(
+pub(crate) fn duplicate_keys(
     schema: &Schema,
     root: TypeId,
     new: &Value,
@@ -453,7 +461,7 @@ pub fn duplicate_keys(
 }
 
 /// Only the chart's `metadata` (what every version and the `status` subresource share).
-pub fn metadata_of(chart: &Tree) -> Tree {
+pub(crate) fn metadata_of(chart: &Tree) -> Tree {
     Tree::map_from(
         chart
             .get("metadata")
@@ -466,7 +474,7 @@ pub fn metadata_of(chart: &Tree) -> Tree {
 /// and writes an HPA as `autoscaling/v1` when the chart writes `autoscaling/v2beta2`): the
 /// paths of the two versions differ, so beyond `metadata` (the same in every version, compared
 /// as usual) every top-level field the write changes counts (`chart` is `null` in those).
-pub fn cross_version_changes(
+pub(crate) fn cross_version_changes(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
@@ -503,7 +511,7 @@ pub fn cross_version_changes(
 /// converts into a field ([`crate::kinds::CONVERSION_ANNOTATIONS`]): through `autoscaling/v1`,
 /// `autoscaling.alpha.kubernetes.io/metrics` becomes the `spec.metrics` a `v2` chart sets.
 /// Each counts as a change of that field when the chart sets it.
-pub fn conversion_annotation_changes(
+pub(crate) fn conversion_annotation_changes(
     chart: &Tree,
     group: &str,
     kind: &str,
@@ -545,7 +553,7 @@ pub fn conversion_annotation_changes(
 /// `specReplicasPath`, `chart_pointer`) at `/spec/replicas` of a Scale (`request_pointer`).
 /// The changes name the chart's path.
 #[allow(clippy::too_many_arguments)]
-pub fn locked_changes_at(
+pub(crate) fn locked_changes_at(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
@@ -1228,7 +1236,7 @@ fn push_segment(path: &mut String, key: &str) {
 }
 
 /// Whether `path` lies under one of the ignored pointers.
-pub fn is_ignored(path: &str, ignore: &[&str]) -> bool {
+pub(crate) fn is_ignored(path: &str, ignore: &[&str]) -> bool {
     ignore.iter().any(|pattern| {
         let mut path_segments = path.split('/').skip(1);
         pattern
@@ -1239,7 +1247,7 @@ pub fn is_ignored(path: &str, ignore: &[&str]) -> bool {
 }
 
 /// A JSON patch that puts every changed field back to the chart's value.
-pub fn repair_patch(changes: &[Change]) -> json_patch::Patch {
+pub(crate) fn repair_patch(changes: &[Change]) -> json_patch::Patch {
     use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
     let ops = changes
         .iter()

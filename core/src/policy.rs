@@ -282,7 +282,7 @@ fn parse_selector(selector: &str) -> Result<Vec<Requirement>, SelectorError> {
 
 impl Config {
     /// The mode that applies to a release, `Off` when the release is not selected at all.
-    pub fn mode_for(&self, release: &ReleaseKey, labels: &BTreeMap<String, String>) -> Mode {
+    pub(crate) fn mode_for(&self, release: &ReleaseKey, labels: &BTreeMap<String, String>) -> Mode {
         let ns = release.namespace.as_str();
         if (!self.namespaces.is_empty() && !self.namespaces.iter().any(|n| n == ns))
             || self.exclude_namespaces.iter().any(|n| n == ns)

@@ -15,7 +15,7 @@ use crate::scan::{member_at, string, Flow, Scanner};
 /// `object` and `oldObject` with every subtree equal in both left out of both, parsed.
 /// Objects are compared key by key; anything else that differs (a list, a scalar) is parsed
 /// whole.
-pub fn changed_parts(new: &str, old: &str) -> Result<(Value, Value), serde_json::Error> {
+pub(crate) fn changed_parts(new: &str, old: &str) -> Result<(Value, Value), serde_json::Error> {
     let empty = || (Value::Object(Map::new()), Value::Object(Map::new()));
     if new == old {
         return Ok(empty());
@@ -209,7 +209,7 @@ impl<'a> Scanner<'a> {
 
 /// An object's `metadata.managedFields`, read without building values: its text (to compare
 /// two objects' at a glance) and its `Apply` entries with their `fieldsV1` unread.
-pub struct ManagedFields<'a> {
+pub(crate) struct ManagedFields<'a> {
     pub raw: Option<&'a str>,
     pub applies: Vec<ApplyEntry<'a>>,
 }
@@ -217,7 +217,7 @@ pub struct ManagedFields<'a> {
 /// Helm's release-name annotation as a `fieldsV1` key.
 const RELEASE_NAME_FIELD: &str = "f:meta.helm.sh/release-name";
 
-pub struct ApplyEntry<'a> {
+pub(crate) struct ApplyEntry<'a> {
     pub manager: std::borrow::Cow<'a, str>,
     /// The entry's `fieldsV1`, as text.
     pub fields: &'a str,
@@ -225,7 +225,7 @@ pub struct ApplyEntry<'a> {
 
 impl ApplyEntry<'_> {
     /// Whether this entry owns Helm's release-name annotation (Helm's own entry).
-    pub fn owns_release_annotation(&self) -> bool {
+    pub(crate) fn owns_release_annotation(&self) -> bool {
         matches!(
             member_at(
                 self.fields,
@@ -235,7 +235,7 @@ impl ApplyEntry<'_> {
         )
     }
 
-    pub fn field_set(&self) -> crate::fields_v1::FieldSet {
+    pub(crate) fn field_set(&self) -> crate::fields_v1::FieldSet {
         serde_json::from_str::<Value>(self.fields)
             .map(|v| crate::fields_v1::parse_fields_v1(&v))
             .unwrap_or_default()
@@ -246,13 +246,13 @@ impl ApplyEntry<'_> {
 /// as needed: the API server writes `metadata` before `spec` and `status`, and `managedFields`
 /// is the last field of `metadata`, so nothing after it is read; an entry's `fieldsV1` is only
 /// stepped over.
-pub fn managed_fields(text: &str) -> Option<ManagedFields<'_>> {
+pub(crate) fn managed_fields(text: &str) -> Option<ManagedFields<'_>> {
     managed_fields_until(text, |_| false)
 }
 
 /// [`managed_fields`], stopping at the first `Apply` entry for which `enough` is true: that
 /// entry is the last of `applies`, and `raw` is `None` (the rest was not read).
-pub fn managed_fields_until<'a>(
+pub(crate) fn managed_fields_until<'a>(
     text: &'a str,
     mut enough: impl FnMut(&ApplyEntry<'a>) -> bool,
 ) -> Option<ManagedFields<'a>> {

@@ -61,9 +61,9 @@ pub fn live_owner(object: &serde_json::Value) -> Option<ReleaseKey> {
 }
 
 /// Decompressed releases larger than this are refused (a gzip bomb must not take the server).
-pub const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
-pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+pub(crate) const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
 
 /// Helm's release statuses (`helm.sh/helm/v3/pkg/release/status.go`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,7 +188,7 @@ pub enum DecodeError {
 
 /// Describes a JSON error by category and position only: serde_json's messages can quote
 /// values, and release payloads hold chart values and Secrets.
-pub fn describe_json_error(e: &serde_json::Error) -> String {
+pub(crate) fn describe_json_error(e: &serde_json::Error) -> String {
     let what = match e.classify() {
         serde_json::error::Category::Io => "read error",
         serde_json::error::Category::Syntax => "syntax error",
@@ -370,7 +370,7 @@ pub enum SecretError {
 
 /// One entry of a release file: a decoded Secret, or why a Secret could not be decoded
 /// (by name only).
-pub type SecretResult = Result<ReleaseSecret, (Option<SecretRef>, SecretError)>;
+pub(crate) type SecretResult = Result<ReleaseSecret, (Option<SecretRef>, SecretError)>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {

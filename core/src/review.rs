@@ -178,7 +178,7 @@ pub enum ReviewError {
 
 /// The keys of an AdmissionRequest in the order the API server writes them (Go's field order,
 /// which encoding/json always follows).
-pub const GO_ORDER: &[&str] = &[
+pub(crate) const GO_ORDER: &[&str] = &[
     "uid",
     "kind",
     "resource",
@@ -679,11 +679,6 @@ pub fn render_response(api_version: &str, uid: &str, verdict: Verdict<'_>) -> Ve
         response,
     })
     .expect("a response serializes")
-}
-
-/// The allow-everything response, for a request whose body is unusable but carries a uid.
-pub fn render_allowed(api_version: &str, uid: &str) -> Vec<u8> {
-    render_response(api_version, uid, Verdict::Allow)
 }
 
 #[cfg(test)]

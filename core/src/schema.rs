@@ -30,13 +30,13 @@ pub struct TypeId(u32);
 
 impl TypeId {
     /// Anything, replaced whole (`RawExtension`, a schema-less value).
-    pub const UNTYPED: TypeId = TypeId(0);
+    pub(crate) const UNTYPED: TypeId = TypeId(0);
     /// Anything, maps merged key by key, lists replaced whole.
-    pub const DEDUCED: TypeId = TypeId(1);
+    pub(crate) const DEDUCED: TypeId = TypeId(1);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scalar {
+pub(crate) enum Scalar {
     String,
     Number,
     Boolean,
@@ -50,7 +50,7 @@ pub enum Scalar {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListType {
+pub(crate) enum ListType {
     /// Replaced whole: one value.
     Atomic,
     /// Items are scalars, each owned on its own.
@@ -68,7 +68,7 @@ pub struct Field {
 }
 
 #[derive(Clone, Debug)]
-pub enum Atom {
+pub(crate) enum Atom {
     Scalar(Scalar),
     /// An object with declared fields (sorted by name); `extra` types undeclared fields
     /// (preserve-unknown).
@@ -461,7 +461,7 @@ impl Schema {
     /// The kind the API server serves as `resource` (plural) in `group`: from its `/openapi/v2`
     /// paths, the CRDs given, and the built-in kinds with a `scale` subresource (the embedded
     /// snapshot has no paths). `None` when nothing says.
-    pub fn kind_of_resource(&self, group: &str, resource: &str) -> Option<&str> {
+    pub(crate) fn kind_of_resource(&self, group: &str, resource: &str) -> Option<&str> {
         self.resources
             .get(&(Box::from(group), Box::from(resource)))
             .map(|k| &**k)
@@ -469,7 +469,7 @@ impl Schema {
     }
 
     /// The field a write through `scale` changes on an object of this kind.
-    pub fn replicas_pointer(&self, group: &str, kind: &str) -> &str {
+    pub(crate) fn replicas_pointer(&self, group: &str, kind: &str) -> &str {
         self.replicas_pointers
             .get(&(Box::from(group), Box::from(kind)))
             .map_or("/spec/replicas", |p| p)
@@ -496,7 +496,7 @@ impl Schema {
         self.root(group, version, kind).unwrap_or(self.unknown_kind)
     }
 
-    pub fn atom(&self, id: TypeId) -> &Atom {
+    pub(crate) fn atom(&self, id: TypeId) -> &Atom {
         self.types.get(id.0 as usize).unwrap_or(&Atom::Deduced)
     }
 
@@ -514,7 +514,7 @@ impl Schema {
     }
 
     /// The default of a declared field, if the schema has one.
-    pub fn field_default(&self, id: TypeId, name: &str) -> Option<&Value> {
+    pub(crate) fn field_default(&self, id: TypeId, name: &str) -> Option<&Value> {
         match self.atom(id) {
             Atom::Struct { fields, .. } => {
                 find_field(fields, name).and_then(|f| f.default.as_ref())
@@ -525,12 +525,12 @@ impl Schema {
 
     /// Whether `name` is a declared field of a struct (fieldsV1 makes undeclared keys, such as a
     /// label's, members of the set even when they hold objects).
-    pub fn is_declared_field(&self, id: TypeId, name: &str) -> bool {
+    pub(crate) fn is_declared_field(&self, id: TypeId, name: &str) -> bool {
         matches!(self.atom(id), Atom::Struct { fields, .. } if find_field(fields, name).is_some())
     }
 
     /// Whether a value of this type may hold a set or a map-list anywhere inside.
-    pub fn may_hold_keyed_lists(&self, id: TypeId) -> bool {
+    pub(crate) fn may_hold_keyed_lists(&self, id: TypeId) -> bool {
         self.keyed.get(id.0 as usize).copied().unwrap_or(false)
     }
 

@@ -259,7 +259,7 @@ fn documents<'a>(text: &'a str, kind: &str) -> Vec<(usize, &'a str)> {
 }
 
 /// The manifest's `# Source:` of the object of kind `kind` named `name`.
-pub fn source_of(manifest: &str, kind: &str, name: &str) -> Option<String> {
+pub(crate) fn source_of(manifest: &str, kind: &str, name: &str) -> Option<String> {
     rendered_object(manifest, kind, name).map(|(source, _)| source)
 }
 
@@ -286,7 +286,7 @@ pub fn rendered_object(manifest: &str, kind: &str, name: &str) -> Option<(String
 /// denial: `In the chart: /spec/replicas comes from values web.replicas. To change it the right
 /// way: helm upgrade shop <chart> -n shop --reuse-values --set web.replicas=7`. `None` when
 /// nothing could be traced. `hide_values` (a Secret) leaves the values out of the command.
-pub fn advice(
+pub(crate) fn advice(
     files: &ChartFiles,
     release: &crate::release::ReleaseKey,
     kind: &str,
@@ -365,7 +365,7 @@ fn set_value(value: &Value) -> Option<String> {
 
 /// Every values key the fields of the object of kind `kind` in template `source` are read from
 /// (what `helm-locker inspect` lists per object), in the order the template reads them.
-pub fn values_read(templates: &Templates, source: &str, kind: &str) -> Vec<String> {
+pub(crate) fn values_read(templates: &Templates, source: &str, kind: &str) -> Vec<String> {
     let Some(text) = templates.get(template_name(source)) else {
         return Vec::new();
     };

@@ -50,7 +50,7 @@ impl Tree {
     }
 
     /// `null`, `{}` and `[]` mean "nothing" to the API server.
-    pub fn is_empty_value(&self) -> bool {
+    pub(crate) fn is_empty_value(&self) -> bool {
         match self {
             Tree::Null => true,
             Tree::List(items) => items.is_empty(),
@@ -77,7 +77,7 @@ impl Tree {
     }
 
     /// Builds a map from entries in any order; a repeated key keeps its last value.
-    pub fn map_from(mut entries: Vec<(Box<str>, Tree)>) -> Tree {
+    pub(crate) fn map_from(mut entries: Vec<(Box<str>, Tree)>) -> Tree {
         // Stable sort keeps insertion order among equal keys; of a run of equal keys the first
         // stays in place and takes the value of the last.
         if !entries.is_sorted_by(|a, b| a.0 < b.0) {
@@ -159,7 +159,7 @@ impl Serialize for Tree {
 pub struct Packed(Box<str>);
 
 impl Packed {
-    pub fn pack(tree: &Tree) -> Packed {
+    pub(crate) fn pack(tree: &Tree) -> Packed {
         thread_local! {
             static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
