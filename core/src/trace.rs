@@ -728,30 +728,8 @@ fn find(
             keys: exact_keys,
         });
     }
-    // An item whose position is not certain (a list written by `range`, or after an `if`):
-    // when every item its list can hold writes the field from the same keys, none read through
-    // a `range` item (`{{ $.Values.host }}` inside `range .Values.paths`), which item it is does
-    // not matter.
-    if want.iter().any(|w| matches!(w, Want::Item { .. })) {
-        let any: Vec<&Line<'_>> = lines
-            .iter()
-            .filter(|l| doc.matches_any_item(l, want))
-            .collect();
-        if !any.is_empty() && doc.cover_their_lists(&any, want) {
-            let keys: Vec<Vec<(String, bool)>> = any
-                .iter()
-                .map(|l| refs(l.value, &l.scopes, &ctx.defines, depth, field))
-                .collect();
-            let same = keys.iter().all(|k| *k == keys[0]);
-            if same && !keys[0].is_empty() && keys[0].iter().all(|(_, exact)| *exact) {
-                let one = any.len() == 1;
-                return Some(Found {
-                    line: one.then(|| any[0].number),
-                    exact: one && keys[0].len() == 1 && as_is(any[0].value),
-                    keys: keys[0].iter().map(|(k, _)| k.clone()).collect(),
-                });
-            }
-        }
+    if let Some(found) = any_item(&doc, want, ctx, depth, field) {
+        return Some(found);
     }
     // A key above the field whose content is spliced in (`toYaml`, `include`), deepest first.
     for len in (0..want.len()).rev() {
@@ -831,6 +809,44 @@ fn find(
         }
     }
     None
+}
+
+/// An item whose position is not certain (a list written by `range`, or after an `if`): when
+/// every item its list can hold writes the field from the same keys, none read through a
+/// `range` item (`{{ $.Values.host }}` inside `range .Values.paths`), which item it is does not
+/// matter.
+fn any_item(
+    doc: &Doc<'_>,
+    want: &[Want],
+    ctx: &Ctx,
+    depth: usize,
+    field: Option<&str>,
+) -> Option<Found> {
+    if !want.iter().any(|w| matches!(w, Want::Item { .. })) {
+        return None;
+    }
+    let any: Vec<&Line<'_>> = doc
+        .lines
+        .iter()
+        .filter(|l| doc.matches_any_item(l, want))
+        .collect();
+    if any.is_empty() || !doc.cover_their_lists(&any, want) {
+        return None;
+    }
+    let keys: Vec<Vec<(String, bool)>> = any
+        .iter()
+        .map(|l| refs(l.value, &l.scopes, &ctx.defines, depth, field))
+        .collect();
+    let same = keys.iter().all(|k| *k == keys[0]);
+    if !same || keys[0].is_empty() || !keys[0].iter().all(|(_, exact)| *exact) {
+        return None;
+    }
+    let one = any.len() == 1;
+    Some(Found {
+        line: one.then(|| any[0].number),
+        exact: one && keys[0].len() == 1 && as_is(any[0].value),
+        keys: keys[0].iter().map(|(k, _)| k.clone()).collect(),
+    })
 }
 
 /// The key a line gets when it is only an action that writes YAML (`{{ toYaml . | nindent 4 }}`).
