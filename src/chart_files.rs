@@ -14,13 +14,26 @@ use crate::confirm::BoxFuture;
 use crate::core::chart::ChartFiles;
 use crate::core::index::ReleaseKey;
 
+/// A revision's chart files that could not be read (a denial then names no values key).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChartFilesError {
+    #[error("cannot read the release Secret")]
+    Api(#[from] kube::Error),
+    #[error("the release does not decode")]
+    Decode(#[from] crate::core::release::DecodeError),
+    #[error("cannot read the release folder")]
+    Folder(#[from] std::io::Error),
+    #[error("the read stopped")]
+    Stopped(#[from] tokio::task::JoinError),
+}
+
 /// Where a revision's chart files come from: the API server, or the release folder.
 pub(crate) trait ReadChartFiles: Send + Sync {
     fn read<'a>(
         &'a self,
         release: &'a ReleaseKey,
         revision: u64,
-    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>>;
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>>;
 }
 
 /// Reads `sh.helm.release.v1.<name>.v<revision>` from the release's namespace.
@@ -33,11 +46,11 @@ impl ReadChartFiles for KubeChartFiles {
         &'a self,
         release: &'a ReleaseKey,
         revision: u64,
-    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>> {
         Box::pin(async move {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
             let name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
-            let Some(secret) = api.get_opt(&name).await.map_err(|e| e.to_string())? else {
+            let Some(secret) = api.get_opt(&name).await? else {
                 return Ok(None);
             };
             let Some(data) = secret.data.as_ref().and_then(|d| d.get("release")) else {
@@ -48,10 +61,9 @@ impl ReadChartFiles for KubeChartFiles {
             tokio::task::spawn_blocking(move || {
                 crate::core::chart::decode_chart_files_payload(&helm_layer)
             })
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .map(Some)
-            .map_err(|e| e.to_string())
+            .map_err(ChartFilesError::from)
         })
     }
 }
@@ -66,20 +78,18 @@ impl ReadChartFiles for FolderChartFiles {
         &'a self,
         release: &'a ReleaseKey,
         revision: u64,
-    ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+    ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>> {
         let dir = self.dir.clone();
         let release = release.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let files =
-                    crate::source::files::release_files(&[dir]).map_err(|e| e.to_string())?;
-                Ok(files.iter().find_map(|file| {
+                let files = crate::source::files::release_files(&[dir])?;
+                Ok::<_, ChartFilesError>(files.iter().find_map(|file| {
                     let text = std::fs::read_to_string(file).ok()?;
                     crate::core::chart::find_chart_files(&text, &release, revision)
                 }))
             })
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
         })
     }
 }
@@ -119,13 +129,13 @@ impl ChartFilesCache {
         let read = cell
             .get_or_try_init(|| async {
                 let files = self.source.read(release, revision).await?;
-                Ok::<_, String>(files.map(Arc::new))
+                Ok::<_, ChartFilesError>(files.map(Arc::new))
             })
             .await;
         match read {
             Ok(files) => files.clone(),
             Err(e) => {
-                tracing::warn!(release = %release, revision, error = %e, "cannot read the release's chart to trace values keys");
+                tracing::warn!(release = %release, revision, error = %crate::error_chain::with_causes(&e), "cannot read the release's chart to trace values keys");
                 None
             }
         }
@@ -148,7 +158,7 @@ mod tests {
             &'a self,
             _: &'a ReleaseKey,
             revision: u64,
-        ) -> BoxFuture<'a, Result<Option<ChartFiles>, String>> {
+        ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
                 // Slow enough for reads that start together to overlap.
@@ -159,7 +169,9 @@ mod tests {
                         ..Default::default()
                     })),
                     2 => Ok(None),
-                    _ => Err("unreachable".into()),
+                    _ => Err(ChartFilesError::Folder(std::io::Error::other(
+                        "unreachable",
+                    ))),
                 }
             })
         }

@@ -12,13 +12,31 @@ use crate::core::release::Status;
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// A fresh read that did not happen.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfirmError {
+    #[error("cannot list the release Secrets of {release}")]
+    Revisions {
+        release: ReleaseKey,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read the metadata of {resource} {name}")]
+    Owner {
+        resource: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
 /// Reads a release's newest revision and its status straight from the source of truth
 /// (rule 7); `None` when the release has no revision left.
 pub(crate) trait Confirm: Send + Sync {
     fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>>;
+    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>>;
 
     /// The release the stored object's `meta.helm.sh/release-name`/`-namespace` annotations
     /// name (`None`: it carries none, or is gone). `resource` is the object's own resource as
@@ -26,7 +44,7 @@ pub(crate) trait Confirm: Send + Sync {
     fn owner_of<'a>(
         &'a self,
         resource: &'a StoredObject,
-    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, String>>;
+    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, ConfirmError>>;
 }
 
 /// An object as an admission request addresses it.

@@ -176,12 +176,64 @@ impl Proofs {
 /// How often a revert reads the object again after a concurrent write, before it waits a backoff.
 const CONFLICT_RETRIES: usize = 8;
 
-/// Why a revert did not happen.
+/// Why a revert failed: its retry waits a backoff.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RevertError {
+    #[error("cannot find the API resource of {kind}")]
+    Discovery {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the API server refused")]
+    Api(#[from] kube::Error),
+    #[error("an object that does not read as JSON")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Confirm(#[from] crate::confirm::ConfirmError),
+    #[error("cannot ask the API server what the revision's author may do")]
+    Author(#[source] kube::Error),
+    #[error("the object changed under each of {tries} writes")]
+    Raced {
+        tries: usize,
+        #[source]
+        source: Option<kube::Error>,
+    },
+}
+
+/// Why one attempt at a revert did not happen.
 #[derive(Debug)]
 enum Failure {
-    Error(String),
+    Error(RevertError),
     /// The object changed since it was read.
     Conflict(Conflict),
+    /// A guarded write failed, and a fresh read shows the object unchanged: the failure was
+    /// the write's own, not a concurrent write's.
+    Unchanged,
+}
+
+impl From<RevertError> for Failure {
+    fn from(error: RevertError) -> Self {
+        Failure::Error(error)
+    }
+}
+
+impl From<kube::Error> for Failure {
+    fn from(error: kube::Error) -> Self {
+        Failure::Error(RevertError::Api(error))
+    }
+}
+
+impl From<serde_json::Error> for Failure {
+    fn from(error: serde_json::Error) -> Self {
+        Failure::Error(RevertError::Json(error))
+    }
+}
+
+impl From<crate::confirm::ConfirmError> for Failure {
+    fn from(error: crate::confirm::ConfirmError) -> Self {
+        Failure::Error(RevertError::Confirm(error))
+    }
 }
 
 impl Failure {
@@ -193,10 +245,10 @@ impl Failure {
             Some(rv) if matches!(&error, kube::Error::Api(s) if s.code == 422 || s.code == 409) => {
                 Failure::Conflict(Conflict {
                     resource_version: rv.to_string(),
-                    error: error.to_string(),
+                    error,
                 })
             }
-            _ => Failure::Error(error.to_string()),
+            _ => Failure::Error(RevertError::Api(error)),
         }
     }
 }
@@ -225,17 +277,11 @@ impl Scheduled {
     }
 }
 
-impl From<String> for Failure {
-    fn from(error: String) -> Self {
-        Failure::Error(error)
-    }
-}
-
 /// A resourceVersion-guarded write that failed: the version it tested, and the API server's answer.
 #[derive(Debug)]
 struct Conflict {
     resource_version: String,
-    error: String,
+    error: kube::Error,
 }
 
 enum Outcome {
@@ -401,13 +447,17 @@ impl Reverter {
         }
     }
 
-    async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), String> {
+    async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), RevertError> {
         if let Some(found) = self.resources.lock().expect("not poisoned").get(gvk) {
             return Ok(found.clone());
         }
-        let (ar, caps) = pinned_kind(&self.client, gvk)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (ar, caps) =
+            pinned_kind(&self.client, gvk)
+                .await
+                .map_err(|source| RevertError::Discovery {
+                    kind: format!("{}/{} {}", gvk.group, gvk.version, gvk.kind),
+                    source,
+                })?;
         let found = (ar, caps.scope == Scope::Namespaced);
         self.resources
             .lock()
@@ -435,7 +485,7 @@ impl Reverter {
             match self.resource(&gvk).await {
                 Ok(found) => break found,
                 Err(e) => {
-                    tracing::debug!(group = %gvk.group, kind = %gvk.kind, error = %e, "kind not served (yet); retrying");
+                    tracing::debug!(group = %gvk.group, kind = %gvk.kind, error = %crate::error_chain::with_causes(&e), "kind not served (yet); retrying");
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(30));
                 }
@@ -881,7 +931,7 @@ impl Reverter {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, error = %e, "revert failed; retrying with backoff");
+                    tracing::warn!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, error = %crate::error_chain::with_causes(&e), "revert failed; retrying with backoff");
                     let delay = worker
                         .backoff
                         .next_delay(&job.key, Instant::now())
@@ -949,19 +999,31 @@ impl Reverter {
     /// changed between the read and a resourceVersion-guarded write: the deployment controller
     /// writes a Deployment's status right after a `kubectl edit`, and waiting a backoff for that
     /// made client-side reverts take seconds.
-    async fn reconcile(&self, worker: &mut Worker, job: &Job) -> Result<Outcome, String> {
+    async fn reconcile(&self, worker: &mut Worker, job: &Job) -> Result<Outcome, RevertError> {
         let mut stale: Option<Conflict> = None;
         for _ in 0..=CONFLICT_RETRIES {
             match self.reconcile_once(worker, job, stale.as_ref()).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(Failure::Error(e)) => return Err(e),
+                Err(Failure::Unchanged) => {
+                    return Err(match stale {
+                        Some(conflict) => RevertError::Api(conflict.error),
+                        None => RevertError::Raced {
+                            tries: 0,
+                            source: None,
+                        },
+                    })
+                }
                 Err(Failure::Conflict(conflict)) => {
                     tracing::debug!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, resource_version = %conflict.resource_version, "the object changed between the read and the write; reading it again");
                     stale = Some(conflict);
                 }
             }
         }
-        Err(stale.map(|c| c.error).unwrap_or_default())
+        Err(RevertError::Raced {
+            tries: CONFLICT_RETRIES + 1,
+            source: stale.map(|c| c.error),
+        })
     }
 
     /// One read, plan and write. `stale`: the write just failed on a resourceVersion read
@@ -1119,18 +1181,14 @@ impl Reverter {
         name: &str,
         stale: Option<&Conflict>,
     ) -> Result<Option<Value>, Failure> {
-        let live = api.get_opt(name).await.map_err(|e| e.to_string())?;
-        let live = live
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| e.to_string())?;
+        let live = api.get_opt(name).await?;
+        let live = live.as_ref().map(serde_json::to_value).transpose()?;
         if let (Some(stale), Some(live)) = (stale, &live) {
             let rv = live
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str);
             if rv == Some(stale.resource_version.as_str()) {
-                return Err(Failure::Error(stale.error.clone()));
+                return Err(Failure::Unchanged);
             }
         }
         Ok(live)
@@ -1234,9 +1292,7 @@ impl Reverter {
             .authors
             .permission(&newest.author, &object.release.namespace, &needed)
             .await
-            .map_err(|e| {
-                format!("cannot ask the API server what the revision's author may do: {e}")
-            })?;
+            .map_err(RevertError::Author)?;
         if permission != author::Permission::Granted {
             self.report_refusal(newest, object, &permission).await;
             return Ok(Some(Outcome::Refused));
@@ -1262,7 +1318,7 @@ impl Reverter {
         let preview = self
             .write(api, &object.name, writer, desired, changes, live, true)
             .await?;
-        let preview = serde_json::to_value(&preview).map_err(|e| e.to_string())?;
+        let preview = serde_json::to_value(&preview)?;
         let after = revert_plan::drift(&self.schema.load(), object, &preview, ignore);
         if !revert_plan::write_would_fix(changes, &after) {
             tracing::debug!(object = %object.describe(), paths = %revert_plan::describe_paths(changes), "differs from the chart only where the API server stores nothing; not reverted");
@@ -1355,24 +1411,21 @@ impl Reverter {
         desired: Value,
     ) -> Result<DynamicObject, Failure> {
         Ok(match writer {
-            HelmWriter::Apply(manager) => api
-                .patch(
+            HelmWriter::Apply(manager) => {
+                api.patch(
                     name,
                     &PatchParams::apply(manager).force(),
                     &Patch::Apply(&desired),
                 )
-                .await
-                .map_err(|e| e.to_string())?,
+                .await?
+            }
             HelmWriter::Update(manager) => {
-                let body: DynamicObject =
-                    serde_json::from_value(desired).map_err(|e| e.to_string())?;
+                let body: DynamicObject = serde_json::from_value(desired)?;
                 let params = PostParams {
                     field_manager: Some(manager.clone()),
                     ..PostParams::default()
                 };
-                api.create(&params, &body)
-                    .await
-                    .map_err(|e| e.to_string())?
+                api.create(&params, &body).await?
             }
         })
     }
@@ -1439,7 +1492,7 @@ mod tests {
         match Failure::of(test_failed(), Some("42")) {
             Failure::Conflict(c) => {
                 assert_eq!(c.resource_version, "42");
-                assert!(c.error.contains("rejected our request"));
+                assert!(c.error.to_string().contains("rejected our request"));
             }
             other => panic!("{other:?}"),
         }

@@ -413,7 +413,7 @@ async fn prove_if_needed(
             proved
         }
         Ok(Err(e)) => {
-            tracing::warn!(object = ?stored, error = %e, "could not read the object's annotations; keeping the decision");
+            tracing::warn!(object = ?stored, error = %crate::error_chain::with_causes(&e), "could not read the object's annotations; keeping the decision");
             decision
         }
         Err(_) => {
@@ -447,7 +447,7 @@ async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
             )
         }
         Ok(Err(e)) => {
-            tracing::warn!(release = %release, error = %e, "could not re-read release; keeping the decision");
+            tracing::warn!(release = %release, error = %crate::error_chain::with_causes(&e), "could not re-read release; keeping the decision");
             (None, "error")
         }
         Err(_) => {

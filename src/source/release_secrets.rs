@@ -12,7 +12,7 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 
-use crate::confirm::{BoxFuture, Confirm, StoredObject};
+use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::author::{authorship, Authorship, Stamping, StoredSecret};
 use crate::core::index::ReleaseKey;
 use crate::core::release::{
@@ -281,16 +281,19 @@ impl Confirm for KubeConfirm {
     fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, String>> {
+    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
         Box::pin(async move {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
             let params = ListParams::default()
                 .labels(&format!("{LABELS},name={}", release.name))
                 .fields(FIELDS);
-            let list = api
-                .list_metadata(&params)
-                .await
-                .map_err(|e| e.to_string())?;
+            let list =
+                api.list_metadata(&params)
+                    .await
+                    .map_err(|source| ConfirmError::Revisions {
+                        release: release.clone(),
+                        source,
+                    })?;
             let newest = list
                 .items
                 .iter()
@@ -309,7 +312,7 @@ impl Confirm for KubeConfirm {
     fn owner_of<'a>(
         &'a self,
         object: &'a StoredObject,
-    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, String>> {
+    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, ConfirmError>> {
         Box::pin(async move {
             let resource = kube::core::ApiResource {
                 group: object.group.clone(),
@@ -322,10 +325,14 @@ impl Confirm for KubeConfirm {
                 Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
                 None => Api::all_with(self.client.clone(), &resource),
             };
-            let meta = api
-                .get_metadata_opt(&object.name)
-                .await
-                .map_err(|e| e.to_string())?;
+            let meta =
+                api.get_metadata_opt(&object.name)
+                    .await
+                    .map_err(|source| ConfirmError::Owner {
+                        resource: object.resource.clone(),
+                        name: object.name.clone(),
+                        source,
+                    })?;
             Ok(meta.and_then(|m| {
                 crate::core::release::annotated_release_key(m.metadata.annotations.as_ref()?)
             }))
