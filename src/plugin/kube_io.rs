@@ -95,19 +95,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                 reason,
                 users,
                 groups,
-                objects: objects
-                    .iter()
-                    .map(|o| match o.split_once('/') {
-                        Some((kind, name)) => crate::lock_exception::ObjectSpec {
-                            kind: Some(kind.to_string()),
-                            name: name.to_string(),
-                        },
-                        None => crate::lock_exception::ObjectSpec {
-                            kind: None,
-                            name: o.clone(),
-                        },
-                    })
-                    .collect(),
+                objects: objects.iter().map(|o| object_spec(o)).collect(),
                 paths,
             };
             let mut lock_exception = crate::lock_exception::LockException::new("", spec);
@@ -163,63 +151,102 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             }
         }
         PluginCommand::Why { object, name } => {
-            let (type_, name) = match (object.split_once('/'), name) {
-                (Some((t, n)), None) => (t.to_string(), n.to_string()),
-                (None, Some(n)) => (object.clone(), n),
-                _ => return Err(format!("give TYPE/NAME or TYPE NAME, not {object:?}")),
-            };
-            let (group, kind, namespaced) = resolve(&client, &type_).await?;
-            let wanted = why::Wanted {
-                group,
-                kind,
-                namespace: namespaced.then(|| namespace.clone()),
+            let (output, config) = (target.output, &config);
+            why_locked(
+                &client,
+                &namespace,
+                config,
+                registrations,
+                object,
                 name,
-            };
-            // Any namespace's release may render the object; without the right to list
-            // Secrets everywhere, the object's own namespace.
-            let index = match releases(&client, None, None, registrations).await {
-                Ok(index) => index,
-                Err(_) => releases(&client, Some(&namespace), None, registrations).await?,
-            };
-            let claimed = why::claims(&index, &wanted, None)
-                .first()
-                .map(|o| (*o).clone());
-            let live = match claimed {
-                Some(object) => {
-                    let id = ObjectId::of(&object);
-                    fetch(&client, vec![object])
-                        .await
-                        .remove(&id)
-                        .unwrap_or(Live::Unreadable("not read".into()))
-                }
-                None => Live::Missing, // not read: no release renders it
-            };
-            let schema = schema(&client).await;
-            // The owning revision's chart, to say which values key sets each field.
-            let chart = match why::claims(&index, &wanted, None).first() {
-                Some(object) => {
-                    let revision = index
-                        .release(&object.release)
-                        .and_then(|s| s.newest())
-                        .map(|r| r.revision);
-                    let reader = crate::chart_files::KubeChartFiles {
-                        client: client.clone(),
-                    };
-                    match revision {
-                        Some(revision) => {
-                            use crate::chart_files::ReadChartFiles;
-                            reader.read(&object.release, revision).await.ok().flatten()
-                        }
-                        None => None,
-                    }
-                }
-                None => None,
-            };
-            let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
-            print(target.output, &report, why::render_text)?;
-            Ok(ExitCode::SUCCESS)
+                output,
+            )
+            .await
         }
     }
+}
+
+/// `--object KIND/NAME` or `--object NAME` as a LockException names it.
+fn object_spec(object: &str) -> crate::lock_exception::ObjectSpec {
+    match object.split_once('/') {
+        Some((kind, name)) => crate::lock_exception::ObjectSpec {
+            kind: Some(kind.to_string()),
+            name: name.to_string(),
+        },
+        None => crate::lock_exception::ObjectSpec {
+            kind: None,
+            name: object.to_string(),
+        },
+    }
+}
+
+/// `kubectl locker why TYPE/NAME`: which release locks the object, and each locked field's
+/// chart value, live value and values key.
+async fn why_locked(
+    client: &Client,
+    namespace: &str,
+    config: &crate::core::policy::Config,
+    registrations: Option<&str>,
+    object: String,
+    name: Option<String>,
+    output: Format,
+) -> Result<ExitCode, String> {
+    let (client, namespace) = (client.clone(), namespace.to_string());
+    let (type_, name) = match (object.split_once('/'), name) {
+        (Some((t, n)), None) => (t.to_string(), n.to_string()),
+        (None, Some(n)) => (object.clone(), n),
+        _ => return Err(format!("give TYPE/NAME or TYPE NAME, not {object:?}")),
+    };
+    let (group, kind, namespaced) = resolve(&client, &type_).await?;
+    let wanted = why::Wanted {
+        group,
+        kind,
+        namespace: namespaced.then(|| namespace.clone()),
+        name,
+    };
+    // Any namespace's release may render the object; without the right to list
+    // Secrets everywhere, the object's own namespace.
+    let index = match releases(&client, None, None, registrations).await {
+        Ok(index) => index,
+        Err(_) => releases(&client, Some(&namespace), None, registrations).await?,
+    };
+    let claimed = why::claims(&index, &wanted, None)
+        .first()
+        .map(|o| (*o).clone());
+    let live = match claimed {
+        Some(object) => {
+            let id = ObjectId::of(&object);
+            fetch(&client, vec![object])
+                .await
+                .remove(&id)
+                .unwrap_or(Live::Unreadable("not read".into()))
+        }
+        None => Live::Missing, // not read: no release renders it
+    };
+    let schema = schema(&client).await;
+    // The owning revision's chart, to say which values key sets each field.
+    let chart = match why::claims(&index, &wanted, None).first() {
+        Some(object) => {
+            let revision = index
+                .release(&object.release)
+                .and_then(|s| s.newest())
+                .map(|r| r.revision);
+            let reader = crate::chart_files::KubeChartFiles {
+                client: client.clone(),
+            };
+            match revision {
+                Some(revision) => {
+                    use crate::chart_files::ReadChartFiles;
+                    reader.read(&object.release, revision).await.ok().flatten()
+                }
+                None => None,
+            }
+        }
+        None => None,
+    };
+    let report = why::why(&index, config, &schema, &wanted, &live, chart.as_ref());
+    print(output, &report, why::render_text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The LockExceptions in scope, as the locker reads them (its maximum open time is not known
