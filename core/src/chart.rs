@@ -66,9 +66,8 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
         metadata: Option<RawChartMetadata>,
         #[serde(default)]
         templates: Vec<RawFile>,
-        /// The chart's other files, `crds/` among them.
-        #[serde(default)]
-        files: Vec<RawFile>,
+        /// The chart's other files, `crds/` among them (`null` when it has none: Go's nil).
+        files: Option<Vec<RawFile>>,
         /// The chart's default values.
         values: Option<Value>,
     }
@@ -90,6 +89,7 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     let crds = chart
         .files
         .iter()
+        .flatten()
         .filter(|f| {
             f.name.starts_with("crds/")
                 && [".yaml", ".yml", ".json"]
@@ -130,4 +130,35 @@ pub fn find_chart_files(text: &str, release: &ReleaseKey, revision: u64) -> Opti
             .then(|| decode_chart_files(&entry.data).ok())
             .flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+    use serde_json::json;
+
+    /// Helm writes a chart without other files as `"files": null` (Go's nil slice): the chart
+    /// still decodes, and a chart's `crds/` files are read.
+    #[test]
+    fn chart_files_decode_with_null_or_crd_files() {
+        let mut release =
+            crate::test_util::release_json("shop", "shop", 1, crate::release::Status::Deployed, "");
+        release["chart"]["templates"] = json!([{"name": "templates/a.yaml",
+            "data": base64::engine::general_purpose::STANDARD.encode("a: 1")}]);
+        release["chart"]["files"] = Value::Null;
+        let files = decode_chart_files_payload(crate::test_util::helm_payload(&release).as_bytes())
+            .unwrap();
+        assert_eq!(
+            files.templates.get("templates/a.yaml").map(String::as_str),
+            Some("a: 1")
+        );
+        assert!(files.crds.is_empty());
+        release["chart"]["files"] = json!([
+            {"name": "crds/x.yaml", "data": base64::engine::general_purpose::STANDARD.encode("kind: CustomResourceDefinition")},
+            {"name": "README.md", "data": base64::engine::general_purpose::STANDARD.encode("# x")}]);
+        let files = decode_chart_files_payload(crate::test_util::helm_payload(&release).as_bytes())
+            .unwrap();
+        assert_eq!(files.crds, ["kind: CustomResourceDefinition"]);
+    }
 }
