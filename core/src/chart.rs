@@ -64,8 +64,8 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     #[derive(Deserialize)]
     struct RawChartFiles {
         metadata: Option<RawChartMetadata>,
-        #[serde(default)]
-        templates: Vec<RawFile>,
+        /// `null` for a chart without templates (CRDs only).
+        templates: Option<Vec<RawFile>>,
         /// The chart's other files, `crds/` among them (`null` when it has none: Go's nil).
         files: Option<Vec<RawFile>>,
         /// The chart's default values.
@@ -74,16 +74,19 @@ pub fn decode_chart_files_payload(helm_base64: &[u8]) -> Result<ChartFiles, Deco
     #[derive(Deserialize)]
     struct RawFile {
         name: String,
-        #[serde(default)]
-        data: String,
+        /// `null` for an empty file.
+        data: Option<String>,
     }
     let raw: Raw =
         serde_json::from_slice(&json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
     let chart = raw.chart.ok_or(DecodeError::MissingField("chart"))?;
-    let text = |f: &RawFile| String::from_utf8(decode_base64(f.data.as_bytes())?).ok();
+    let text = |f: &RawFile| {
+        String::from_utf8(decode_base64(f.data.as_deref().unwrap_or("").as_bytes())?).ok()
+    };
     let mut templates: Templates = chart
         .templates
         .iter()
+        .flatten()
         .filter_map(|f| Some((f.name.clone(), text(f)?)))
         .collect();
     let crds = chart
@@ -147,6 +150,12 @@ mod tests {
         release["chart"]["templates"] = json!([{"name": "templates/a.yaml",
             "data": base64::engine::general_purpose::STANDARD.encode("a: 1")}]);
         release["chart"]["files"] = Value::Null;
+        let mut no_templates = release.clone();
+        no_templates["chart"]["templates"] = Value::Null;
+        let files =
+            decode_chart_files_payload(crate::test_util::helm_payload(&no_templates).as_bytes())
+                .unwrap();
+        assert!(files.templates.keys().all(|k| !k.starts_with("templates/")));
         let files = decode_chart_files_payload(crate::test_util::helm_payload(&release).as_bytes())
             .unwrap();
         assert_eq!(
