@@ -28,11 +28,11 @@ fn traced(
 
 #[derive(Serialize)]
 pub struct InspectOutput {
-    pub releases: Vec<InspectRelease>,
+    pub(crate) releases: Vec<InspectRelease>,
 }
 
 #[derive(Serialize)]
-pub struct InspectRelease {
+pub(crate) struct InspectRelease {
     pub name: String,
     pub namespace: String,
     pub revision: u64,
@@ -42,7 +42,7 @@ pub struct InspectRelease {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct InspectObject {
+pub(crate) struct InspectObject {
     pub api_version: String,
     pub kind: String,
     pub namespace: Option<String>,

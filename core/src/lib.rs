@@ -9,6 +9,13 @@
 //! parsed, a decision made. The modules stay public for the shell's reverter, plugin and tools,
 //! which need their parts; modules nothing outside uses (`interning`, `locked`, `prune`,
 //! `scan`) are private.
+//!
+//! Every `pub` item is used outside this crate: named by the shell, its tests, the benches or
+//! the fuzz targets, or held there as a value (the compiler's type-privacy check fails when such
+//! a type is made `pub(crate)`). Three are kept public though nothing outside touches them,
+//! because a public item holds them: `policy::ReleaseRule` (a field of `Config`, which callers
+//! build with `..Config::default()`), `release::Layer` (carried by `DecodeError::NotBase64`)
+//! and `policy::SelectorError` (`LabelSelector`'s `FromStr` error).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 

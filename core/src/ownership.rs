@@ -709,165 +709,195 @@ impl<'a> Walk<'a> {
         if is_ignored(&self.path, self.ignore) {
             return;
         }
-        let schema = self.schema;
         if matches!(chart, Tree::Null) {
             // A null the API server attributes to Helm (a scalar, an atomic value) means
             // "absent", and is Helm's: setting it is a change. A null map or list owns nothing.
-            if null_is_owned(schema.atom(ty)) {
+            if null_is_owned(self.schema.atom(ty)) {
                 self.leaf(ty, chart, new, old);
             }
             return;
         }
-        match (schema.atom(ty), chart) {
+        match (self.schema.atom(ty), chart) {
             (Atom::Struct { atomic: false, .. }, Tree::Map(entries)) if entries.is_empty() => {
-                // `emptyDir: {}`: the struct's presence is the owned value.
-                let gone = |v: Option<&Value>| v.is_none_or(Value::is_null);
-                if gone(new) && (!self.against_old || !gone(old)) {
-                    self.push(chart, new);
-                } else if self.keep_equal && !gone(new) {
-                    self.push_equal(chart, new);
-                }
+                self.visit_empty_struct(chart, new, old)
             }
             (
                 Atom::Struct { atomic: false, .. }
                 | Atom::Map { atomic: false, .. }
                 | Atom::Deduced,
                 Tree::Map(entries),
-            ) => {
-                let new_map = new.and_then(Value::as_object);
-                let old_map = old.and_then(Value::as_object);
-                for (key, chart_value) in entries.iter() {
-                    let field = schema.field(ty, key);
-                    if matches!(chart_value, Tree::Null) && !schema.is_declared_field(ty, key) {
-                        // A map entry is owned even when null (`annotations: {note: null}`).
-                        let len = self.path.len();
-                        push_segment(&mut self.path, key);
-                        if !is_ignored(&self.path, self.ignore) {
-                            let n = new_map.and_then(|m| m.get(&**key));
-                            let o = old_map.and_then(|m| m.get(&**key));
-                            self.leaf(TypeId::UNTYPED, chart_value, n, o);
-                        }
-                        self.path.truncate(len);
-                        continue;
-                    }
-                    self.child(key, field, chart_value, new_map, old_map);
-                }
-            }
+            ) => self.visit_map(ty, entries, new, old),
             (
                 Atom::List {
                     items,
                     list_type: ListType::Set,
                 },
                 Tree::List(chart_items),
-            ) => {
-                let items = *items;
-                for item in chart_items.iter().filter(|i| !matches!(i, Tree::Null)) {
-                    let present = |list: Option<&Value>| {
-                        list.and_then(Value::as_array).is_some_and(|l| {
-                            l.iter().any(|v| {
-                                equal(schema, items, Node::Tree(item), Some(Node::Json(v)))
-                            })
-                        })
-                    };
-                    if !present(new) && (!self.against_old || present(old)) {
-                        let len = self.path.len();
-                        self.path.push_str("/-");
-                        self.push(item, None);
-                        self.path.truncate(len);
-                    } else if self.keep_equal {
-                        let found = new.and_then(Value::as_array).and_then(|l| {
-                            l.iter().enumerate().find(|(_, v)| {
-                                equal(schema, items, Node::Tree(item), Some(Node::Json(v)))
-                            })
-                        });
-                        if let Some((i, value)) = found {
-                            let len = self.path.len();
-                            push_segment(&mut self.path, &i.to_string());
-                            self.push_equal(item, Some(value));
-                            self.path.truncate(len);
-                        }
-                    }
-                }
-            }
+            ) => self.visit_set(*items, chart_items, new, old),
             (
                 Atom::List {
                     items,
                     list_type: ListType::Map(keys),
                 },
                 Tree::List(chart_items),
-            ) => {
-                let items = *items;
-                let new_items = new
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let old_items = old
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                // Keys are read once per item, borrowed: a container may list hundreds of env vars.
-                let new_keys: Vec<Option<ItemKey<'_>>> = new_items
-                    .iter()
-                    .map(|v| pair_key(schema, items, keys, Node::Json(v)))
-                    .collect();
-                let old_keys: Vec<Option<ItemKey<'_>>> = old_items
-                    .iter()
-                    .map(|v| pair_key(schema, items, keys, Node::Json(v)))
-                    .collect();
-                let take =
-                    |list_keys: &[Option<ItemKey<'_>>], taken: &mut [bool], key: &ItemKey<'_>| {
-                        let i = (0..list_keys.len())
-                            .find(|&i| !taken[i] && list_keys[i].as_ref() == Some(key))?;
-                        taken[i] = true;
-                        Some(i)
-                    };
-                // Items that share a key (env may repeat a name) pair up in order.
-                let mut new_taken = vec![false; new_items.len()];
-                let mut old_taken = vec![false; old_items.len()];
-                let mut chart_keys = Vec::with_capacity(chart_items.len());
-                for item in chart_items.iter() {
-                    let Some(key) = pair_key(schema, items, keys, Node::Tree(item)) else {
-                        continue;
-                    };
-                    let position = take(&new_keys, &mut new_taken, &key);
-                    let old_item = take(&old_keys, &mut old_taken, &key).map(|i| &old_items[i]);
-                    chart_keys.push(key);
-                    let len = self.path.len();
-                    match position {
-                        Some(i) => {
-                            push_segment(&mut self.path, &i.to_string());
-                            self.visit(items, item, Some(&new_items[i]), old_item);
-                        }
-                        None => {
-                            self.path.push_str("/-");
-                            if !self.against_old || old_item.is_some() {
-                                self.push(item, None);
-                            }
-                        }
-                    }
-                    self.path.truncate(len);
+            ) => self.visit_map_list(*items, keys, chart_items, new, old),
+            // Scalars, atomic lists, maps and structs, untyped values: one value.
+            _ => self.leaf(ty, chart, new, old),
+        }
+    }
+
+    /// `emptyDir: {}`: the struct's presence is the owned value.
+    fn visit_empty_struct(&mut self, chart: &Tree, new: Option<&Value>, old: Option<&Value>) {
+        let gone = |v: Option<&Value>| v.is_none_or(Value::is_null);
+        if gone(new) && (!self.against_old || !gone(old)) {
+            self.push(chart, new);
+        } else if self.keep_equal && !gone(new) {
+            self.push_equal(chart, new);
+        }
+    }
+
+    /// A granular map or struct: each of the chart's keys on its own.
+    fn visit_map(
+        &mut self,
+        ty: TypeId,
+        entries: &[(Box<str>, Tree)],
+        new: Option<&Value>,
+        old: Option<&Value>,
+    ) {
+        let schema = self.schema;
+        let new_map = new.and_then(Value::as_object);
+        let old_map = old.and_then(Value::as_object);
+        for (key, chart_value) in entries.iter() {
+            let field = schema.field(ty, key);
+            if matches!(chart_value, Tree::Null) && !schema.is_declared_field(ty, key) {
+                // A map entry is owned even when null (`annotations: {note: null}`).
+                let len = self.path.len();
+                push_segment(&mut self.path, key);
+                if !is_ignored(&self.path, self.ignore) {
+                    let n = new_map.and_then(|m| m.get(&**key));
+                    let o = old_map.and_then(|m| m.get(&**key));
+                    self.leaf(TypeId::UNTYPED, chart_value, n, o);
                 }
-                // A second item with the key of a chart item (an `env` name repeated after the
-                // chart's: the last one wins in the container) shadows what the chart set, and
-                // the next apply fails on the duplicate key.
-                for (i, added) in new_items.iter().enumerate() {
-                    let Some(key) = new_keys[i].as_ref() else {
-                        continue;
-                    };
-                    if new_taken[i] || !chart_keys.iter().any(|k| k == key) {
-                        continue;
-                    }
-                    if take(&old_keys, &mut old_taken, key).is_some() && self.against_old {
-                        continue;
-                    }
+                self.path.truncate(len);
+                continue;
+            }
+            self.child(key, field, chart_value, new_map, old_map);
+        }
+    }
+
+    /// A set (`finalizers`): each of the chart's items present, wherever it is.
+    fn visit_set(
+        &mut self,
+        items: TypeId,
+        chart_items: &[Tree],
+        new: Option<&Value>,
+        old: Option<&Value>,
+    ) {
+        let schema = self.schema;
+        for item in chart_items.iter().filter(|i| !matches!(i, Tree::Null)) {
+            let present = |list: Option<&Value>| {
+                list.and_then(Value::as_array).is_some_and(|l| {
+                    l.iter()
+                        .any(|v| equal(schema, items, Node::Tree(item), Some(Node::Json(v))))
+                })
+            };
+            if !present(new) && (!self.against_old || present(old)) {
+                let len = self.path.len();
+                self.path.push_str("/-");
+                self.push(item, None);
+                self.path.truncate(len);
+            } else if self.keep_equal {
+                let found = new.and_then(Value::as_array).and_then(|l| {
+                    l.iter()
+                        .enumerate()
+                        .find(|(_, v)| equal(schema, items, Node::Tree(item), Some(Node::Json(v))))
+                });
+                if let Some((i, value)) = found {
                     let len = self.path.len();
                     push_segment(&mut self.path, &i.to_string());
-                    self.push(&Tree::Null, Some(added));
+                    self.push_equal(item, Some(value));
                     self.path.truncate(len);
                 }
             }
-            // Scalars, atomic lists, maps and structs, untyped values: one value.
-            _ => self.leaf(ty, chart, new, old),
+        }
+    }
+
+    /// A list of maps by key (`containers` by `name`): items paired by their keys.
+    fn visit_map_list(
+        &mut self,
+        items: TypeId,
+        keys: &[Box<str>],
+        chart_items: &[Tree],
+        new: Option<&Value>,
+        old: Option<&Value>,
+    ) {
+        let schema = self.schema;
+        let new_items = new
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let old_items = old
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        // Keys are read once per item, borrowed: a container may list hundreds of env vars.
+        let new_keys: Vec<Option<ItemKey<'_>>> = new_items
+            .iter()
+            .map(|v| pair_key(schema, items, keys, Node::Json(v)))
+            .collect();
+        let old_keys: Vec<Option<ItemKey<'_>>> = old_items
+            .iter()
+            .map(|v| pair_key(schema, items, keys, Node::Json(v)))
+            .collect();
+        let take = |list_keys: &[Option<ItemKey<'_>>], taken: &mut [bool], key: &ItemKey<'_>| {
+            let i =
+                (0..list_keys.len()).find(|&i| !taken[i] && list_keys[i].as_ref() == Some(key))?;
+            taken[i] = true;
+            Some(i)
+        };
+        // Items that share a key (env may repeat a name) pair up in order.
+        let mut new_taken = vec![false; new_items.len()];
+        let mut old_taken = vec![false; old_items.len()];
+        let mut chart_keys = Vec::with_capacity(chart_items.len());
+        for item in chart_items.iter() {
+            let Some(key) = pair_key(schema, items, keys, Node::Tree(item)) else {
+                continue;
+            };
+            let position = take(&new_keys, &mut new_taken, &key);
+            let old_item = take(&old_keys, &mut old_taken, &key).map(|i| &old_items[i]);
+            chart_keys.push(key);
+            let len = self.path.len();
+            match position {
+                Some(i) => {
+                    push_segment(&mut self.path, &i.to_string());
+                    self.visit(items, item, Some(&new_items[i]), old_item);
+                }
+                None => {
+                    self.path.push_str("/-");
+                    if !self.against_old || old_item.is_some() {
+                        self.push(item, None);
+                    }
+                }
+            }
+            self.path.truncate(len);
+        }
+        // A second item with the key of a chart item (an `env` name repeated after the
+        // chart's: the last one wins in the container) shadows what the chart set, and
+        // the next apply fails on the duplicate key.
+        for (i, added) in new_items.iter().enumerate() {
+            let Some(key) = new_keys[i].as_ref() else {
+                continue;
+            };
+            if new_taken[i] || !chart_keys.iter().any(|k| k == key) {
+                continue;
+            }
+            if take(&old_keys, &mut old_taken, key).is_some() && self.against_old {
+                continue;
+            }
+            let len = self.path.len();
+            push_segment(&mut self.path, &i.to_string());
+            self.push(&Tree::Null, Some(added));
+            self.path.truncate(len);
         }
     }
 

@@ -67,7 +67,7 @@ pub struct UserInfo<'a> {
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RequestOptions<'a> {
+pub(crate) struct RequestOptions<'a> {
     #[serde(borrow, default)]
     pub field_manager: Option<Cow<'a, str>>,
 }
@@ -118,7 +118,7 @@ pub struct Request<'a> {
     #[serde(default)]
     pub dry_run: Option<bool>,
     #[serde(borrow, default)]
-    pub options: Option<RequestOptions<'a>>,
+    pub(crate) options: Option<RequestOptions<'a>>,
 }
 
 impl<'a> Request<'a> {
