@@ -24,10 +24,47 @@ const FIELDS: &str = "type=helm.sh/release.v1";
 /// Live objects read at once.
 const CONCURRENT_READS: usize = 16;
 
-pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
+/// Why a plugin command could not answer. Shown to the person with its causes.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PluginError {
+    /// What the person asked cannot be answered as asked; the message says what to do.
+    #[error("{0}")]
+    Usage(String),
+    /// The locker's own answer (a LockException it does not honour).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Config(#[from] crate::config_file::ConfigFileError),
+    #[error("{}: cannot use this kubeconfig", path.display())]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no usable Kubernetes configuration")]
+    NoConfig(#[source] kube::config::InferConfigError),
+    #[error("cannot make a Kubernetes client")]
+    Client(#[source] kube::Error),
+    #[error("cannot {what}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot write the report as JSON")]
+    Output(#[source] serde_json::Error),
+}
+
+impl PluginError {
+    fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Api { what, source }
+    }
+}
+
+pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     let target = &args.target;
-    let mut config = crate::config_file::load(target.config.as_deref())
-        .map_err(|e| crate::error_chain::with_causes(&e))?;
+    let mut config = crate::config_file::load(target.config.as_deref())?;
     if target.registration_namespace.is_some() {
         config.registration_namespace = target.registration_namespace.clone();
     }
@@ -59,11 +96,15 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
         }
         PluginCommand::Diff { release } => {
             if release.is_some() && target.all_namespaces {
-                return Err("give a RELEASE with -n NAMESPACE, not -A".into());
+                return Err(PluginError::Usage(
+                    "give a RELEASE with -n NAMESPACE, not -A".into(),
+                ));
             }
             let index = releases(&client, scope, release.as_deref(), registrations).await?;
             if let (Some(name), 0) = (&release, index.release_count()) {
-                return Err(format!("no Helm release {name} in namespace {namespace}"));
+                return Err(PluginError::Usage(format!(
+                    "no Helm release {name} in namespace {namespace}"
+                )));
             }
             let objects: Vec<_> = index
                 .releases()
@@ -86,7 +127,9 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
             paths,
         } => {
             if users.is_empty() && groups.is_empty() {
-                return Err("name whom it opens the release to: --user or --group".into());
+                return Err(PluginError::Usage(
+                    "name whom it opens the release to: --user or --group".into(),
+                ));
             }
             let until = std::time::SystemTime::now() + duration;
             let spec = crate::lock_exception::LockExceptionSpec {
@@ -110,16 +153,16 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                 },
                 spec: lock_exception.spec.clone(),
             };
-            crate::lock_exception::exception(
-                &probe,
-                duration + std::time::Duration::from_secs(60),
-            )?;
+            crate::lock_exception::exception(&probe, duration + std::time::Duration::from_secs(60))
+                .map_err(PluginError::Usage)?;
             let api: Api<crate::lock_exception::LockException> =
                 Api::namespaced(client.clone(), &namespace);
             let created = api
                 .create(&kube::api::PostParams::default(), &lock_exception)
                 .await
-                .map_err(|e| format!("cannot create the LockException in {namespace}: {e}"))?;
+                .map_err(PluginError::api(format!(
+                    "create the LockException in {namespace}"
+                )))?;
             let created_name = created.metadata.name.clone().unwrap_or_default();
             let who = created
                 .spec
@@ -140,7 +183,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, String> {
                     println!("{note}.");
                     Ok(ExitCode::SUCCESS)
                 }
-                Some((_, note)) => Err(note),
+                Some((_, note)) => Err(PluginError::Refused(note)),
                 None => {
                     println!(
                         "helm-locker has not confirmed it within {}s: it is open at most until then, and closes sooner if its --exception-max-duration after creation comes first (kubectl locker status shows when).",
@@ -190,12 +233,16 @@ async fn why_locked(
     object: String,
     name: Option<String>,
     output: Format,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, PluginError> {
     let (client, namespace) = (client.clone(), namespace.to_string());
     let (type_, name) = match (object.split_once('/'), name) {
         (Some((t, n)), None) => (t.to_string(), n.to_string()),
         (None, Some(n)) => (object.clone(), n),
-        _ => return Err(format!("give TYPE/NAME or TYPE NAME, not {object:?}")),
+        _ => {
+            return Err(PluginError::Usage(format!(
+                "give TYPE/NAME or TYPE NAME, not {object:?}"
+            )))
+        }
     };
     let (group, kind, namespaced) = resolve(&client, &type_).await?;
     let wanted = why::Wanted {
@@ -299,12 +346,16 @@ async fn lock_exceptions(
     }
 }
 
-fn print<T: Serialize>(format: Format, report: &T, text: fn(&T) -> String) -> Result<(), String> {
+fn print<T: Serialize>(
+    format: Format,
+    report: &T,
+    text: fn(&T) -> String,
+) -> Result<(), PluginError> {
     match format {
         Format::Text => print!("{}", text(report)),
         Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(report).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(report).map_err(PluginError::Output)?
         ),
     }
     Ok(())
@@ -312,28 +363,33 @@ fn print<T: Serialize>(format: Format, report: &T, text: fn(&T) -> String) -> Re
 
 /// A client as kubectl would make it (`--kubeconfig`, `--context`, `$KUBECONFIG`,
 /// `~/.kube/config`, in-cluster), and the context's namespace.
-async fn client(target: &super::Target) -> Result<(Client, String), String> {
+async fn client(target: &super::Target) -> Result<(Client, String), PluginError> {
     let options = KubeConfigOptions {
         context: target.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &target.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+    let config =
+        match &target.kubeconfig {
+            Some(path) => {
+                let unusable = |source| PluginError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                };
+                let kubeconfig = Kubeconfig::read_from(path).map_err(unusable)?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(unusable)?
+            }
+            None if target.context.is_some() => kube::Config::from_kubeconfig(&options)
                 .await
-                .map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None if target.context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| format!("kubeconfig: {e}"))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no usable Kubernetes configuration: {e}"))?,
-    };
+                .map_err(|source| PluginError::Kubeconfig {
+                    path: "kubeconfig".into(),
+                    source,
+                })?,
+            None => kube::Config::infer().await.map_err(PluginError::NoConfig)?,
+        };
     let namespace = config.default_namespace.clone();
-    let client = Client::try_from(config).map_err(|e| e.to_string())?;
+    let client = Client::try_from(config).map_err(PluginError::Client)?;
     Ok((client, namespace))
 }
 
@@ -405,7 +461,7 @@ async fn releases(
     namespace: Option<&str>,
     name: Option<&str>,
     registrations: Option<&str>,
-) -> Result<Index, String> {
+) -> Result<Index, PluginError> {
     let api: Api<Secret> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -417,7 +473,7 @@ async fn releases(
     let list = api
         .list(&ListParams::default().labels(&labels).fields(FIELDS))
         .await
-        .map_err(|e| format!("cannot list Helm's release Secrets: {e}"))?;
+        .map_err(PluginError::api("list Helm's release Secrets"))?;
     let secrets: Vec<ReleaseSecret> = list.items.iter().filter_map(decode).collect();
     let mut index = Index::from_secrets(secrets);
     if let Some(ns) = registrations {
@@ -425,7 +481,7 @@ async fn releases(
         let hrs = api
             .list(&ListParams::default())
             .await
-            .map_err(|e| format!("cannot list HelmReleases in {ns}: {e}"))?;
+            .map_err(PluginError::api(format!("list HelmReleases in {ns}")))?;
         let (registered, errors) = crate::crd::registrations(&hrs.items);
         for (hr, error) in errors {
             eprintln!("kubectl-locker: HelmRelease {hr} not honoured: {error}");
@@ -462,7 +518,7 @@ async fn schema(client: &Client) -> Arc<Schema> {
     let read = match crate::source::openapi::fetch(client, None).await {
         Ok(Some((document, _))) => Schema::from_openapi_v2(&document).map_err(|e| e.to_string()),
         Ok(None) => Err("no document".into()),
-        Err(e) => Err(e),
+        Err(e) => Err(crate::error_chain::with_causes(&e)),
     };
     match read {
         Ok(schema) => Arc::new(schema),
@@ -639,7 +695,7 @@ pub(crate) fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// (group, kind, namespaced) of TYPE.
-async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool), String> {
+async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool), PluginError> {
     use crate::core::kinds::{scope_of, Scope as Known};
     if let Some((group, kind)) = short_name(type_) {
         match scope_of(group, kind) {
@@ -660,7 +716,7 @@ async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool),
     let discovery = discovery
         .run()
         .await
-        .map_err(|e| format!("discovery failed: {e}"))?;
+        .map_err(PluginError::api("discover the API server's resource types"))?;
     for api_group in discovery.groups() {
         for (ar, caps) in api_group.recommended_resources() {
             let kind = ar.kind.to_ascii_lowercase();
@@ -669,9 +725,9 @@ async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool),
             }
         }
     }
-    Err(format!(
+    Err(PluginError::Usage(format!(
         "the server doesn't have a resource type {type_:?} (give a kind, a resource, or kind.group)"
-    ))
+    )))
 }
 
 #[cfg(test)]

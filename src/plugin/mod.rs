@@ -151,7 +151,7 @@ pub(crate) fn run(args: PluginArgs) -> ExitCode {
     };
     match runtime.block_on(kube_io::run(args)) {
         Ok(code) => code,
-        Err(message) => fail(&message),
+        Err(e) => fail(&crate::error_chain::with_causes(&e)),
     }
 }
 

@@ -331,11 +331,6 @@ impl BoundServer {
             ),
             ReleaseSource::Kubernetes => {
                 let client = self.kube.expect("a client for the Kubernetes source");
-                let scopes: Vec<Option<String>> = if state.config.namespaces.is_empty() {
-                    vec![None]
-                } else {
-                    state.config.namespaces.iter().cloned().map(Some).collect()
-                };
                 tasks.spawn(
                     "the author key loader",
                     source::author_key::AuthorKeySecret {
@@ -345,7 +340,7 @@ impl BoundServer {
                     }
                     .run(self.stamping),
                 );
-                for ns in scopes {
+                for ns in watch_scopes(&state.config) {
                     tasks.spawn(
                         "a release Secret watch",
                         source::release_secrets::watch(
@@ -386,12 +381,7 @@ impl BoundServer {
                     );
                 }
                 if let Some(max) = self.lock_exceptions {
-                    let namespaces: Vec<Option<String>> = if state.config.namespaces.is_empty() {
-                        vec![None]
-                    } else {
-                        state.config.namespaces.iter().cloned().map(Some).collect()
-                    };
-                    for namespace in namespaces {
+                    for namespace in watch_scopes(&state.config) {
                         tasks.spawn(
                             "a LockException watch",
                             source::lock_exceptions::LockExceptions {
@@ -435,28 +425,44 @@ impl BoundServer {
             why = tasks.first_exit() => Some(why),
         };
         let _ = leaving_tx.send(true);
-        match &failure {
-            None => {
-                state.readiness.fail("shutting down".into());
-                if !self.delay.is_zero() {
-                    tracing::info!(delay = ?self.delay, "shutting down: not ready, still serving while the endpoints are updated (a second signal ends the wait)");
-                    tokio::select! {
-                        () = tokio::time::sleep(self.delay) => {},
-                        () = shutdown_signal() => tracing::info!("a second signal: not waiting any longer"),
-                    }
-                }
-                tracing::info!("shutting down: no new connections, finishing in-flight requests")
-            }
-            Some(why) => {
-                tracing::error!(task = %why, "a task the server needs ended; not ready, draining and exiting");
-                state.readiness.fail(why.clone());
-            }
-        }
+        turn_unready(&state, failure.as_deref(), self.delay).await;
         let _ = stop_tx.send(true);
         let _ = webhook.await;
         let _ = admin.await;
         tasks.tasks.shutdown().await;
         failure.map_or(Ok(()), |why| Err(ServeError::TaskEnded(why)))
+    }
+}
+
+/// The namespaces each watch covers: one watch per `--namespace`, or one for all of them.
+fn watch_scopes(config: &Config) -> Vec<Option<String>> {
+    if config.namespaces.is_empty() {
+        vec![None]
+    } else {
+        config.namespaces.iter().cloned().map(Some).collect()
+    }
+}
+
+/// `/readyz` turns 503 before the listeners stop. On a clean shutdown the server keeps
+/// serving for `delay` while the endpoints are updated (a second signal ends the wait); when
+/// a task ended (`failure`) it says which and drains at once.
+async fn turn_unready(state: &AppState, failure: Option<&str>, delay: Duration) {
+    match failure {
+        None => {
+            state.readiness.fail("shutting down".into());
+            if !delay.is_zero() {
+                tracing::info!(delay = ?delay, "shutting down: not ready, still serving while the endpoints are updated (a second signal ends the wait)");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {},
+                    () = shutdown_signal() => tracing::info!("a second signal: not waiting any longer"),
+                }
+            }
+            tracing::info!("shutting down: no new connections, finishing in-flight requests")
+        }
+        Some(why) => {
+            tracing::error!(task = %why, "a task the server needs ended; not ready, draining and exiting");
+            state.readiness.fail(why.to_owned());
+        }
     }
 }
 

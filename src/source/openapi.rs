@@ -35,7 +35,7 @@ pub(crate) async fn run(
                 let crds = match get_json(&client, CRDS).await {
                     Ok(list) => list,
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot list custom resource definitions; custom resources' scale is compared at /spec/replicas");
+                        tracing::warn!(error = %crate::error_chain::with_causes(&e), "cannot list custom resource definitions; custom resources' scale is compared at /spec/replicas");
                         serde_json::Value::Null
                     }
                 };
@@ -74,7 +74,7 @@ pub(crate) async fn run(
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot fetch /openapi/v2; keeping the schema in use");
+                tracing::warn!(error = %crate::error_chain::with_causes(&e), "cannot fetch /openapi/v2; keeping the schema in use");
                 "error"
             }
         };
@@ -88,33 +88,68 @@ pub(crate) async fn run(
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
-async fn get_json(client: &Client, path: &str) -> Result<serde_json::Value, String> {
+/// Why a document could not be read from the API server.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    #[error("cannot build the request for {path}")]
+    Request {
+        path: &'static str,
+        #[source]
+        source: http::Error,
+    },
+    #[error("cannot read {path} from the API server")]
+    Kubernetes {
+        path: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{path} answered {status}")]
+    Status {
+        path: &'static str,
+        status: http::StatusCode,
+    },
+    #[error("cannot read the body of {path}")]
+    Body {
+        path: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+async fn get_json(client: &Client, path: &'static str) -> Result<serde_json::Value, FetchError> {
     let request = http::Request::get(path)
         .header("Accept", "application/json")
         .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client.request(request).await.map_err(|e| e.to_string())
+        .map_err(|source| FetchError::Request { path, source })?;
+    client
+        .request(request)
+        .await
+        .map_err(|source| FetchError::Kubernetes { path, source })
 }
 
 /// The document and its ETag, or `None` when it has not changed since `etag`.
 pub(crate) async fn fetch(
     client: &Client,
     etag: Option<&str>,
-) -> Result<Option<(Vec<u8>, Option<String>)>, String> {
-    let mut request = http::Request::get("/openapi/v2").header("Accept", "application/json");
+) -> Result<Option<(Vec<u8>, Option<String>)>, FetchError> {
+    const PATH: &str = "/openapi/v2";
+    let mut request = http::Request::get(PATH).header("Accept", "application/json");
     if let Some(etag) = etag {
         request = request.header("If-None-Match", etag);
     }
     let request = request
         .body(kube::client::Body::empty())
-        .map_err(|e| e.to_string())?;
-    let response = client.send(request).await.map_err(|e| e.to_string())?;
+        .map_err(|source| FetchError::Request { path: PATH, source })?;
+    let response = client
+        .send(request)
+        .await
+        .map_err(|source| FetchError::Kubernetes { path: PATH, source })?;
     let status = response.status();
     if status == http::StatusCode::NOT_MODIFIED {
         return Ok(None);
     }
     if !status.is_success() {
-        return Err(format!("/openapi/v2 answered {status}"));
+        return Err(FetchError::Status { path: PATH, status });
     }
     let new_etag = response
         .headers()
@@ -125,7 +160,7 @@ pub(crate) async fn fetch(
         .into_body()
         .collect()
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|source| FetchError::Body { path: PATH, source })?
         .to_bytes();
     Ok(Some((body.to_vec(), new_etag)))
 }

@@ -45,12 +45,12 @@ fn decode(secret: &Secret, stamping: &Stamping, metrics: &Metrics) -> Option<Rel
 }
 
 /// [`decode`], but a Secret that names another namespace's release is returned as the
-/// reason to warn about it.
+/// error (a [`SecretError::ForeignNamespace`]) to warn about it.
 fn decode_or_foreign(
     secret: &Secret,
     stamping: &Stamping,
     metrics: &Metrics,
-) -> Result<Option<ReleaseSecret>, String> {
+) -> Result<Option<ReleaseSecret>, SecretError> {
     let reference = secret_ref(secret);
     metrics.release_secrets_decoded.inc();
     let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
@@ -79,7 +79,7 @@ fn decode_or_foreign(
         Err(e @ SecretError::ForeignNamespace { .. }) => {
             metrics.foreign_release_secrets.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret ignored");
-            Err(e.to_string())
+            Err(e)
         }
         Err(e) => {
             metrics.release_decode_errors.inc();
