@@ -1,6 +1,7 @@
-//! The limit for load benchmarks: a minimal hyper + rustls server that answers every request
-//! with a canned "allowed" AdmissionReview: it reads the body but never parses it. Not part of helm-locker; used by
-//! scripts/load.sh to measure helm-locker as a ratio of what the transport allows.
+//! The limit for load benchmarks: the stack helm-locker serves on (axum on hyper's auto
+//! HTTP/1.1 + HTTP/2, rustls) answering every review with a canned "allowed" AdmissionReview:
+//! it reads the body but never parses it. Not part of helm-locker; scripts/load.sh measures
+//! helm-locker and the peer as a ratio of it, in the same run.
 //!
 //!   cargo run --release --example baseline_server -- 127.0.0.1:9443 CERT KEY [--echo-uid]
 //!
@@ -11,11 +12,14 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
+use axum::body::Bytes;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -34,45 +38,44 @@ async fn main() {
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .unwrap()
-        .map(Result::unwrap)
+        .expect("certificate")
+        .map(|c| c.expect("certificate"))
         .collect();
-    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).expect("key");
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .unwrap()
+        .expect("protocol versions")
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .unwrap();
+        .expect("certificate and key");
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    // The body is read whole (HTTP/1.1 keep-alive needs it drained), never parsed.
+    let answer = move |body: Bytes| async move {
+        let answer = if echo_uid {
+            Bytes::from(with_uid(&body))
+        } else {
+            Bytes::from_static(ALLOWED)
+        };
+        ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
+    };
+    let app = Router::new()
+        .route("/validate", post(answer))
+        .route("/mutate", post(answer));
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
     loop {
-        let (stream, _) = listener.accept().await.unwrap();
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
+        let app = app.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(stream).await else {
                 return;
             };
-            let service = service_fn(
-                move |request: hyper::Request<hyper::body::Incoming>| async move {
-                    // Read the body (HTTP/1.1 keep-alive needs it drained), never parse it.
-                    let body = request.into_body().collect().await.map(|b| b.to_bytes());
-                    let answer = match (echo_uid, body) {
-                        (true, Ok(body)) => Bytes::from(with_uid(&body)),
-                        _ => Bytes::from_static(ALLOWED),
-                    };
-                    Ok::<_, std::convert::Infallible>(
-                        hyper::Response::builder()
-                            .header("content-type", "application/json")
-                            .body(Full::new(answer))
-                            .expect("a static response"),
-                    )
-                },
-            );
             let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(tls), service)
+                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app))
                 .await;
         });
     }

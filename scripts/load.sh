@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load benchmark over TLS on loopback, three servers in the same run:
-#   limit       examples/baseline_server.rs: hyper + rustls, a canned "allowed" without reading
+#   limit       examples/baseline_server.rs: axum + rustls (helm-locker's stack), a canned "allowed", body read, never parsed
 #   peer        examples/peer_server.rs: axum, kube-rs style (whole AdmissionReview<DynamicObject>)
 #   helm-locker helm-locker serve, indexing the recorded release (shop, revision 2 deployed)
 # The load is the recorded AdmissionReviews (tests/fixtures/cluster-capture), weighted into a
