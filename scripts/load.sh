@@ -47,9 +47,11 @@ run() { # name pid port label mix loadgen-args...
 # Rounds, and within a round the servers one after the other for each kind of run, in an order
 # that rotates: a ratio is taken between runs seconds apart, so the machine's drift (other
 # tenants, turbo) hits every server alike. The report gives medians over the rounds.
+# LOAD_KINDS="max h1,max h2" runs only those kinds.
+IFS=, read -r -a kinds <<<"${LOAD_KINDS:-max h1,max h2,locked h1,locked h2,5000/s h1,1000/s h1}"
 servers=("limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443")
 for round in $(seq "$rounds"); do
-  for kind in "max h1" "max h2" "locked h1" "locked h2" "5000/s h1" "1000/s h1"; do
+  for kind in "${kinds[@]}"; do
     for i in 0 1 2; do
       set -- ${servers[$(((i + round) % 3))]}
       case $kind in

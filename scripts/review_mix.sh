@@ -15,7 +15,8 @@ python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$dir/reviews
 : >"$locked_mix"
 declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
 for review in tests/fixtures/cluster-capture/reviews/*.json; do
-  explained=$("$locker" review --releases "$state" --explain "$review" 2>&1 >/dev/null)
+  # The explanation is the last line on stderr (a note on the schema in use comes first).
+  explained=$("$locker" review --releases "$state" --explain "$review" 2>&1 >/dev/null | tail -n 1)
   case $explained in
     "allowed: no Helm release owns"*) class=unowned weight=8 ;;
     denied:*) class=denied weight=2 ;;
@@ -30,4 +31,9 @@ for review in tests/fixtures/cluster-capture/reviews/*.json; do
   for _ in $(seq $weight); do echo "$dir/reviews/$(basename "$review")" >>"$mix"; done
   count[$class]=$((count[$class] + weight))
 done
+# A mix that is not the documented one measures something else: say so and stop.
+if ((count[unowned] == 0 || count[denied] == 0)); then
+  echo "review_mix.sh: no unowned or no denied review; has the --explain output changed?" >&2
+  exit 1
+fi
 echo "mix: ${count[unowned]} unowned, ${count[locked-allowed]} locked but allowed, ${count[denied]} denied (of $(wc -l <"$mix"))"
