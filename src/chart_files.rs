@@ -12,6 +12,7 @@ use kube::{Api, Client};
 
 use crate::confirm::BoxFuture;
 use crate::core::chart::ChartFiles;
+use crate::core::decide::Locked;
 use crate::core::index::ReleaseKey;
 
 /// A revision's chart files that could not be read (a denial then names no values key).
@@ -103,15 +104,78 @@ type Revisions = HashMap<(ReleaseKey, u64), Arc<tokio::sync::OnceCell<Option<Arc
 pub(crate) struct ChartFilesCache {
     source: Box<dyn ReadChartFiles>,
     read: Mutex<Revisions>,
+    /// The advice made for each denied change, by revision, object and paths: tracing a field
+    /// through the templates parses the manifest and the helpers, and a tool that re-applies
+    /// its drift (a GitOps sync, a retried CI job) is denied the same change again and again.
+    advice: Mutex<HashMap<AdviceKey, Option<Arc<str>>>>,
 }
 
+/// A denied change: release, revision, the object's kind and name, each changed path and the
+/// value asked for it (the advice's `--set` carries it; never kept for a Secret, whose advice
+/// leaves values out).
+type AdviceKey = (
+    ReleaseKey,
+    u64,
+    String,
+    String,
+    Vec<(String, Option<String>)>,
+);
+
 const CACHED_REVISIONS: usize = 64;
+const CACHED_ADVICE: usize = 1024;
 
 impl ChartFilesCache {
     pub(crate) fn new(source: Box<dyn ReadChartFiles>) -> Self {
         ChartFilesCache {
             source,
             read: Mutex::new(HashMap::new()),
+            advice: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Appends to `locked`'s message where the chart sets each changed field (see
+    /// [`Locked::chart_advice`]), made once per change and revision. Nothing when the chart
+    /// cannot be read now.
+    pub(crate) async fn add_advice(&self, locked: &mut Locked) {
+        let key: AdviceKey = (
+            locked.release.clone(),
+            locked.revision,
+            locked.target.kind.clone(),
+            locked.target.name.clone(),
+            locked
+                .changes
+                .iter()
+                .map(|c| {
+                    let secret =
+                        locked.target.api_version == "v1" && locked.target.kind == "Secret";
+                    let asked = c.requested.as_ref().filter(|_| !secret);
+                    (c.path.clone(), asked.map(|v| v.to_string()))
+                })
+                .collect(),
+        );
+        let kept = self
+            .advice
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let advice = match kept {
+            Some(advice) => advice,
+            None => {
+                let Some(files) = self.get(&locked.release, locked.revision).await else {
+                    return;
+                };
+                let advice: Option<Arc<str>> = locked.chart_advice(&files).map(Arc::from);
+                let mut memo = self.advice.lock().unwrap_or_else(|p| p.into_inner());
+                if memo.len() >= CACHED_ADVICE {
+                    memo.clear();
+                }
+                memo.insert(key, advice.clone());
+                advice
+            }
+        };
+        if let Some(advice) = advice {
+            locked.append_advice(&advice);
         }
     }
 
@@ -221,6 +285,55 @@ mod tests {
             1,
             "one read for eight denials"
         );
+    }
+
+    /// Advice is made once per change: a denial of the same change again gets the same
+    /// message, and another requested value its own `--set`.
+    #[tokio::test]
+    async fn advice_is_kept_per_change_and_value() {
+        use crate::core::decide::{OwnerProof, Target};
+        use crate::core::ownership::Change;
+        use crate::core::release::Status;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/cluster-capture/releases");
+        let cache = ChartFilesCache::new(Box::new(FolderChartFiles { dir }));
+        let denial = |replicas: u64| Locked {
+            release: ReleaseKey {
+                namespace: "shop".into(),
+                name: "shop".into(),
+            },
+            revision: 2,
+            status: Status::Deployed,
+            object: "Deployment shop/shop-web".into(),
+            target: Target {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("shop".into()),
+                name: "shop-web".into(),
+            },
+            delete: false,
+            changes: vec![Change {
+                path: "/spec/replicas".into(),
+                chart: serde_json::json!(2),
+                requested: Some(serde_json::json!(replicas)),
+            }],
+            message: "locked.".into(),
+            proof: OwnerProof::Shown,
+        };
+        let mut messages = Vec::new();
+        for replicas in [7, 7, 9] {
+            let mut locked = denial(replicas);
+            cache.add_advice(&mut locked).await;
+            messages.push(locked.message);
+        }
+        assert!(messages[0].contains("=7"), "{}", messages[0]);
+        assert_eq!(messages[0], messages[1]);
+        assert!(messages[2].contains("=9"), "{}", messages[2]);
+        // The kept advice is what the chart says, made afresh.
+        let mut fresh = denial(9);
+        let files = cache.get(&fresh.release, 2).await.unwrap();
+        fresh.add_chart_advice(&files);
+        assert_eq!(fresh.message, messages[2]);
     }
 
     /// The folder source finds the revision among the release files.

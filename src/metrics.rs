@@ -33,9 +33,19 @@ pub(crate) struct ResultLabels {
     pub result: &'static str,
 }
 
+/// The labels' values of `helm_locker_admissions_total`, in the order of [`Metrics::admitted`]'s
+/// table.
+const ENDPOINTS: [&str; 2] = ["validate", "mutate"];
+const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+const DECISIONS: [&str; 4] = ["allow", "deny", "warn", "repair"];
+const ADMISSION_SERIES: usize = ENDPOINTS.len() * OPERATIONS.len() * DECISIONS.len();
+
 pub(crate) struct Metrics {
     registry: Registry,
-    pub admissions: Family<AdmissionLabels, Counter>,
+    admissions: Family<AdmissionLabels, Counter>,
+    /// Each series of `admissions`, looked up once: the family's lookup hashes the labels
+    /// under a lock, and every review is counted.
+    admission_series: [std::sync::OnceLock<Counter>; ADMISSION_SERIES],
     pub admission_seconds: Histogram,
     pub bad_requests: Counter,
     pub releases: Gauge,
@@ -74,6 +84,21 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one review in `helm_locker_admissions_total`.
+    pub(crate) fn admitted(&self, labels: AdmissionLabels) {
+        let position = |values: &[&str], value: &str| values.iter().position(|v| *v == value);
+        let slot = position(&ENDPOINTS, labels.endpoint)
+            .zip(position(&OPERATIONS, labels.operation))
+            .zip(position(&DECISIONS, labels.decision))
+            .map(|((e, o), d)| (e * OPERATIONS.len() + o) * DECISIONS.len() + d);
+        match slot {
+            Some(slot) => self.admission_series[slot]
+                .get_or_init(|| self.admissions.get_or_create(&labels).clone())
+                .inc(),
+            None => self.admissions.get_or_create(&labels).inc(),
+        };
+    }
+
     pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("helm_locker");
         let admissions = Family::<AdmissionLabels, Counter>::default();
@@ -293,6 +318,7 @@ impl Metrics {
             exception_longest_open_seconds,
             exceptions_used,
             admissions,
+            admission_series: std::array::from_fn(|_| std::sync::OnceLock::new()),
             admission_seconds,
             bad_requests,
             releases,
@@ -314,5 +340,39 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_review_is_counted_in_its_series_and_a_value_outside_the_table_too() {
+        let metrics = Metrics::new();
+        let labels = |operation, decision| AdmissionLabels {
+            endpoint: "validate",
+            operation,
+            decision,
+        };
+        for _ in 0..3 {
+            metrics.admitted(labels("UPDATE", "deny"));
+        }
+        metrics.admitted(labels("CREATE", "allow"));
+        metrics.admitted(labels("PATCH", "allow"));
+        let text = metrics.render();
+        for (series, count) in [
+            ("operation=\"UPDATE\",decision=\"deny\"", 3),
+            ("operation=\"CREATE\",decision=\"allow\"", 1),
+            ("operation=\"PATCH\",decision=\"allow\"", 1),
+        ] {
+            let line =
+                format!("helm_locker_admissions_total{{endpoint=\"validate\",{series}}} {count}");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert!(
+            !text.contains("decision=\"warn\""),
+            "no series before its first review"
+        );
     }
 }

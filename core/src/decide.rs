@@ -104,18 +104,30 @@ impl Locked {
     /// `helm upgrade --set` that changes it ([`crate::trace::advice`]). A Secret's values stay
     /// out of the command.
     pub fn add_chart_advice(&mut self, files: &crate::chart::ChartFiles) {
+        if let Some(advice) = self.chart_advice(files) {
+            self.append_advice(&advice);
+        }
+    }
+
+    /// What [`Locked::add_chart_advice`] appends: where the chart sets each changed field and
+    /// the `helm upgrade` that changes it. The same for every denial of the same change to
+    /// the same revision, so a caller may keep it.
+    pub fn chart_advice(&self, files: &crate::chart::ChartFiles) -> Option<String> {
         let target = &self.target;
         let hide_values = target.api_version == "v1" && target.kind == "Secret";
-        if let Some(advice) = crate::trace::advice(
+        crate::trace::advice(
             files,
             &self.release,
             &target.kind,
             &target.name,
             &self.changes,
             hide_values,
-        ) {
-            self.message = format!("{} {advice}", self.message);
-        }
+        )
+    }
+
+    /// Appends advice made by [`Locked::chart_advice`] to the message.
+    pub fn append_advice(&mut self, advice: &str) {
+        self.message = format!("{} {advice}", self.message);
     }
 }
 

@@ -10,6 +10,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use std::future::Future;
+
 use http_body_util::BodyExt;
 
 use crate::confirm::StoredObject;
@@ -122,12 +124,17 @@ async fn read_body(
     if declared.is_some_and(|len| len > limit) {
         return Err(too_large());
     }
-    match tokio::time::timeout(
-        state.settings.read_timeout,
-        http_body_util::Limited::new(body, limit).collect(),
-    )
-    .await
-    {
+    // A review usually arrives with its headers, whole: the first poll collects it, and no
+    // timer is armed. Only a body still on its way is waited for, up to `read_timeout`.
+    let mut collect = std::pin::pin!(http_body_util::Limited::new(body, limit).collect());
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(collect.as_mut().poll(cx))).await;
+    let read = match first {
+        std::task::Poll::Ready(read) => Ok(read),
+        std::task::Poll::Pending => {
+            tokio::time::timeout(state.settings.read_timeout, collect).await
+        }
+    };
+    match read {
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
             format!(
@@ -345,15 +352,11 @@ fn respond(
         .metrics
         .admission_seconds
         .observe(started.elapsed().as_secs_f64());
-    state
-        .metrics
-        .admissions
-        .get_or_create(&AdmissionLabels {
-            endpoint: endpoint.as_str(),
-            operation: review.request.operation.as_str(),
-            decision: decision.label(),
-        })
-        .inc();
+    state.metrics.admitted(AdmissionLabels {
+        endpoint: endpoint.as_str(),
+        operation: review.request.operation.as_str(),
+        decision: decision.label(),
+    });
     ([(header::CONTENT_TYPE, "application/json")], response).into_response()
 }
 
@@ -371,10 +374,13 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
     let (Some(cache), Some(locked)) = (&state.chart_files, decision.traceable()) else {
         return decision;
     };
-    let (cache, release, revision) = (cache.clone(), locked.release.clone(), locked.revision);
-    let read = tokio::spawn(async move { cache.get(&release, revision).await });
-    if let Ok(Ok(Some(files))) = tokio::time::timeout(ADVICE_TIMEOUT, read).await {
-        locked.add_chart_advice(&files);
+    let (cache, mut with_advice) = (cache.clone(), locked.clone());
+    let advise = tokio::spawn(async move {
+        cache.add_advice(&mut with_advice).await;
+        with_advice
+    });
+    if let Ok(Ok(with_advice)) = tokio::time::timeout(ADVICE_TIMEOUT, advise).await {
+        *locked = with_advice;
     }
     decision
 }
