@@ -37,7 +37,9 @@ pub struct Revision {
 #[derive(Debug)]
 pub struct ReleaseState {
     pub key: ReleaseKey,
-    pub revisions: BTreeMap<u64, Revision>,
+    /// Boxed: a map's leaf reserves room for 11 values, and a release keeps one or two
+    /// revisions of 200 bytes (2 kB a release saved).
+    pub revisions: BTreeMap<u64, Box<Revision>>,
     /// Objects of the newest revision, or `None` when the newest revision's Secret was removed
     /// while older ones remain (the source must supply the revision again; nothing is locked
     /// meanwhile).
@@ -47,7 +49,7 @@ pub struct ReleaseState {
 
 impl ReleaseState {
     pub fn newest(&self) -> Option<&Revision> {
-        self.revisions.values().next_back()
+        self.revisions.values().next_back().map(Box::as_ref)
     }
 
     /// The state of a release is its newest revision's status.
@@ -341,7 +343,7 @@ impl Index {
         let newest_before = revisions.keys().next_back().copied();
         revisions.insert(
             release.revision,
-            revision_of(&release, secret_ref.clone(), labels, author),
+            Box::new(revision_of(&release, secret_ref.clone(), labels, author)),
         );
         self.secrets
             .insert(secret_ref, (key.clone(), release.revision));
@@ -735,10 +737,11 @@ impl Objects {
             .map(|o| locked_object(o, &key, strings))
             .collect();
         mark_scaled(&mut objects);
-        Objects {
-            objects: objects.into_iter().map(Arc::new).collect(),
-            skipped,
-        }
+        // Collected in place, the list would keep the room of the `LockedObject`s it was made
+        // from (128 bytes each) for 8-byte pointers: 3.6 kB of nothing per release of 30.
+        let mut objects: Vec<Arc<LockedObject>> = objects.into_iter().map(Arc::new).collect();
+        objects.shrink_to_fit();
+        Objects { objects, skipped }
     }
 }
 
@@ -794,6 +797,27 @@ mod tests {
     }
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
+
+    /// The index keeps 300,000 objects' lists for as long as their releases live: a list
+    /// collected in place from the parsed objects kept their room, 16 times its own size.
+    #[test]
+    fn a_release_keeps_no_room_beyond_its_objects() {
+        let manifest: String = (0..30)
+            .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"))
+            .collect();
+        let batch: Vec<_> = (0..20)
+            .map(|i| secret("bulk", &format!("r{i}"), 1, Status::Deployed, &manifest))
+            .collect();
+        let mut one = Index::new();
+        one.upsert(secret("shop", "shop", 1, Status::Deployed, &manifest));
+        for index in [Index::from_secrets(batch), one] {
+            for state in index.releases() {
+                let objects = state.objects.as_ref().unwrap();
+                assert_eq!(objects.len(), 30);
+                assert_eq!(objects.capacity(), objects.len(), "{}", state.key);
+            }
+        }
+    }
 
     #[test]
     fn a_batch_indexes_like_one_by_one_in_any_order() {
