@@ -39,6 +39,7 @@ pub mod kinds;
 mod locked;
 pub mod manifest;
 pub mod ownership;
+mod packed;
 pub mod policy;
 mod prune;
 pub mod quantity;

@@ -5,8 +5,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::interning::SharedStr;
+use crate::packed::Packed;
 use crate::release::ReleaseKey;
-use crate::tree::{Packed, Tree};
+use crate::tree::Tree;
 
 /// How many unpacked objects [`LockedObject::recent_content`] keeps per thread.
 pub(crate) const RECENT_CONTENTS: usize = 32;

@@ -1,6 +1,7 @@
 //! A release manifest (multi-document YAML with `# Source:` comments) -> the objects it owns.
 
-use crate::tree::{Packed, Tree};
+use crate::packed::Packed;
+use crate::tree::Tree;
 
 /// One object a chart renders, with the chart's content for comparison.
 #[derive(Clone, Debug, PartialEq)]

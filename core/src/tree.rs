@@ -149,46 +149,6 @@ impl Serialize for Tree {
     }
 }
 
-/// A [`Tree`] kept as compact JSON text until it is needed.
-///
-/// The index holds the chart's content of every locked object, but reads one only when a
-/// request or a drift check touches that object. As JSON text it takes about the manifest's
-/// own size; as a parsed tree several times that (a small allocation per node). Unpacking
-/// parses JSON, a few microseconds for a typical object.
-#[derive(Clone, PartialEq)]
-pub struct Packed(Box<str>);
-
-impl Packed {
-    pub(crate) fn pack(tree: &Tree) -> Packed {
-        thread_local! {
-            static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        // Written into a reused buffer, then copied into one allocation of the exact size: the
-        // index keeps hundreds of thousands of these for as long as their releases live.
-        BUFFER.with_borrow_mut(|buffer| {
-            buffer.clear();
-            // Serializing a Tree cannot fail: string keys, finite numbers.
-            let _ = serde_json::to_writer(&mut *buffer, tree);
-            Packed(String::from_utf8_lossy(buffer).into())
-        })
-    }
-
-    pub fn unpack(&self) -> Tree {
-        serde_json::from_str(&self.0).unwrap_or(Tree::Null)
-    }
-
-    /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        self.0.len()
-    }
-}
-
-impl fmt::Debug for Packed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 impl<'de> Deserialize<'de> for Tree {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(TreeVisitor)
@@ -290,16 +250,6 @@ impl<'de> Deserialize<'de> for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn packed_trees_unpack_to_the_same_tree() {
-        let yaml = "a: 1\nb: -2.5\nc: [x, true, null, {d: \"é \\u0001 \\\"q\\\"\"}]\ne: {}\nf: []\ng: 9007199254740993\nh: 1e300\n";
-        let tree: Tree = serde_saphyr::from_str(yaml).unwrap();
-        assert_eq!(Packed::pack(&tree).unpack(), tree);
-        assert_eq!(Packed::pack(&Tree::Null).unpack(), Tree::Null);
-        // Not representable in JSON: packed as null, as the API server could not store them.
-        assert_eq!(Packed::pack(&Tree::Float(f64::NAN)).unpack(), Tree::Null);
-    }
 
     #[test]
     fn duplicate_keys_keep_the_last_value() {
