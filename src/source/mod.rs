@@ -8,10 +8,17 @@ pub(crate) mod openapi;
 pub(crate) mod release_secrets;
 
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
-/// manifests and their parsed form for a moment; glibc keeps such freed memory for later
-/// allocations, and the process would keep the peak as its resident size.
+/// manifests and their parsed form for a moment; an allocator keeps such freed memory for later
+/// allocations (mimalloc purges it only when the thread that freed it allocates again), and the
+/// process would keep much of the peak as its resident size. The binary's allocator is
+/// mimalloc; glibc's heap is trimmed too, for the tests and any embedder that keeps it.
 #[allow(unsafe_code)]
 pub(crate) fn return_freed_memory() {
+    // SAFETY: mi_collect(force) frees and purges only memory no allocation holds; it takes no
+    // pointers and is safe to call from any thread, whatever the global allocator.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.
     unsafe {
