@@ -641,7 +641,7 @@ impl<'a> Lock<'a> {
                     .namespace()
                     .and(object.namespace.as_deref())
                     .map(str::to_string),
-                name: object.name.clone(),
+                name: object.name.to_string(),
             },
             delete,
             changes,

@@ -590,7 +590,7 @@ impl Index {
 
 impl LockedObject {
     fn matches(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
-        self.name == name
+        &*self.name == name
             && same_group(&self.group, group, kind)
             && self.kind.eq_ignore_ascii_case(kind)
             && self.namespace.as_deref() == namespace
@@ -606,7 +606,7 @@ impl LockedObject {
     ) -> bool {
         if alias {
             namespace.is_none()
-                && self.name == name
+                && &*self.name == name
                 && same_group(&self.group, group, kind)
                 && self.kind.eq_ignore_ascii_case(kind)
         } else {
@@ -650,7 +650,7 @@ fn locked_object(
         version: strings.intern(&object.version),
         kind: strings.intern(&object.kind),
         namespace,
-        name: object.name,
+        name: object.name.into_boxed_str(),
         packed: object.content,
         release: release.clone(),
         scaled_by: None,
@@ -667,7 +667,7 @@ fn mark_scaled(objects: &mut [LockedObject]) {
         String,
         String,
         Option<crate::interning::SharedStr>,
-        String,
+        crate::interning::SharedStr,
     )> = objects
         .iter()
         .filter(|o| {
@@ -689,18 +689,18 @@ fn mark_scaled(objects: &mut [LockedObject]) {
                 target.get("kind")?.as_str()?.to_string(),
                 target.get("name")?.as_str()?.to_string(),
                 hpa.namespace.clone(),
-                hpa.name.clone(),
+                hpa.name.as_ref().into(),
             ))
         })
         .collect();
     for (group, kind, name, namespace, hpa) in targets {
         for object in objects.iter_mut() {
-            if object.name == name
+            if *object.name == *name
                 && object.kind.as_ref() == kind
                 && same_group(&object.group, &group, &kind)
                 && object.namespace == namespace
             {
-                object.scaled_by = Some(hpa.clone().into_boxed_str());
+                object.scaled_by = Some(hpa.clone());
             }
         }
     }

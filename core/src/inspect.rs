@@ -88,7 +88,7 @@ pub fn inspect(index: &Index, charts: &Charts) -> InspectOutput {
                             api_version: o.api_version(),
                             kind: o.kind.to_string(),
                             namespace: o.namespace.as_deref().map(str::to_string),
-                            name: o.name.clone(),
+                            name: o.name.to_string(),
                             template,
                             values,
                             outside_release_namespace: outside(o),
@@ -126,7 +126,7 @@ pub fn render_text(index: &Index, charts: &Charts) -> String {
         for object in state.objects.iter().flatten() {
             let id = match &object.namespace {
                 Some(ns) => format!("{ns}/{}", object.name),
-                None => object.name.clone(),
+                None => object.name.to_string(),
             };
             let traced = traced(
                 charts,

@@ -899,7 +899,7 @@ mod tests {
     #[test]
     fn objects_with_owners_are_left_to_the_garbage_collector() {
         let objects = objects();
-        let named = |name: &str| objects.iter().find(|o| o.name == name).unwrap();
+        let named = |name: &str| objects.iter().find(|o| &*o.name == name).unwrap();
         assert!(recreate_when_deleted(named("web")));
         assert!(recreate_when_deleted(named("reader")));
         assert!(!recreate_when_deleted(named("dependent")));

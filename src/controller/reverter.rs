@@ -59,7 +59,7 @@ impl ObjectKey {
             version: object.version.to_string(),
             kind: object.kind.to_string(),
             namespace: object.namespace.as_deref().map(str::to_string),
-            name: object.name.clone(),
+            name: object.name.to_string(),
         }
     }
 
@@ -516,7 +516,7 @@ impl Reverter {
                                 && object.kind == gvk.kind
                                 && !listed.contains(&(
                                     object.namespace.as_deref().map(str::to_string),
-                                    object.name.clone(),
+                                    object.name.to_string(),
                                 ))
                                 && revertable(&self.config, &index, object).is_some()
                             {
@@ -764,7 +764,7 @@ impl Reverter {
             }),
             kind: Some(object.kind.to_string()),
             namespace: object.namespace.as_deref().map(str::to_string),
-            name: Some(object.name.clone()),
+            name: Some(object.name.to_string()),
             ..Default::default()
         };
         let event = Event {

@@ -119,7 +119,7 @@ pub(crate) fn diff(
                 api_version: object.api_version(),
                 kind: object.kind.to_string(),
                 namespace: object.namespace.as_deref().map(str::to_string),
-                name: object.name.clone(),
+                name: object.name.to_string(),
                 state: state.into(),
                 error,
                 fields,

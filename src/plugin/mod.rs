@@ -177,7 +177,7 @@ impl ObjectId {
             version: object.version.to_string(),
             kind: object.kind.to_string(),
             namespace: object.namespace.as_deref().map(str::to_string),
-            name: object.name.clone(),
+            name: object.name.to_string(),
         }
     }
 }
