@@ -266,6 +266,38 @@ fn benches(c: &mut Criterion) {
             criterion::BatchSize::SmallInput,
         )
     });
+    // A write to an object that no recent write touched unpacks its chart content, which the
+    // index keeps compressed (zstd against a preset dictionary): a typical 0.6 kB Deployment,
+    // and the 20 kB one of the locked-write benches.
+    let first_object = |index: &Index| {
+        index
+            .releases()
+            .iter()
+            .find_map(|r| r.objects.iter().flatten().next().cloned())
+            .expect("an object")
+    };
+    let typical = first_object(&Index::from_secrets([secret("ns8", "r8", 1)]));
+    group.bench_function(
+        "unpack a cold object's chart content, 0.6 kB Deployment",
+        |b| b.iter(|| black_box(&typical).content()),
+    );
+    let big_manifest = format!(
+        "---\n# Source: app/templates/big.yaml\n{}\n",
+        big_deployment("r9-web", 3)
+    );
+    let big = first_object(&Index::from_secrets([
+        helm_locker_core::test_util::release_secret(
+            "ns9",
+            "r9",
+            1,
+            Status::Deployed,
+            &big_manifest,
+        ),
+    ]));
+    group.bench_function(
+        "unpack a cold object's chart content, 20 kB Deployment",
+        |b| b.iter(|| black_box(&big).content()),
+    );
     group.finish();
 
     // Admission latency against the size of the cluster: the head-only fast path for an object

@@ -112,9 +112,9 @@ pub struct UpdateReport {
 
 #[derive(Clone, Default)]
 pub struct Index {
-    releases: imbl::HashMap<ReleaseKey, Arc<ReleaseState>>,
-    objects: imbl::HashMap<u64, Claims>,
-    secrets: imbl::HashMap<SecretRef, (ReleaseKey, u64)>,
+    releases: imbl::OrdMap<ReleaseKey, Arc<ReleaseState>>,
+    objects: imbl::OrdMap<u64, Claims>,
+    secrets: imbl::OrdMap<SecretRef, (ReleaseKey, u64)>,
     /// HelmReleases by the release they register (only with a registration namespace).
     registrations: imbl::HashMap<ReleaseKey, Arc<Registration>>,
     /// LockExceptions by `namespace/name`.
