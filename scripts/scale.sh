@@ -3,8 +3,9 @@
 # encoded exactly as Helm stores them (examples/synth_releases.rs), loaded by
 # `helm-locker serve --releases-dir` through the same decoding and indexing code as the API
 # server watch. For each size: time from start to ready (index built), resident memory once
-# ready, and admission latency under a fixed load (examples/loadgen.rs, HTTP/1.1 keep-alive,
-# 2,000 reviews/s) of the same reviews at every size, three loads one after the other:
+# ready and its peak while indexing, and admission latency under a fixed load
+# (examples/loadgen.rs, HTTP/1.1 keep-alive, 2,000 reviews/s) of the same reviews at every
+# size, three loads one after the other:
 #   mix       80% an object no release owns, 10% a write to a locked object that changes no
 #             chart field, 10% a denied change;
 #   unowned   only the object no release owns;
@@ -28,8 +29,8 @@ unowned=tests/fixtures/cluster-capture/reviews/103-kubectl-create-unrelated-crea
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 builds=("this $target/release/helm-locker")
 if [[ -n ${COMPARE_WITH:-} ]]; then builds+=("compared $COMPARE_WITH"); fi
-printf '| releases | build | objects | manifests MiB | ready in s | RSS MiB | RSS / manifests | load | p50 µs | p99 µs | p99.9 µs | errors |\n'
-printf '| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n'
+printf '| releases | build | objects | manifests MiB | ready in s | RSS MiB | RSS / manifests | peak RSS MiB | load | p50 µs | p99 µs | p99.9 µs | errors |\n'
+printf '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n'
 for n in "${sizes[@]}"; do
   dir=$work/$n
   manifest_bytes=$("$target"/release/examples/synth_releases "$dir" "$n")
@@ -49,6 +50,7 @@ for n in "${sizes[@]}"; do
     ready=$(echo "$(date +%s.%N) - $start" | bc)
     objects=$(curl -s localhost:28080/metrics | awk '/^helm_locker_objects_indexed /{print $2}')
     rss=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
+    peak=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
     # A revision's first denial reads its chart for the advice (where the chart sets the field);
     # with --releases-dir that read parses the whole releases file (seconds at 50,000 releases;
     # on the API server it is one GET of one Secret), and denials wait up to 250 ms for it. Once,
@@ -63,13 +65,13 @@ for n in "${sizes[@]}"; do
       result=$("$target"/release/examples/loadgen --url https://127.0.0.1:28443/validate --ca "$work/certs/ca.crt" \
         --mix "$dir/$load.txt" --connections 8 --rate 2000 --seconds "$secs" --server-pid $pid --label "$n releases $name $load")
       echo "$result" >>"$out/results.jsonl"
-      python3 - "$n" "$name" "$objects" "$manifest_bytes" "$ready" "$rss" "$load" "$result" <<'PY'
+      python3 - "$n" "$name" "$objects" "$manifest_bytes" "$ready" "$rss" "$peak" "$load" "$result" <<'PY'
 import json, sys
-n, name, objects, manifest, ready, rss, load, result = sys.argv[1:]
+n, name, objects, manifest, ready, rss, peak, load, result = sys.argv[1:]
 r = json.loads(result)
 manifest_mib, rss_mib = int(manifest) / 2**20, int(rss) / 1024
 print(f"| {n} | {name} | {objects} | {manifest_mib:.1f} | {float(ready):.2f} | {rss_mib:.0f} | "
-      f"{rss_mib / manifest_mib:.2f} | {load} | {r['p50_us']} | {r['p99_us']} | {r['p999_us']} | {r['errors']} |")
+      f"{rss_mib / manifest_mib:.2f} | {int(peak) / 1024:.0f} | {load} | {r['p50_us']} | {r['p99_us']} | {r['p999_us']} | {r['errors']} |")
 PY
     done
     kill $pid

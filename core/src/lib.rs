@@ -7,8 +7,8 @@
 //!
 //! The front door is the re-exports below: an index built from release Secrets, a review
 //! parsed, a decision made. The modules stay public for the shell's reverter, plugin and tools,
-//! which need their parts; modules nothing outside uses (`interning`, `locked`, `prune`,
-//! `scan`) are private.
+//! which need their parts; modules nothing outside uses (`interning`, `locked`, `packed`,
+//! `prune`, `scan`) are private.
 //!
 //! Every `pub` item is used outside this crate: named by the shell, its tests, the benches or
 //! the fuzz targets, or held there as a value (the compiler's type-privacy check fails when such
