@@ -237,6 +237,49 @@ impl Index {
             .collect()
     }
 
+    /// Parses the manifests of a part of a list (a page as it arrives) on every core, for
+    /// [`upsert_prepared`](Self::upsert_prepared). A list held as [`PreparedSecret`]s keeps what
+    /// the index will keep, not the manifests' text: reading a cluster's releases never holds
+    /// all their manifests at once.
+    pub fn prepare(mut secrets: Vec<ReleaseSecret>) -> Vec<PreparedSecret> {
+        let manifests: Vec<(usize, ReleaseKey, String)> = secrets
+            .iter_mut()
+            .enumerate()
+            .map(|(i, secret)| {
+                let release = &mut secret.release;
+                let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
+                (i, key, std::mem::take(&mut release.manifest))
+            })
+            .collect();
+        let mut parsed = parse_in_parallel(manifests);
+        secrets
+            .into_iter()
+            .enumerate()
+            .map(|(i, secret)| PreparedSecret {
+                objects: parsed.remove(&i).unwrap_or_default(),
+                secret,
+            })
+            .collect()
+    }
+
+    /// [`upsert_many`](Self::upsert_many) for a list read as [`prepare`](Self::prepare)d parts.
+    /// The result is the same as upserting the Secrets one by one.
+    pub fn upsert_prepared(&mut self, mut prepared: Vec<PreparedSecret>) -> Vec<UpdateReport> {
+        // Newest revision first within a release: an older one's objects are not the release's.
+        prepared.sort_by(|a, b| {
+            let (a, b) = (&a.secret.release, &b.secret.release);
+            (&a.namespace, &a.name, std::cmp::Reverse(a.revision)).cmp(&(
+                &b.namespace,
+                &b.name,
+                std::cmp::Reverse(b.revision),
+            ))
+        });
+        prepared
+            .into_iter()
+            .map(|p| self.upsert_parsed(p.secret, Some(p.objects)))
+            .collect()
+    }
+
     pub fn release_count(&self) -> usize {
         self.releases.len()
     }
@@ -721,8 +764,15 @@ fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> 
     h.finish()
 }
 
-/// Parses manifests (tagged with a position), spread over the machine's cores.
+/// A release Secret whose manifest is parsed into what it locks ([`Index::prepare`]); its
+/// manifest text is gone.
+pub struct PreparedSecret {
+    secret: ReleaseSecret,
+    objects: Objects,
+}
+
 /// What a release's manifest locks, ready for the index.
+#[derive(Default)]
 struct Objects {
     objects: Vec<Arc<LockedObject>>,
     skipped: Vec<SkippedDocument>,
@@ -870,6 +920,77 @@ mod tests {
         let mut index = Index::new();
         index.upsert(secret("shop", "shop", 2, Status::Deployed, v2));
         index.upsert_many(vec![secret("shop", "shop", 1, Status::Superseded, v1)]);
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+        assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
+    }
+
+    #[test]
+    fn a_list_prepared_in_parts_indexes_like_one_by_one() {
+        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
+        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let list = || {
+            let mut all = vec![
+                secret("shop", "shop", 2, Status::Deployed, v2),
+                secret("shop", "legacy", 3, Status::Deployed, APP),
+                secret("shop", "shop", 3, Status::PendingUpgrade, APP),
+                secret("shop", "shop", 1, Status::Failed, v1),
+            ];
+            for i in 0..40 {
+                all.push(secret(
+                    "bulk",
+                    &format!("r{i}"),
+                    1,
+                    Status::Deployed,
+                    &APP.replace("name: web", &format!("name: web{i}")),
+                ));
+            }
+            all
+        };
+        let one_by_one = {
+            let mut index = Index::new();
+            for s in list() {
+                index.upsert(s);
+            }
+            index
+        };
+        type State = Vec<(ReleaseKey, Vec<u64>, Option<Vec<Arc<LockedObject>>>)>;
+        let state = |index: &Index| -> State {
+            index
+                .releases()
+                .iter()
+                .map(|r| {
+                    (
+                        r.key.clone(),
+                        r.revisions.keys().copied().collect(),
+                        r.objects.clone(),
+                    )
+                })
+                .collect()
+        };
+        let mut reversed = list();
+        reversed.reverse();
+        // Parts of 1, 3 and all: a release's revisions fall in different parts.
+        for (order, part) in [(list(), 1), (reversed, 3), (list(), 1000)] {
+            let mut prepared = Vec::new();
+            let mut order = order.into_iter().peekable();
+            while order.peek().is_some() {
+                prepared.extend(Index::prepare(order.by_ref().take(part).collect()));
+            }
+            let mut index = Index::new();
+            index.upsert_prepared(prepared);
+            assert_eq!(state(&index), state(&one_by_one), "parts of {part}");
+            assert_eq!(index.object_count(), one_by_one.object_count());
+        }
+        // A list older than what is indexed changes no objects.
+        let mut index = Index::new();
+        index.upsert(secret("shop", "shop", 2, Status::Deployed, v2));
+        index.upsert_prepared(Index::prepare(vec![secret(
+            "shop",
+            "shop",
+            1,
+            Status::Superseded,
+            v1,
+        )]));
         assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
         assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
     }

@@ -386,10 +386,21 @@ pub enum FileError {
 /// several YAML documents, or the bare value of `data.release`.
 pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
     let mut out = Vec::new();
-    for doc in file_documents(text)? {
-        collect_secrets(&doc, &mut out)?;
-    }
+    each_release_secret(text, |secret| out.push(secret))?;
     Ok(out)
+}
+
+/// [`parse_release_file`], handing each Secret to `each` as soon as it is decoded: a caller
+/// that keeps only part of each (the index keeps no manifest text) never holds a file's worth
+/// of decoded releases.
+pub fn each_release_secret(
+    text: &str,
+    mut each: impl FnMut(SecretResult),
+) -> Result<(), FileError> {
+    for doc in file_documents(text)? {
+        collect_secrets(&doc, &mut each)?;
+    }
+    Ok(())
 }
 
 /// A release Secret's `data.release` value in a release file, undecoded.
@@ -460,15 +471,13 @@ fn yaml_error_location(e: &serde_saphyr::Error) -> String {
         .unwrap_or_default()
 }
 
-fn collect_secrets(doc: &Value, out: &mut Vec<SecretResult>) -> Result<(), FileError> {
+fn collect_secrets(doc: &Value, out: &mut dyn FnMut(SecretResult)) -> Result<(), FileError> {
     match doc {
         Value::Null => Ok(()),
         Value::String(data_release) => {
-            out.push(
-                decode_data_release(data_release)
-                    .map(bare_secret)
-                    .map_err(|e| (None, e.into())),
-            );
+            out(decode_data_release(data_release)
+                .map(bare_secret)
+                .map_err(|e| (None, e.into())));
             Ok(())
         }
         Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
@@ -483,7 +492,7 @@ fn collect_secrets(doc: &Value, out: &mut Vec<SecretResult>) -> Result<(), FileE
             Ok(())
         }
         Value::Object(_) => {
-            out.push(decode_secret(doc));
+            out(decode_secret(doc));
             Ok(())
         }
         _ => Err(FileError::UnexpectedShape),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::core::release::{parse_release_file, ReleaseSecret, SecretRef};
+use crate::core::release::{each_release_secret, ReleaseSecret, SecretRef};
 
 /// A file or Secret that could not be used; the others still are.
 #[derive(Debug)]
@@ -65,16 +65,27 @@ pub(crate) fn release_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> 
 
 /// Reads every release Secret under `paths` (`-` reads standard input).
 pub(crate) fn load(paths: &[PathBuf]) -> Loaded {
-    let mut loaded = Loaded::default();
+    let mut secrets = Vec::new();
+    let problems = load_each(paths, |secret| secrets.push(secret));
+    Loaded { secrets, problems }
+}
+
+/// [`load`], handing each release Secret to `each` as soon as it is decoded; returns the
+/// files and Secrets that could not be used.
+pub(crate) fn load_each(
+    paths: &[PathBuf],
+    mut each: impl FnMut(ReleaseSecret),
+) -> Vec<LoadProblem> {
+    let mut problems = Vec::new();
     let files = match release_files(paths) {
         Ok(files) => files,
         Err(e) => {
-            loaded.problems.push(LoadProblem {
+            problems.push(LoadProblem {
                 file: paths.first().cloned().unwrap_or_default(),
                 secret: None,
                 error: e.to_string(),
             });
-            return loaded;
+            return problems;
         }
     };
     for file in files {
@@ -86,7 +97,7 @@ pub(crate) fn load(paths: &[PathBuf]) -> Loaded {
         let text = match text {
             Ok(text) => text,
             Err(e) => {
-                loaded.problems.push(LoadProblem {
+                problems.push(LoadProblem {
                     file,
                     secret: None,
                     error: e.to_string(),
@@ -94,25 +105,21 @@ pub(crate) fn load(paths: &[PathBuf]) -> Loaded {
                 continue;
             }
         };
-        match parse_release_file(&text) {
-            Ok(entries) => {
-                for entry in entries {
-                    match entry {
-                        Ok(secret) => loaded.secrets.push(secret),
-                        Err((secret, error)) => loaded.problems.push(LoadProblem {
-                            file: file.clone(),
-                            secret,
-                            error: error.to_string(),
-                        }),
-                    }
-                }
-            }
-            Err(e) => loaded.problems.push(LoadProblem {
+        let read = each_release_secret(&text, |entry| match entry {
+            Ok(secret) => each(secret),
+            Err((secret, error)) => problems.push(LoadProblem {
+                file: file.clone(),
+                secret,
+                error: error.to_string(),
+            }),
+        });
+        if let Err(e) = read {
+            problems.push(LoadProblem {
                 file,
                 secret: None,
                 error: e.to_string(),
-            }),
+            });
         }
     }
-    loaded
+    problems
 }

@@ -26,14 +26,25 @@ fn fingerprint(dir: &Path) -> Fingerprint {
 }
 
 /// Reads the folder into a fresh index, logging unusable files by name.
+/// The Secrets are parsed into what they lock a part at a time as they are decoded, so the
+/// folder's manifests are never all in memory at once.
 pub(crate) fn load_index(dir: &Path, metrics: &Metrics) -> Index {
-    let loaded = files::load(&[dir.to_path_buf()]);
-    for problem in &loaded.problems {
+    const PARSED_TOGETHER: usize = 256;
+    let mut prepared = Vec::new();
+    let mut unparsed = Vec::new();
+    let problems = files::load_each(&[dir.to_path_buf()], |secret| {
+        unparsed.push(secret);
+        if unparsed.len() >= PARSED_TOGETHER {
+            prepared.extend(Index::prepare(std::mem::take(&mut unparsed)));
+        }
+    });
+    prepared.extend(Index::prepare(unparsed));
+    for problem in &problems {
         metrics.release_decode_errors.inc();
         tracing::warn!(problem = %problem, "skipped release file");
     }
     let mut index = Index::new();
-    for report in index.upsert_many(loaded.secrets) {
+    for report in index.upsert_prepared(prepared) {
         for conflict in report.conflicts {
             tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
         }

@@ -14,7 +14,7 @@ use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::author::{authorship, Authorship, Stamping, StoredSecret};
-use crate::core::index::ReleaseKey;
+use crate::core::index::{Index, PreparedSecret, ReleaseKey};
 use crate::core::release::{
     release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status,
 };
@@ -138,6 +138,25 @@ impl ForeignWarnings {
     }
 }
 
+/// How many listed Secrets are parsed together (on every core): a few pages' worth of
+/// manifests in memory at a time, not a cluster's.
+const PARSED_TOGETHER: usize = 256;
+
+/// Parses the manifests of listed Secrets on the blocking pool.
+async fn prepare(secrets: Vec<ReleaseSecret>) -> Vec<PreparedSecret> {
+    if secrets.is_empty() {
+        return Vec::new();
+    }
+    tokio::task::spawn_blocking(move || Index::prepare(secrets))
+        .await
+        .unwrap_or_else(|e| {
+            // Parsing never panics on input (fuzzed); a panic here is a bug, and the list's
+            // part is lost, not the process.
+            tracing::error!(error = %e, "parsing a part of the release Secret list failed");
+            Vec::new()
+        })
+}
+
 fn log_report(report: &crate::core::index::UpdateReport) {
     for conflict in &report.conflicts {
         tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
@@ -168,7 +187,10 @@ pub(crate) async fn watch(
         .labels(WATCHED_LABELS)
         .fields(FIELDS);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: Option<Vec<ReleaseSecret>> = None;
+    // A list's Secrets are parsed into what they lock a part at a time as they arrive, so the
+    // list never holds all its manifests' text at once.
+    let mut listing: Option<Vec<PreparedSecret>> = None;
+    let mut unparsed: Vec<ReleaseSecret> = Vec::new();
     let mut foreign = ForeignWarnings::new(&client);
     let mut first_list_done = false;
     loop {
@@ -182,17 +204,24 @@ pub(crate) async fn watch(
             None => return,
         };
         match event {
-            WatchEvent::Init => listing = Some(Vec::new()),
+            WatchEvent::Init => {
+                listing = Some(Vec::new());
+                unparsed.clear();
+            }
             WatchEvent::InitApply(secret) => {
                 if let (Some(list), Some(decoded)) = (
                     listing.as_mut(),
                     foreign.decode(&secret, &stamping, &metrics).await,
                 ) {
-                    list.push(decoded);
+                    unparsed.push(decoded);
+                    if unparsed.len() >= PARSED_TOGETHER {
+                        list.extend(prepare(std::mem::take(&mut unparsed)).await);
+                    }
                 }
             }
             WatchEvent::InitDone => {
-                let list = listing.take().unwrap_or_default();
+                let mut list = listing.take().unwrap_or_default();
+                list.extend(prepare(std::mem::take(&mut unparsed)).await);
                 let count = list.len();
                 let scope = namespace.clone();
                 let reports = shared
@@ -208,7 +237,7 @@ pub(crate) async fn watch(
                         for key in stale {
                             index.remove_release(&key);
                         }
-                        index.upsert_many(list)
+                        index.upsert_prepared(list)
                     })
                     .await;
                 for report in &reports {
