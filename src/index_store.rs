@@ -40,6 +40,13 @@ impl IndexStore {
         self.updates.subscribe()
     }
 
+    /// The current index for a short synchronous read (the head's fast path): lock-free, and
+    /// it takes no reference count, which two cores answering reviews would contend for. Not to
+    /// be held across an `.await` or for long: [`snapshot`](Self::snapshot) is for that.
+    pub(crate) fn current(&self) -> arc_swap::Guard<Arc<Index>> {
+        self.current.load()
+    }
+
     /// The current snapshot; cheap, lock-free, and unaffected by later updates.
     pub(crate) fn snapshot(&self) -> Arc<Index> {
         self.current.load_full()

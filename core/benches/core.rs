@@ -226,6 +226,62 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+    // The fast path as the load mix meets it: every recorded review the head answers (writes
+    // to objects no release owns), from the body in Go's key order.
+    let answered_by_head: Vec<String> = std::fs::read_dir(root.join("reviews"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .map(|b| helm_locker_core::test_util::go_order(&b))
+        .filter(|body| {
+            helm_locker_core::review::read_head(body.as_bytes()).is_some_and(|head| {
+                helm_locker_core::decide::decide_head(
+                    &recorded_index,
+                    &schema,
+                    &head.review.request,
+                )
+                .is_ok_and(|d| d.is_some())
+            })
+        })
+        .collect();
+    group.throughput(Throughput::Elements(answered_by_head.len() as u64));
+    group.bench_function(
+        format!(
+            "server path: {} recorded unowned writes, head + decide_head",
+            answered_by_head.len()
+        ),
+        |b| {
+            b.iter(|| {
+                for body in &answered_by_head {
+                    let head =
+                        helm_locker_core::review::read_head(black_box(body.as_bytes())).unwrap();
+                    black_box(
+                        helm_locker_core::decide::decide_head(
+                            &recorded_index,
+                            &schema,
+                            &head.review.request,
+                        )
+                        .unwrap(),
+                    );
+                }
+            })
+        },
+    );
+    group.bench_function(
+        format!(
+            "server path: {} recorded unowned writes, head only",
+            answered_by_head.len()
+        ),
+        |b| {
+            b.iter(|| {
+                for body in &answered_by_head {
+                    black_box(helm_locker_core::review::read_head(black_box(
+                        body.as_bytes(),
+                    )));
+                }
+            })
+        },
+    );
+    group.throughput(Throughput::Elements(RECORDED_LOCKED.len() as u64));
     group.bench_function("server path: the heads of the 17", |b| {
         b.iter(|| {
             for body in &go_ordered {

@@ -752,7 +752,10 @@ fn mark_scaled(objects: &mut [LockedObject]) {
 /// Hashes an object identity; kind is case-insensitive (a `scale` request names the resource)
 /// and the group is the one every group serving the kind shares.
 fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
+    use std::hash::BuildHasher;
+    // Faster than SipHash on these short keys, which need no DoS resistance (an object
+    // is indexed only from a release's manifest, and equal hashes only share a claim list).
+    let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
     h.write(canonical_group(group, kind).as_bytes());
     h.write_u8(0xff);
     for b in kind.bytes() {

@@ -168,7 +168,7 @@ async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: 
     // The fast path: an object no release owns, known from the review's head.
     let head = read_head(&body);
     if let Some(head) = &head {
-        let index = state.index.snapshot();
+        let index = state.index.current();
         if let Ok(Some(decision)) = decide_head(&index, &state.schema.load(), &head.review.request)
         {
             return respond(state, endpoint, &head.review, &decision, started);
