@@ -59,6 +59,12 @@ pub(crate) struct Metrics {
     pub release_decode_errors: Counter,
     /// Release Secrets decoded (lists and watch events): a superseded revision is never listed.
     pub release_secrets_decoded: Counter,
+    /// Release Secrets a list again found as indexed (the same resourceVersion): kept, not
+    /// decoded.
+    pub release_secrets_unchanged: Counter,
+    /// Complete lists of release Secrets (the first in each scope, and each after a watch
+    /// expired).
+    pub release_secret_lists: Counter,
     pub confirmations: Family<ResultLabels, Counter>,
     pub reverts: Family<ResultLabels, Counter>,
     pub is_leader: Gauge,
@@ -260,6 +266,18 @@ impl Metrics {
             "Release Secrets decoded, from lists and watch events (superseded revisions are not watched)",
             release_secrets_decoded.clone(),
         );
+        let release_secrets_unchanged = Counter::default();
+        registry.register(
+            "release_secrets_unchanged",
+            "Release Secrets a list again (after a watch expired) found unchanged and kept without decoding them",
+            release_secrets_unchanged.clone(),
+        );
+        let release_secret_lists = Counter::default();
+        registry.register(
+            "release_secret_lists",
+            "Complete lists of release Secrets: one per watched scope at start-up, and one after each watch expiry",
+            release_secret_lists.clone(),
+        );
         let confirmations = Family::<ResultLabels, Counter>::default();
         registry.register(
             "confirmations",
@@ -331,6 +349,8 @@ impl Metrics {
             watch_restarts,
             release_decode_errors,
             release_secrets_decoded,
+            release_secrets_unchanged,
+            release_secret_lists,
             confirmations,
         }
     }

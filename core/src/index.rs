@@ -280,6 +280,53 @@ impl Index {
             .collect()
     }
 
+    /// A list again of the release Secrets in `scope` (every namespace when `None`), as after
+    /// a watch expired: `listed` are the Secrets it found new or changed, `unchanged` those it
+    /// found as the index holds them (the same resourceVersion), kept without being decoded
+    /// again. Every other Secret of the scope is gone from the cluster and leaves the index.
+    /// With nothing unchanged, the result is the index of `listed` alone in that scope.
+    ///
+    /// A release whose newest Secret is gone while older, unchanged ones remain is left
+    /// without objects and named in a report's `needs_reload`: those older revisions were not
+    /// decoded, so their manifest is read again by whoever called.
+    pub fn relist(
+        &mut self,
+        scope: Option<&str>,
+        unchanged: &std::collections::HashSet<SecretRef>,
+        listed: Vec<PreparedSecret>,
+    ) -> Vec<UpdateReport> {
+        let listed_refs: std::collections::HashSet<&SecretRef> =
+            listed.iter().map(|p| &p.secret.secret).collect();
+        let gone: Vec<SecretRef> = self
+            .secrets
+            .keys()
+            .filter(|s| scope.is_none_or(|ns| s.namespace == ns))
+            .filter(|s| !unchanged.contains(*s) && !listed_refs.contains(s))
+            .cloned()
+            .collect();
+        // Removals first: a release whose newest Secret was replaced by a newer one is then
+        // whole again once the list is upserted, and only a release still without objects
+        // needs its remaining revisions read.
+        let mut reports: Vec<UpdateReport> = gone.iter().map(|s| self.remove_secret(s)).collect();
+        reports.extend(self.upsert_prepared(listed));
+        for report in &mut reports {
+            let still_open = report
+                .needs_reload
+                .as_ref()
+                .and_then(|key| self.releases.get(key))
+                .is_some_and(|state| state.objects.is_none());
+            if !still_open {
+                report.needs_reload = None;
+            }
+        }
+        reports
+    }
+
+    /// Whether the index holds the revision `secret` held.
+    pub fn holds_secret(&self, secret: &SecretRef) -> bool {
+        self.secrets.contains_key(secret)
+    }
+
     pub fn release_count(&self) -> usize {
         self.releases.len()
     }
@@ -925,6 +972,115 @@ mod tests {
         index.upsert_many(vec![secret("shop", "shop", 1, Status::Superseded, v1)]);
         assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
         assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
+    }
+
+    /// What a list again leaves: each release, its revisions, and its objects' names.
+    fn releases_and_objects(index: &Index) -> Vec<(String, Vec<u64>, Option<Vec<String>>)> {
+        index
+            .releases()
+            .iter()
+            .map(|r| {
+                (
+                    r.key.to_string(),
+                    r.revisions.keys().copied().collect(),
+                    r.objects
+                        .as_ref()
+                        .map(|o| o.iter().map(|o| o.name.to_string()).collect()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_list_again_with_nothing_unchanged_indexes_like_the_list_alone() {
+        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
+        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let mut index = Index::new();
+        index.upsert(secret("shop", "shop", 1, Status::Deployed, v1));
+        index.upsert(secret("shop", "gone", 1, Status::Deployed, APP));
+        index.upsert(secret("other", "kept", 1, Status::Deployed, APP));
+        let listed = vec![
+            secret("shop", "shop", 2, Status::Deployed, v2),
+            secret("shop", "new", 1, Status::Deployed, v1),
+        ];
+        let mut alone = Index::new();
+        alone.upsert(secret("other", "kept", 1, Status::Deployed, APP));
+        for s in listed.clone() {
+            alone.upsert(s);
+        }
+        let reports = index.relist(Some("shop"), &Default::default(), Index::prepare(listed));
+        assert_eq!(releases_and_objects(&index), releases_and_objects(&alone));
+        assert_eq!(index.object_count(), alone.object_count());
+        assert!(reports.iter().all(|r| r.needs_reload.is_none()));
+        // Another namespace's releases are not the list's to remove.
+        assert!(index.release(&ReleaseKey::new("other", "kept")).is_some());
+    }
+
+    #[test]
+    fn a_list_again_keeps_unchanged_secrets_without_their_manifests() {
+        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
+        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let mut index = Index::new();
+        index.upsert(secret("shop", "shop", 1, Status::Failed, v1));
+        index.upsert(secret("shop", "shop", 2, Status::Deployed, v2));
+        index.upsert(secret("shop", "db", 4, Status::Deployed, APP));
+        index.upsert(secret("shop", "gone", 1, Status::Deployed, APP));
+        let before = releases_and_objects(&index);
+        let unchanged = |refs: &[(&str, u64)]| -> std::collections::HashSet<SecretRef> {
+            refs.iter()
+                .map(|(name, revision)| SecretRef {
+                    namespace: "shop".into(),
+                    name: format!("sh.helm.release.v1.{name}.v{revision}"),
+                })
+                .collect()
+        };
+        assert!(unchanged(&[("shop", 2)])
+            .iter()
+            .all(|s| index.holds_secret(s)));
+        // Everything unchanged but `gone`: the index is as it was, less that release.
+        let mut again = index.clone();
+        let reports = again.relist(
+            Some("shop"),
+            &unchanged(&[("shop", 1), ("shop", 2), ("db", 4)]),
+            Vec::new(),
+        );
+        let expected: Vec<_> = before
+            .iter()
+            .filter(|(key, ..)| key != "shop/gone")
+            .cloned()
+            .collect();
+        assert_eq!(releases_and_objects(&again), expected);
+        assert!(reports.iter().all(|r| r.needs_reload.is_none()));
+        assert!(again.lookup("", "ConfigMap", Some("shop"), "new").is_some());
+        // The newest revision is gone and only an unchanged older one remains: the release
+        // stays, open, and is named for a read of that revision.
+        let mut again = index.clone();
+        let reports = again.relist(
+            Some("shop"),
+            &unchanged(&[("shop", 1), ("db", 4), ("gone", 1)]),
+            Vec::new(),
+        );
+        let shop = ReleaseKey::new("shop", "shop");
+        assert!(reports
+            .iter()
+            .any(|r| r.needs_reload.as_ref() == Some(&shop)));
+        assert!(again.release(&shop).is_some_and(|r| r.objects.is_none()));
+        // The newest revision replaced by a newer one: whole again, nothing to read.
+        let mut again = index.clone();
+        let reports = again.relist(
+            Some("shop"),
+            &unchanged(&[("shop", 1), ("db", 4), ("gone", 1)]),
+            Index::prepare(vec![secret("shop", "shop", 3, Status::Deployed, v1)]),
+        );
+        assert!(reports.iter().all(|r| r.needs_reload.is_none()));
+        assert!(again.lookup("", "ConfigMap", Some("shop"), "old").is_some());
+        assert!(again.lookup("", "ConfigMap", Some("shop"), "new").is_none());
+        assert_eq!(
+            again
+                .release(&shop)
+                .map(|r| r.revisions.keys().copied().collect::<Vec<_>>()),
+            Some(vec![1, 3])
+        );
     }
 
     #[test]

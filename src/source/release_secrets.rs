@@ -1,7 +1,7 @@
 //! Release Secrets from the API server: a watch on `owner=helm` Secrets of type
 //! `helm.sh/release.v1` (all namespaces, or the configured ones), and the fresh read of rule 7.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -31,6 +31,10 @@ const FIELDS: &str = "type=helm.sh/release.v1";
 /// removes only that revision; when the newest revision's Secret goes, the release is read
 /// again in full ([`reload_release`]).
 const WATCHED_LABELS: &str = "owner=helm,status!=superseded";
+
+fn resource_version(secret: &Secret) -> Option<String> {
+    secret.metadata.resource_version.clone()
+}
 
 fn secret_ref(secret: &Secret) -> SecretRef {
     SecretRef {
@@ -191,6 +195,12 @@ pub(crate) async fn watch(
     // list never holds all its manifests' text at once.
     let mut listing: Option<Vec<PreparedSecret>> = None;
     let mut unparsed: Vec<ReleaseSecret> = Vec::new();
+    // The resourceVersion of each Secret this watch put in the index. This task is the only
+    // writer of its scope's Secrets, so a list again (after the watch expired) keeps a Secret
+    // found with the same version as it is, without decoding it.
+    let mut versions: HashMap<SecretRef, String> = HashMap::new();
+    let mut listed_versions: HashMap<SecretRef, String> = HashMap::new();
+    let mut unchanged: HashSet<SecretRef> = HashSet::new();
     let mut foreign = ForeignWarnings::new(&client);
     let mut first_list_done = false;
     loop {
@@ -207,12 +217,24 @@ pub(crate) async fn watch(
             WatchEvent::Init => {
                 listing = Some(Vec::new());
                 unparsed.clear();
+                unchanged.clear();
+                listed_versions.clear();
             }
             WatchEvent::InitApply(secret) => {
+                let (reference, version) = (secret_ref(&secret), resource_version(&secret));
+                let same = version.is_some() && versions.get(&reference) == version.as_ref();
+                if same && shared.current().holds_secret(&reference) {
+                    metrics.release_secrets_unchanged.inc();
+                    unchanged.insert(reference);
+                    continue;
+                }
                 if let (Some(list), Some(decoded)) = (
                     listing.as_mut(),
                     foreign.decode(&secret, &stamping, &metrics).await,
                 ) {
+                    if let Some(version) = version {
+                        listed_versions.insert(reference, version);
+                    }
                     unparsed.push(decoded);
                     if unparsed.len() >= PARSED_TOGETHER {
                         list.extend(prepare(std::mem::take(&mut unparsed)).await);
@@ -222,44 +244,52 @@ pub(crate) async fn watch(
             WatchEvent::InitDone => {
                 let mut list = listing.take().unwrap_or_default();
                 list.extend(prepare(std::mem::take(&mut unparsed)).await);
-                let count = list.len();
+                let (decoded, kept) = (list.len(), unchanged.len());
                 let scope = namespace.clone();
+                let kept_refs = std::mem::take(&mut unchanged);
                 let reports = shared
                     .update(move |index| {
-                        // A re-list replaces everything in scope: releases deleted while the
-                        // watch was down disappear.
-                        let stale: Vec<ReleaseKey> = index
-                            .releases()
-                            .iter()
-                            .filter(|s| scope.as_ref().is_none_or(|ns| &s.key.namespace == ns))
-                            .map(|s| s.key.clone())
-                            .collect();
-                        for key in stale {
-                            index.remove_release(&key);
-                        }
-                        index.upsert_prepared(list)
+                        // The list replaces everything in scope: releases deleted while the
+                        // watch was down disappear, unchanged Secrets stay as they were.
+                        index.relist(scope.as_deref(), &kept_refs, list)
                     })
                     .await;
+                {
+                    // What the list kept keeps its version; what it decoded has its new one.
+                    let index = shared.current();
+                    versions.retain(|reference, _| index.holds_secret(reference));
+                }
+                versions.extend(listed_versions.drain());
+                metrics.release_secret_lists.inc();
                 for report in &reports {
                     log_report(report);
+                    if let Some(key) = &report.needs_reload {
+                        reload_release(&client, key, &shared, &stamping, &metrics).await;
+                    }
                 }
                 crate::source::return_freed_memory();
                 let index = shared.snapshot();
-                tracing::info!(namespace = ?namespace, secrets = count, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
+                tracing::info!(namespace = ?namespace, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
                 if !first_list_done {
                     first_list_done = true;
                     readiness.scope_listed();
                 }
             }
             WatchEvent::Apply(secret) => {
+                let reference = secret_ref(&secret);
+                versions.remove(&reference);
                 if let Some(decoded) = foreign.decode(&secret, &stamping, &metrics).await {
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
                     let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
+                    if let Some(version) = resource_version(&secret) {
+                        versions.insert(reference, version);
+                    }
                 }
             }
             WatchEvent::Delete(secret) => {
                 let reference = secret_ref(&secret);
+                versions.remove(&reference);
                 let report = shared
                     .update(move |index| index.remove_secret(&reference))
                     .await;
