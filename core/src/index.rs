@@ -919,27 +919,33 @@ mod tests {
         }
     }
 
+    const OLD_CONFIG: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
+    const NEW_CONFIG: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+
+    /// `first`, then 40 releases of namespace `bulk`: enough to take the parallel path.
+    fn with_bulk(first: Vec<ReleaseSecret>) -> Vec<ReleaseSecret> {
+        let mut all = first;
+        for i in 0..40 {
+            all.push(secret(
+                "bulk",
+                &format!("r{i}"),
+                1,
+                Status::Deployed,
+                &APP.replace("name: web", &format!("name: web{i}")),
+            ));
+        }
+        all
+    }
+
     #[test]
     fn a_batch_indexes_like_one_by_one_in_any_order() {
-        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
-        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let (v1, v2) = (OLD_CONFIG, NEW_CONFIG);
         let batch = || {
-            let mut all = vec![
+            with_bulk(vec![
                 secret("shop", "shop", 1, Status::Superseded, v1),
                 secret("shop", "shop", 2, Status::Deployed, v2),
                 secret("shop", "legacy", 3, Status::Deployed, APP),
-            ];
-            // Enough releases to take the parallel path.
-            for i in 0..40 {
-                all.push(secret(
-                    "bulk",
-                    &format!("r{i}"),
-                    1,
-                    Status::Deployed,
-                    &APP.replace("name: web", &format!("name: web{i}")),
-                ));
-            }
-            all
+            ])
         };
         let mut reversed = batch();
         reversed.reverse();
@@ -993,8 +999,7 @@ mod tests {
 
     #[test]
     fn a_list_again_with_nothing_unchanged_indexes_like_the_list_alone() {
-        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
-        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let (v1, v2) = (OLD_CONFIG, NEW_CONFIG);
         let mut index = Index::new();
         index.upsert(secret("shop", "shop", 1, Status::Deployed, v1));
         index.upsert(secret("shop", "gone", 1, Status::Deployed, APP));
@@ -1018,8 +1023,7 @@ mod tests {
 
     #[test]
     fn a_list_again_keeps_unchanged_secrets_without_their_manifests() {
-        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
-        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let (v1, v2) = (OLD_CONFIG, NEW_CONFIG);
         let mut index = Index::new();
         index.upsert(secret("shop", "shop", 1, Status::Failed, v1));
         index.upsert(secret("shop", "shop", 2, Status::Deployed, v2));
@@ -1085,25 +1089,14 @@ mod tests {
 
     #[test]
     fn a_list_prepared_in_parts_indexes_like_one_by_one() {
-        let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old}\n";
-        let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new}\n";
+        let (v1, v2) = (OLD_CONFIG, NEW_CONFIG);
         let list = || {
-            let mut all = vec![
+            with_bulk(vec![
                 secret("shop", "shop", 2, Status::Deployed, v2),
                 secret("shop", "legacy", 3, Status::Deployed, APP),
                 secret("shop", "shop", 3, Status::PendingUpgrade, APP),
                 secret("shop", "shop", 1, Status::Failed, v1),
-            ];
-            for i in 0..40 {
-                all.push(secret(
-                    "bulk",
-                    &format!("r{i}"),
-                    1,
-                    Status::Deployed,
-                    &APP.replace("name: web", &format!("name: web{i}")),
-                ));
-            }
-            all
+            ])
         };
         let one_by_one = {
             let mut index = Index::new();

@@ -114,11 +114,7 @@ class History(unittest.TestCase):
             self.assertLess(watched_bytes, 0.15 * all_bytes)
             self.assertLess(rss - baseline, 20 + 0.05 * RELEASES, "memory over budget")
             # The newest revision locks its object.
-            self.ok(self.k("create", "-f", "-", input=json.dumps(
-                {**config_map("app00001", REVISIONS),
-                 "metadata": {"name": "app00001-config", "namespace": NAMESPACE,
-                              "annotations": {"meta.helm.sh/release-name": "app00001",
-                                              "meta.helm.sh/release-namespace": NAMESPACE}}})))
+            self.create_owned_config_map("app00001")
             register_webhook(self.plane, locker, "history")
             try:
                 out = self.k("-n", NAMESPACE, "patch", "configmap", "app00001-config", "-p",
@@ -192,16 +188,12 @@ class History(unittest.TestCase):
                   f"and decoded {again:.0f}, done {took:.1f} s after the API server was back (the watcher's backoff "
                   "included)")
             # The list again is the start-up list (the newest and failed revisions, never the
-            # superseded history), and of it only the changed Secret (and perhaps the harness's
-            # author probe) is decoded.
+            # superseded history), and none of it changed: each Secret is kept, not decoded
+            # (the harness's author probe may be).
             self.assertGreaterEqual(kept + again, indexed + self.failed)
             self.assertLessEqual(again, 3)
             self.assertTrue(locker.ready())
-            self.ok(self.k("create", "-f", "-", input=json.dumps(
-                {**config_map("app00002", REVISIONS),
-                 "metadata": {"name": "app00002-config", "namespace": NAMESPACE,
-                              "annotations": {"meta.helm.sh/release-name": "app00002",
-                                              "meta.helm.sh/release-namespace": NAMESPACE}}})))
+            self.create_owned_config_map("app00002")
             register_webhook(self.plane, locker, "relist")
             try:
                 denied = eventually(lambda: "revision 10, deployed" in self.k(
@@ -213,6 +205,14 @@ class History(unittest.TestCase):
         finally:
             self.k("delete", "configmap", "-n", "default", "relist-marker", "--ignore-not-found")
             locker.stop()
+
+    def create_owned_config_map(self, release):
+        """The ConfigMap the release's newest revision renders, created as Helm would (annotated)."""
+        self.ok(self.k("create", "-f", "-", input=json.dumps(
+            {**config_map(release, REVISIONS),
+             "metadata": {"name": f"{release}-config", "namespace": NAMESPACE,
+                          "annotations": {"meta.helm.sh/release-name": release,
+                                          "meta.helm.sh/release-namespace": NAMESPACE}}})))
 
     def ok(self, out):
         self.assertEqual(out.returncode, 0, out.stderr)
