@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Load benchmark over TLS on loopback, three servers in the same run:
 #   limit       examples/baseline_server.rs: axum + rustls (helm-locker's stack), a canned "allowed", body read, never parsed
-#   peer        examples/peer_server.rs: axum, kube-rs style (whole AdmissionReview<DynamicObject>)
+#   peer        examples/peer_server.rs: axum, kube-rs style (whole AdmissionReview<DynamicObject>),
+#               built with cargo's default release settings (PEER_PROFILE, default plain-release)
 #   helm-locker helm-locker serve, indexing the recorded release (shop, revision 2 deployed)
 # The load is the recorded AdmissionReviews (tests/fixtures/cluster-capture), weighted into a
 # realistic mix by how helm-locker decides them offline (`helm-locker review`): ~90% objects no
@@ -15,7 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${2:-3}
-cargo build --release --locked --bin helm-locker --example baseline_server --example peer_server --example loadgen
+# The peer stands for a typical webhook, built with cargo's default release settings
+# (the plain-release profile, no LTO); PEER_PROFILE=release builds it as helm-locker is built.
+peer_profile=${PEER_PROFILE:-plain-release}
+cargo build --release --locked --bin helm-locker --example baseline_server --example loadgen
+cargo build --profile "$peer_profile" --locked --example peer_server
 target=$(scripts/target-dir.sh)
 out=target/load
 rm -rf "$out" && mkdir -p "$out"
@@ -32,12 +37,12 @@ locker=$!
 for _ in $(seq 100); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
 "$target"/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
 limit=$!
-"$target"/release/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
+"$target"/"$peer_profile"/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
 peer=$!
 sleep 0.5
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "machine: $machine; $rounds rounds of $secs s per run, load generator on the same cores"
+echo "machine: $machine; $rounds rounds of $secs s per run, load generator on the same cores; peer built with the $peer_profile profile"
 run() { # name pid port label mix loadgen-args...
   local name=$1 pid=$2 port=$3 label=$4 mix=$5
   shift 5
