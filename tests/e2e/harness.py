@@ -116,9 +116,15 @@ class Locker:
         # is ready, and removed when it stops: without it, a release written meanwhile has no
         # known author and the reverter writes nothing from it (docs/security.md).
         self.stamping = False
-        self.port, self.admin = free_port(), free_port()
         self.certs = os.path.join(plane.dir, f"certs-{name}")
         self.log_path = os.path.join(plane.dir, f"helm-locker-{name}.log")
+        self.start()
+
+    def start(self):
+        """Starts the process on two free ports. A port free when picked can be taken before the
+        locker binds it (an outgoing connection's ephemeral port): wait_ready starts again then."""
+        plane, name, flags = self.plane, self.name, self.flags
+        self.port, self.admin = free_port(), free_port()
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [BIN, "serve", "--self-signed", "--self-signed-dir", self.certs,
@@ -131,7 +137,13 @@ class Locker:
 
     def wait_ready(self, timeout=60):
         deadline = time.time() + timeout
+        restarts = 0
         while not self.ready():
+            if self.process.poll() is not None and restarts < 3 and self.lost_its_port():
+                restarts += 1
+                self.log.close()
+                self.start()
+                continue
             if time.time() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"helm-locker {self.name} not ready; see {self.log_path}")
             time.sleep(0.2)
@@ -139,6 +151,11 @@ class Locker:
             register_author_webhook(self.plane, self)
             self.stamping = True
         return self
+
+    def lost_its_port(self):
+        """Whether the process ended because another took a port it was given."""
+        with open(self.log_path) as f:
+            return "Address already in use" in f.read()
 
     def ready(self):
         try:
