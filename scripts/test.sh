@@ -11,6 +11,9 @@
 # Set SKIP_E2E=1 to run only 1 to 3 (the control plane is built once, ~15 min, then cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build, never edited: incremental caches would only take disk (several GB on a cold run).
+export CARGO_INCREMENTAL=0
+echo "disk before the build: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The core crate stays pure: nothing that does I/O or parses command lines may reach it.
@@ -60,3 +63,4 @@ rm -rf "$elsewhere"
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh
 fi
+echo "disk after the tests: $(df -h --output=avail . | tail -1 | tr -d ' ') free, build $(du -sh "$(scripts/target-dir.sh)" 2>/dev/null | cut -f1)"

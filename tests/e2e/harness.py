@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import signal
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -57,6 +58,9 @@ class ControlPlane:
     def down(self):
         if self.owned:
             subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+            # etcd's data (~70 MB a control plane, mostly its preallocated log) goes; the logs
+            # stay in self.dir for a failure to be read.
+            shutil.rmtree(os.path.join(self.dir, "etcd"), ignore_errors=True)
         else:
             created = sorted(self.cluster_objects() - self.found)
             if created:
