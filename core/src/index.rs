@@ -5,7 +5,7 @@
 //! update touches only the entries of the release it changes. The server reads snapshots from a
 //! shared snapshot on every request without locks while the one writer swaps in new ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -229,11 +229,20 @@ impl Index {
                 (i, key, std::mem::take(&mut release.manifest))
             })
             .collect();
-        let mut parsed = parse_in_parallel(manifests);
+        let mut parsed: Vec<Option<Objects>> = (0..secrets.len()).map(|_| None).collect();
+        let objects = crate::parallel::map(
+            manifests,
+            16,
+            Interner::default,
+            |strings, (i, key, manifest)| (i, Objects::of(&key, &manifest, strings)),
+        );
+        for (i, objects) in objects {
+            parsed[i] = Some(objects);
+        }
         secrets
             .into_iter()
-            .enumerate()
-            .map(|(i, secret)| self.upsert_parsed(secret, parsed.remove(&i)))
+            .zip(parsed)
+            .map(|(secret, objects)| self.upsert_parsed(secret, objects))
             .collect()
     }
 
@@ -241,25 +250,19 @@ impl Index {
     /// [`upsert_prepared`](Self::upsert_prepared). A list held as [`PreparedSecret`]s keeps what
     /// the index will keep, not the manifests' text: reading a cluster's releases never holds
     /// all their manifests at once.
-    pub fn prepare(mut secrets: Vec<ReleaseSecret>) -> Vec<PreparedSecret> {
-        let manifests: Vec<(usize, ReleaseKey, String)> = secrets
-            .iter_mut()
-            .enumerate()
-            .map(|(i, secret)| {
-                let release = &mut secret.release;
-                let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
-                (i, key, std::mem::take(&mut release.manifest))
-            })
-            .collect();
-        let mut parsed = parse_in_parallel(manifests);
-        secrets
-            .into_iter()
-            .enumerate()
-            .map(|(i, secret)| PreparedSecret {
-                objects: parsed.remove(&i).unwrap_or_default(),
+    pub fn prepare(secrets: Vec<ReleaseSecret>) -> Vec<PreparedSecret> {
+        // Each thread interns its own strings and builds the objects it parsed, so what the
+        // index keeps is allocated where it was parsed and nothing parsing left behind is
+        // interleaved with it.
+        crate::parallel::map(secrets, 16, Interner::default, |strings, mut secret| {
+            let release = &mut secret.release;
+            let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
+            let manifest = std::mem::take(&mut release.manifest);
+            PreparedSecret {
+                objects: Objects::of(&key, &manifest, strings),
                 secret,
-            })
-            .collect()
+            }
+        })
     }
 
     /// [`upsert_many`](Self::upsert_many) for a list read as [`prepare`](Self::prepare)d parts.
@@ -843,39 +846,6 @@ impl Objects {
         objects.shrink_to_fit();
         Objects { objects, skipped }
     }
-}
-
-/// Parses manifests into locked objects on every core. Each thread interns its own strings and
-/// builds the objects it parsed, so what the index keeps is allocated where it was parsed and
-/// nothing parsing left behind is interleaved with it.
-fn parse_in_parallel(manifests: Vec<(usize, ReleaseKey, String)>) -> HashMap<usize, Objects> {
-    let parse_all = |part: Vec<(usize, ReleaseKey, String)>| {
-        let mut strings = Interner::default();
-        part.into_iter()
-            .map(|(i, key, manifest)| (i, Objects::of(&key, &manifest, &mut strings)))
-            .collect::<Vec<_>>()
-    };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(manifests.len().div_ceil(16).max(1));
-    if threads <= 1 {
-        return parse_all(manifests).into_iter().collect();
-    }
-    let mut parts: Vec<Vec<(usize, ReleaseKey, String)>> =
-        (0..threads).map(|_| Vec::new()).collect();
-    for (n, item) in manifests.into_iter().enumerate() {
-        parts[n % threads].push(item);
-    }
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || parse_all(part)))
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
-    })
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ mod locked;
 pub mod manifest;
 pub mod ownership;
 mod packed;
+pub mod parallel;
 pub mod policy;
 mod prune;
 pub mod quantity;

@@ -390,17 +390,28 @@ pub fn parse_release_file(text: &str) -> Result<Vec<SecretResult>, FileError> {
     Ok(out)
 }
 
-/// [`parse_release_file`], handing each Secret to `each` as soon as it is decoded: a caller
-/// that keeps only part of each (the index keeps no manifest text) never holds a file's worth
-/// of decoded releases.
+/// How many of a file's Secrets are decoded together, on every core, before `each` sees them.
+const DECODED_TOGETHER: usize = 256;
+
+/// [`parse_release_file`], handing each Secret to `each`, in the file's order, a part at a time
+/// as it is decoded: a caller that keeps only part of each (the index keeps no manifest text)
+/// never holds a file's worth of decoded releases. A part's Secrets are decoded on every core.
+/// A document of another shape ends the file with an error after the Secrets before it.
 pub fn each_release_secret(
     text: &str,
     mut each: impl FnMut(SecretResult),
 ) -> Result<(), FileError> {
-    for doc in file_documents(text)? {
-        collect_secrets(&doc, &mut each)?;
+    let docs = file_documents(text)?;
+    let mut found = Vec::new();
+    let shape = docs
+        .iter()
+        .try_for_each(|doc| collect_secrets(doc, &mut found));
+    for part in found.chunks(DECODED_TOGETHER) {
+        for secret in crate::parallel::map(part.to_vec(), 4, || (), |_, doc| decode_entry(doc)) {
+            each(secret);
+        }
     }
-    Ok(())
+    shape
 }
 
 /// A release Secret's `data.release` value in a release file, undecoded.
@@ -471,13 +482,13 @@ fn yaml_error_location(e: &serde_saphyr::Error) -> String {
         .unwrap_or_default()
 }
 
-fn collect_secrets(doc: &Value, out: &mut dyn FnMut(SecretResult)) -> Result<(), FileError> {
+/// The entries of a release file's document, undecoded: Secrets and bare `data.release`
+/// values, the items of a `List` in order.
+fn collect_secrets<'a>(doc: &'a Value, out: &mut Vec<&'a Value>) -> Result<(), FileError> {
     match doc {
         Value::Null => Ok(()),
-        Value::String(data_release) => {
-            out(decode_data_release(data_release)
-                .map(bare_secret)
-                .map_err(|e| (None, e.into())));
+        Value::String(_) => {
+            out.push(doc);
             Ok(())
         }
         Value::Object(map) if map.get("kind").and_then(Value::as_str) == Some("List") => {
@@ -492,10 +503,20 @@ fn collect_secrets(doc: &Value, out: &mut dyn FnMut(SecretResult)) -> Result<(),
             Ok(())
         }
         Value::Object(_) => {
-            out(decode_secret(doc));
+            out.push(doc);
             Ok(())
         }
         _ => Err(FileError::UnexpectedShape),
+    }
+}
+
+/// Decodes one entry [`collect_secrets`] found.
+fn decode_entry(entry: &Value) -> SecretResult {
+    match entry {
+        Value::String(data_release) => decode_data_release(data_release)
+            .map(bare_secret)
+            .map_err(|e| (None, e.into())),
+        secret => decode_secret(secret),
     }
 }
 
@@ -744,6 +765,50 @@ mod tests {
             parse_release_file("- 1\n- 2\n"),
             Err(FileError::UnexpectedShape)
         ));
+    }
+
+    #[test]
+    fn a_large_file_is_handed_over_in_its_order_and_a_bad_document_ends_it_after_what_came_before()
+    {
+        // Decoded in parts of DECODED_TOGETHER on every core: each entry still comes back in
+        // the file's order, good and bad alike.
+        let data = encode(MINIMAL, true);
+        let entry = |n: usize| {
+            let mut secret = serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                "metadata": {"name": format!("s{n}"), "namespace": "shop"},
+                "data": {"release": data}
+            });
+            if n % 7 == 3 {
+                secret["data"]["release"] = "not base64!".into();
+            }
+            secret
+        };
+        let count = 2 * DECODED_TOGETHER + 45;
+        let list =
+            serde_json::json!({"kind": "List", "items": (0..count).map(entry).collect::<Vec<_>>()});
+        let mut seen = Vec::new();
+        each_release_secret(&list.to_string(), |entry| {
+            seen.push(match entry {
+                Ok(secret) => (secret.secret.name, true),
+                Err((secret, _)) => (secret.unwrap().name, false),
+            })
+        })
+        .unwrap();
+        let expected: Vec<(String, bool)> =
+            (0..count).map(|n| (format!("s{n}"), n % 7 != 3)).collect();
+        assert_eq!(seen, expected);
+
+        let yaml = format!(
+            "---\n{}\n---\n{}\n---\n42\n---\n{}\n",
+            entry(0),
+            entry(1),
+            entry(2)
+        );
+        let mut names = Vec::new();
+        let result = each_release_secret(&yaml, |entry| names.push(entry.unwrap().secret.name));
+        assert!(matches!(result, Err(FileError::UnexpectedShape)));
+        assert_eq!(names, ["s0", "s1"]);
     }
 
     /// The trust boundary (issue 24): a Secret in `tenant` that names a release of `ledger`

@@ -121,10 +121,17 @@ impl ForeignWarnings {
         stamping: &Stamping,
         metrics: &Metrics,
     ) -> Option<ReleaseSecret> {
-        let note = match decode_or_foreign(secret, stamping, metrics) {
-            Ok(decoded) => return decoded,
-            Err(note) => note,
-        };
+        match decode_or_foreign(secret, stamping, metrics) {
+            Ok(decoded) => decoded,
+            Err(note) => {
+                self.warn(secret, note).await;
+                None
+            }
+        }
+    }
+
+    /// Warns once on `secret`, which names another namespace's release (`note`).
+    async fn warn(&mut self, secret: &Secret, note: SecretError) {
         let uid = secret.metadata.uid.clone().unwrap_or_default();
         if self.warned.insert(uid) {
             let event = Event {
@@ -138,27 +145,66 @@ impl ForeignWarnings {
                 tracing::debug!(error = %e, "could not record the ForeignRelease event");
             }
         }
-        None
     }
 }
 
-/// How many listed Secrets are parsed together (on every core): a few pages' worth of
-/// manifests in memory at a time, not a cluster's.
-const PARSED_TOGETHER: usize = 256;
+/// How many listed Secrets are decoded and parsed together (on every core): a few pages' worth
+/// of releases in memory at a time, not a cluster's.
+const DECODED_TOGETHER: usize = 256;
 
-/// Parses the manifests of listed Secrets on the blocking pool.
-async fn prepare(secrets: Vec<ReleaseSecret>) -> Vec<PreparedSecret> {
+/// A part of a list, decoded and its manifests parsed.
+#[derive(Default)]
+struct DecodedPart {
+    prepared: Vec<PreparedSecret>,
+    /// The resourceVersion of each Secret in `prepared`.
+    versions: Vec<(SecretRef, String)>,
+    /// Secrets that name another namespace's release, to warn on.
+    foreign: Vec<(Secret, SecretError)>,
+}
+
+/// Decodes a part of a list and parses its manifests, both on every core (the blocking pool).
+async fn decode_part(
+    secrets: Vec<Secret>,
+    stamping: Arc<Stamping>,
+    metrics: Arc<Metrics>,
+) -> DecodedPart {
     if secrets.is_empty() {
-        return Vec::new();
+        return DecodedPart::default();
     }
-    tokio::task::spawn_blocking(move || Index::prepare(secrets))
-        .await
-        .unwrap_or_else(|e| {
-            // Parsing never panics on input (fuzzed); a panic here is a bug, and the list's
-            // part is lost, not the process.
-            tracing::error!(error = %e, "parsing a part of the release Secret list failed");
-            Vec::new()
-        })
+    tokio::task::spawn_blocking(move || {
+        let decoded = crate::core::parallel::map(
+            secrets,
+            4,
+            || (),
+            |_, secret| {
+                let decoded = decode_or_foreign(&secret, &stamping, &metrics);
+                (secret, decoded)
+            },
+        );
+        let mut part = DecodedPart::default();
+        let mut releases = Vec::with_capacity(decoded.len());
+        for (secret, decoded) in decoded {
+            match decoded {
+                Ok(Some(release)) => {
+                    if let Some(version) = resource_version(&secret) {
+                        part.versions.push((secret_ref(&secret), version));
+                    }
+                    releases.push(release);
+                }
+                Ok(None) => {}
+                Err(note) => part.foreign.push((secret, note)),
+            }
+        }
+        part.prepared = Index::prepare(releases);
+        part
+    })
+    .await
+    .unwrap_or_else(|e| {
+        // Decoding and parsing never panic on input (fuzzed); a panic here is a bug, and the
+        // list's part is lost, not the process.
+        tracing::error!(error = %e, "decoding a part of the release Secret list failed");
+        DecodedPart::default()
+    })
 }
 
 fn log_report(report: &crate::core::index::UpdateReport) {
@@ -191,10 +237,10 @@ pub(crate) async fn watch(
         .labels(WATCHED_LABELS)
         .fields(FIELDS);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    // A list's Secrets are parsed into what they lock a part at a time as they arrive, so the
-    // list never holds all its manifests' text at once.
+    // A list's Secrets are decoded and parsed into what they lock a part at a time as they
+    // arrive, so the list never holds all its manifests' text at once.
     let mut listing: Option<Vec<PreparedSecret>> = None;
-    let mut unparsed: Vec<ReleaseSecret> = Vec::new();
+    let mut undecoded: Vec<Secret> = Vec::new();
     // The resourceVersion of each Secret this watch put in the index. This task is the only
     // writer of its scope's Secrets, so a list again (after the watch expired) keeps a Secret
     // found with the same version as it is, without decoding it.
@@ -216,7 +262,7 @@ pub(crate) async fn watch(
         match event {
             WatchEvent::Init => {
                 listing = Some(Vec::new());
-                unparsed.clear();
+                undecoded.clear();
                 unchanged.clear();
                 listed_versions.clear();
             }
@@ -228,22 +274,28 @@ pub(crate) async fn watch(
                     unchanged.insert(reference);
                     continue;
                 }
-                if let (Some(list), Some(decoded)) = (
-                    listing.as_mut(),
-                    foreign.decode(&secret, &stamping, &metrics).await,
-                ) {
-                    if let Some(version) = version {
-                        listed_versions.insert(reference, version);
-                    }
-                    unparsed.push(decoded);
-                    if unparsed.len() >= PARSED_TOGETHER {
-                        list.extend(prepare(std::mem::take(&mut unparsed)).await);
+                if listing.is_some() {
+                    undecoded.push(secret);
+                }
+                if undecoded.len() >= DECODED_TOGETHER {
+                    let part = std::mem::take(&mut undecoded);
+                    let part = decode_part(part, stamping.clone(), metrics.clone()).await;
+                    listed_versions.extend(part.versions);
+                    listing.get_or_insert_with(Vec::new).extend(part.prepared);
+                    for (secret, note) in part.foreign {
+                        foreign.warn(&secret, note).await;
                     }
                 }
             }
             WatchEvent::InitDone => {
                 let mut list = listing.take().unwrap_or_default();
-                list.extend(prepare(std::mem::take(&mut unparsed)).await);
+                let part = std::mem::take(&mut undecoded);
+                let part = decode_part(part, stamping.clone(), metrics.clone()).await;
+                listed_versions.extend(part.versions);
+                list.extend(part.prepared);
+                for (secret, note) in part.foreign {
+                    foreign.warn(&secret, note).await;
+                }
                 let (decoded, kept) = (list.len(), unchanged.len());
                 let scope = namespace.clone();
                 let kept_refs = std::mem::take(&mut unchanged);

@@ -151,6 +151,12 @@ class Trust(unittest.TestCase):
         self.assertTrue(events, "no ForeignRelease event on the forged Secret")
         self.assertIn("speaks only for its own namespace", events[0].get("message") or "")
         self.assertIn("release Secret ignored", locker.log_text())
+        # A locker started now finds them in its first list (decoded a part at a time on every
+        # core) and ignores them the same way.
+        listed = self.start("trust-foreign-listed")
+        self.assertTrue(eventually(lambda: (listed.metric("helm_locker_foreign_release_secrets_total") or 0) >= 2, 30),
+                        "the forged Secrets were not reported from the list")
+        self.denied(self.k("-n", "ledger", "patch", *scale), "Helm release ledger/ledger (revision 1, deployed)")
 
     def test_a_release_in_two_namespaces_stays_locked_and_a_seen_delete_is_recreated(self):
         # Installed while a locker runs, so that its author (the admin) is stamped: a release
