@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,8 @@ class Node:
 
     def down(self):
         subprocess.run([TESTENV, "node-down", self.dir], check=False)
+        # etcd's data (~70 MB, mostly its preallocated log) goes; the logs stay to be read.
+        shutil.rmtree(os.path.join(self.dir, "etcd"), ignore_errors=True)
         self.lock.close()
 
     def kubectl(self, *args, input=None, timeout=60):
