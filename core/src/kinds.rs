@@ -7,6 +7,11 @@
 //! resource) is indexed under both scopes and matched by whichever the request has. The
 //! tables only save that second entry for the kinds whose scope is certain.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use foldhash::fast::FixedState;
+
 /// Where an object of a kind lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -108,15 +113,24 @@ const NAMESPACED: &[(&str, &str)] = &[
     ("storage.k8s.io", "CSIStorageCapacity"),
 ];
 
-/// The scope of a kind, when this build is certain of it.
+/// The scope of a kind, when this build is certain of it. Every object the index builds asks,
+/// so the tables are read through a map by kind (a kind is in one or two groups), not scanned.
 pub fn scope_of(group: &str, kind: &str) -> Scope {
-    if CLUSTER.iter().any(|(g, k)| *g == group && *k == kind) {
-        Scope::Cluster
-    } else if NAMESPACED.iter().any(|(g, k)| *g == group && *k == kind) {
-        Scope::Namespaced
-    } else {
-        Scope::Unknown
-    }
+    type ByKind = HashMap<&'static str, Vec<(&'static str, Scope)>, FixedState>;
+    static BY_KIND: LazyLock<ByKind> = LazyLock::new(|| {
+        let mut by_kind = ByKind::default();
+        let tables = [(CLUSTER, Scope::Cluster), (NAMESPACED, Scope::Namespaced)];
+        for (table, scope) in tables {
+            for (g, k) in table {
+                by_kind.entry(k).or_default().push((g, scope));
+            }
+        }
+        by_kind
+    });
+    BY_KIND
+        .get(kind)
+        .and_then(|groups| groups.iter().find(|(g, _)| *g == group))
+        .map_or(Scope::Unknown, |(_, scope)| *scope)
 }
 
 /// Kinds the API server serves under two groups, from one storage: a write through either
@@ -217,6 +231,25 @@ mod tests {
         // Newer than the tables, or a custom resource: both scopes.
         assert_eq!(scope_of("storage.k8s.io", "SomethingNew"), Scope::Unknown);
         assert_eq!(scope_of("example.com", "Widget"), Scope::Unknown);
+    }
+
+    #[test]
+    fn every_table_entry_has_its_scope_and_only_under_its_own_group() {
+        for (table, scope) in [(CLUSTER, Scope::Cluster), (NAMESPACED, Scope::Namespaced)] {
+            for (g, k) in table {
+                assert_eq!(scope_of(g, k), scope, "{g}/{k}");
+                assert_eq!(
+                    scope_of("example.com", k),
+                    Scope::Unknown,
+                    "{k} in another group"
+                );
+                assert_eq!(
+                    scope_of(g, &k.to_lowercase()),
+                    Scope::Unknown,
+                    "{g}/{k} lower-case"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,61 +1,44 @@
 //! Work spread over every core, results in the input's order: decoding a list's release
 //! Secrets and parsing their manifests, the two costs of building the index.
+//!
+//! The work runs on rayon's pool, whose threads live as long as the process: what a thread
+//! keeps for its next call (its allocator's pages, its zstd compressor, see
+//! [`packed`](crate::packed)) is there again for the next part of a list. Threads made for each
+//! part started from nothing every time.
 
-/// Maps `items` with `f` on up to every core, giving each thread at least `per_thread` items.
-/// Each thread starts from its own `state()` (an interner, say), so what it builds is allocated
-/// on that thread and shares nothing with the others. The results come back in the order of
-/// `items`. Items are dealt to the threads in turn, so a run of large ones is shared out.
+use rayon::prelude::*;
+
+/// Maps `items` with `f` on up to every core, at least `per_task` items to a task. Each task
+/// starts from its own `state()` (an interner, say), so what it builds is allocated on the
+/// thread that built it and shares nothing with other tasks. The results come back in the
+/// order of `items`. Fewer than two tasks' worth run on the calling thread.
 ///
 /// A panic in `f` is a bug (the decoders and parsers never panic on input; they are fuzzed):
 /// it is raised again here, for the caller's task to report, never swallowed.
 pub fn map<T: Send, S, R: Send>(
     items: Vec<T>,
-    per_thread: usize,
-    state: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, T) -> R + Sync,
+    per_task: usize,
+    state: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, T) -> R + Sync + Send,
 ) -> Vec<R> {
-    let len = items.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(len.div_ceil(per_thread.max(1)))
-        .max(1);
-    let run = |part: Vec<T>| {
+    let per_task = per_task.max(1);
+    if items.len() < 2 * per_task || rayon::current_num_threads() == 1 {
         let mut state = state();
-        part.into_iter()
-            .map(|item| f(&mut state, item))
-            .collect::<Vec<R>>()
-    };
-    if threads == 1 {
-        return run(items);
+        return items.into_iter().map(|item| f(&mut state, item)).collect();
     }
-    let mut parts: Vec<Vec<T>> = (0..threads)
-        .map(|_| Vec::with_capacity(len.div_ceil(threads)))
-        .collect();
-    for (n, item) in items.into_iter().enumerate() {
-        parts[n % threads].push(item);
-    }
-    let done: Vec<Vec<R>> = std::thread::scope(|scope| {
-        let run = &run;
-        let workers: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || run(part)))
-            .collect();
-        workers
-            .into_iter()
-            .map(|worker| {
-                worker
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    let mut done: Vec<std::vec::IntoIter<R>> = done.into_iter().map(Vec::into_iter).collect();
-    (0..len).filter_map(|n| done[n % threads].next()).collect()
+    items
+        .into_par_iter()
+        .with_min_len(per_task)
+        .map_init(state, f)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn results_come_back_in_the_inputs_order() {
@@ -71,36 +54,43 @@ mod tests {
     }
 
     #[test]
-    fn each_thread_keeps_its_own_state() {
-        // Every item sees how many items its thread handled before it: the counts restart at
-        // zero on every thread and add up to the items' number.
+    fn each_task_starts_from_its_own_state_and_every_item_is_mapped_once() {
+        // Each state has an id and counts the items it saw: per id, the counts run 1, 2, 3...
+        // (no state is shared by two tasks at once), and they add up to the items.
+        let ids = AtomicUsize::new(0);
         let seen = map(
-            (0..64).collect(),
-            1,
-            || 0usize,
-            |count, _: usize| {
+            (0..1000).collect(),
+            8,
+            || (ids.fetch_add(1, Ordering::Relaxed), 0usize),
+            |(id, count), item: usize| {
                 *count += 1;
-                *count
+                (*id, *count, item)
             },
         );
-        let threads = seen.iter().filter(|&&count| count == 1).count();
-        assert!(threads >= 1);
-        assert_eq!(seen.len(), 64);
-        // Items dealt in turn: thread t's k-th item is item t + k * threads, counted k + 1.
-        for (n, count) in seen.iter().enumerate() {
-            assert_eq!(*count, n / threads + 1, "item {n} with {threads} threads");
+        assert_eq!(
+            seen.iter().map(|s| s.2).collect::<Vec<_>>(),
+            (0..1000).collect::<Vec<_>>()
+        );
+        let mut per_state: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (id, count, _) in seen {
+            per_state.entry(id).or_default().push(count);
+        }
+        for (id, mut counts) in per_state {
+            counts.sort_unstable();
+            assert_eq!(counts, (1..=counts.len()).collect::<Vec<_>>(), "state {id}");
         }
     }
 
     #[test]
-    fn few_items_stay_on_one_thread() {
+    fn few_items_stay_on_the_calling_thread() {
+        let caller = std::thread::current().id();
         let threads = map(
             (0..10).collect(),
             16,
-            || std::thread::current().id(),
-            |id, _: usize| *id,
+            || (),
+            |_, _: usize| std::thread::current().id(),
         );
-        assert!(threads.iter().all(|id| *id == threads[0]));
+        assert!(threads.iter().all(|id| *id == caller));
     }
 
     #[test]
