@@ -10,18 +10,26 @@ pub(crate) mod release_secrets;
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; an allocator keeps such freed memory for later
 /// allocations (mimalloc purges it only when the thread that freed it allocates again), and the
-/// process would keep much of the peak as its resident size. The binary's allocator is
-/// mimalloc; glibc's heap is trimmed too, for the tests and any embedder that keeps it.
-#[allow(unsafe_code)]
+/// process would keep much of the peak as its resident size. So every thread that indexed
+/// collects: this one, and each of the pool's that decoded and parsed
+/// ([`parallel`](crate::core::parallel)). The binary's allocator is mimalloc; glibc's heap is
+/// trimmed too, for the tests and any embedder that keeps it.
 pub(crate) fn return_freed_memory() {
+    collect_this_threads_freed_memory();
+    rayon::broadcast(|_| collect_this_threads_freed_memory());
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[allow(unsafe_code)]
+fn collect_this_threads_freed_memory() {
     // SAFETY: mi_collect(force) frees and purges only memory no allocation holds; it takes no
     // pointers and is safe to call from any thread, whatever the global allocator.
     unsafe {
         libmimalloc_sys::mi_collect(true);
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free heap pages; it takes no pointers.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
