@@ -13,6 +13,8 @@
 #   scripts/scale.sh [SECONDS] [SIZES...]     (default 10 s per load; sizes 1 1000 10000)
 # COMPARE_WITH=/path/to/another/helm-locker runs that binary too, after this one at every size,
 # on the same files: old against new in one run (e.g. a build of the previous commit).
+# READY_RUNS=N starts each build N times at every size, the builds taking turns, and reports the
+# median time to ready with its range (one start moves by ±20% on a shared VM); default 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -40,6 +42,21 @@ for n in "${sizes[@]}"; do
   echo "$dir/review-denied.json" >>"$dir/mix.txt"
   echo "$unowned" >"$dir/unowned.txt"
   echo "$dir/review-locked-allowed.json" >"$dir/locked.txt"
+  # Extra starts, the builds taking turns, for the median time to ready.
+  declare -A readies=()
+  for ((run = 1; run < ${READY_RUNS:-1}; run++)); do
+    for build in "${builds[@]}"; do
+      read -r name bin <<<"$build"
+      start=$(date +%s.%N)
+      "$bin" serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
+        --addr 127.0.0.1:28443 --admin-addr 127.0.0.1:28080 >"$dir/serve.log" 2>&1 &
+      pid=$!
+      until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
+      readies[$name]+="$(echo "$(date +%s.%N) - $start" | bc) "
+      kill $pid
+      wait $pid 2>/dev/null || true
+    done
+  done
   for build in "${builds[@]}"; do
     read -r name bin <<<"$build"
     start=$(date +%s.%N)
@@ -48,6 +65,8 @@ for n in "${sizes[@]}"; do
     pid=$!
     until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
     ready=$(echo "$(date +%s.%N) - $start" | bc)
+    ready=$(python3 -c 'import statistics, sys; r = sorted(map(float, sys.argv[1:]))
+print(f"{statistics.median(r):.2f}" + (f" ({r[0]:.2f}-{r[-1]:.2f})" if len(r) > 1 else ""))' ${readies[$name]:-} "$ready")
     objects=$(curl -s localhost:28080/metrics | awk '/^helm_locker_objects_indexed /{print $2}')
     rss=$(awk '/VmRSS/{print $2}' /proc/$pid/status)
     peak=$(awk '/VmHWM/{print $2}' /proc/$pid/status)
@@ -70,7 +89,7 @@ import json, sys
 n, name, objects, manifest, ready, rss, peak, load, result = sys.argv[1:]
 r = json.loads(result)
 manifest_mib, rss_mib = int(manifest) / 2**20, int(rss) / 1024
-print(f"| {n} | {name} | {objects} | {manifest_mib:.1f} | {float(ready):.2f} | {rss_mib:.0f} | "
+print(f"| {n} | {name} | {objects} | {manifest_mib:.1f} | {ready} | {rss_mib:.0f} | "
       f"{rss_mib / manifest_mib:.2f} | {int(peak) / 1024:.0f} | {load} | {r['p50_us']} | {r['p99_us']} | {r['p999_us']} | {r['errors']} |")
 PY
     done
