@@ -31,6 +31,16 @@ unowned=tests/fixtures/cluster-capture/reviews/103-kubectl-create-unrelated-crea
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 builds=("this $target/release/helm-locker")
 if [[ -n ${COMPARE_WITH:-} ]]; then builds+=("compared $COMPARE_WITH"); fi
+# Starts `$1 serve` on the size's files; sets pid, and ready (seconds from start to /readyz).
+serve_until_ready() {
+  local start
+  start=$(date +%s.%N)
+  "$1" serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
+    --addr 127.0.0.1:28443 --admin-addr 127.0.0.1:28080 >"$dir/serve.log" 2>&1 &
+  pid=$!
+  until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
+  ready=$(echo "$(date +%s.%N) - $start" | bc)
+}
 printf '| releases | build | objects | manifests MiB | ready in s | RSS MiB | RSS / manifests | peak RSS MiB | load | p50 µs | p99 µs | p99.9 µs | errors |\n'
 printf '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n'
 for n in "${sizes[@]}"; do
@@ -47,24 +57,15 @@ for n in "${sizes[@]}"; do
   for ((run = 1; run < ${READY_RUNS:-1}; run++)); do
     for build in "${builds[@]}"; do
       read -r name bin <<<"$build"
-      start=$(date +%s.%N)
-      "$bin" serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
-        --addr 127.0.0.1:28443 --admin-addr 127.0.0.1:28080 >"$dir/serve.log" 2>&1 &
-      pid=$!
-      until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
-      readies[$name]+="$(echo "$(date +%s.%N) - $start" | bc) "
+      serve_until_ready "$bin"
+      readies[$name]+="$ready "
       kill $pid
       wait $pid 2>/dev/null || true
     done
   done
   for build in "${builds[@]}"; do
     read -r name bin <<<"$build"
-    start=$(date +%s.%N)
-    "$bin" serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$dir/releases" \
-      --addr 127.0.0.1:28443 --admin-addr 127.0.0.1:28080 >"$dir/serve.log" 2>&1 &
-    pid=$!
-    until curl -sf localhost:28080/readyz >/dev/null 2>&1; do sleep 0.01; done
-    ready=$(echo "$(date +%s.%N) - $start" | bc)
+    serve_until_ready "$bin"
     ready=$(python3 -c 'import statistics, sys; r = sorted(map(float, sys.argv[1:]))
 print(f"{statistics.median(r):.2f}" + (f" ({r[0]:.2f}-{r[-1]:.2f})" if len(r) > 1 else ""))' ${readies[$name]:-} "$ready")
     objects=$(curl -s localhost:28080/metrics | awk '/^helm_locker_objects_indexed /{print $2}')
