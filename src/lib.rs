@@ -25,4 +25,5 @@ pub(crate) mod metrics;
 pub(crate) mod plugin;
 pub(crate) mod readiness;
 pub mod server;
+pub(crate) mod sharded_metrics;
 pub(crate) mod source;

@@ -4,8 +4,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::sharded_metrics::{ShardedCounter, ShardedHistogram};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct AdmissionLabels {
@@ -42,11 +43,11 @@ const ADMISSION_SERIES: usize = ENDPOINTS.len() * OPERATIONS.len() * DECISIONS.l
 
 pub(crate) struct Metrics {
     registry: Registry,
-    admissions: Family<AdmissionLabels, Counter>,
+    admissions: Family<AdmissionLabels, ShardedCounter>,
     /// Each series of `admissions`, looked up once: the family's lookup hashes the labels
     /// under a lock, and every review is counted.
-    admission_series: [std::sync::OnceLock<Counter>; ADMISSION_SERIES],
-    pub admission_seconds: Histogram,
+    admission_series: [std::sync::OnceLock<ShardedCounter>; ADMISSION_SERIES],
+    pub admission_seconds: ShardedHistogram,
     pub bad_requests: Counter,
     pub releases: Gauge,
     pub releases_by_status: Family<StatusLabels, Gauge>,
@@ -107,14 +108,14 @@ impl Metrics {
 
     pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("helm_locker");
-        let admissions = Family::<AdmissionLabels, Counter>::default();
+        let admissions = Family::<AdmissionLabels, ShardedCounter>::default();
         registry.register(
             "admissions",
             "Admission reviews answered, by endpoint, operation and decision",
             admissions.clone(),
         );
         // 50 µs .. ~3.3 s
-        let admission_seconds = Histogram::new(
+        let admission_seconds = ShardedHistogram::new(
             prometheus_client::metrics::histogram::exponential_buckets(0.00005, 2.0, 17),
         );
         registry.register(
@@ -394,5 +395,27 @@ mod tests {
             !text.contains("decision=\"warn\""),
             "no series before its first review"
         );
+    }
+
+    #[test]
+    fn the_admission_histogram_renders_cumulative_buckets_its_sum_and_count() {
+        let metrics = Metrics::new();
+        for micros in [30, 60, 60, 250, 9_000_000] {
+            metrics
+                .admission_seconds
+                .observe(std::time::Duration::from_micros(micros));
+        }
+        let text = metrics.render();
+        for line in [
+            "helm_locker_admission_duration_seconds_bucket{le=\"0.00005\"} 1",
+            "helm_locker_admission_duration_seconds_bucket{le=\"0.0001\"} 3",
+            "helm_locker_admission_duration_seconds_bucket{le=\"0.0004\"} 4",
+            "helm_locker_admission_duration_seconds_bucket{le=\"+Inf\"} 5",
+            "helm_locker_admission_duration_seconds_count 5",
+            "helm_locker_admission_duration_seconds_sum 9.0004",
+            "# TYPE helm_locker_admission_duration_seconds histogram",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
     }
 }

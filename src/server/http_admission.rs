@@ -348,10 +348,7 @@ fn respond(
     started: Instant,
 ) -> Response {
     let response = render_response(&review.api_version, &review.request.uid, decision.verdict());
-    state
-        .metrics
-        .admission_seconds
-        .observe(started.elapsed().as_secs_f64());
+    state.metrics.admission_seconds.observe(started.elapsed());
     state.metrics.admitted(AdmissionLabels {
         endpoint: endpoint.as_str(),
         operation: review.request.operation.as_str(),
