@@ -471,3 +471,88 @@ async fn a_changed_release_folder_is_picked_up() {
     assert!(opened, "folder change not seen");
     server.stop().await;
 }
+
+/// Reads one HTTP/1.1 response with a Content-Length.
+async fn read_response(stream: &mut tokio_rustls::client::TlsStream<TcpStream>) -> String {
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .and_then(|l| l.trim().parse::<usize>().ok())
+                .expect("a Content-Length");
+            if body.len() >= length {
+                return text;
+            }
+        }
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed mid-response: {text}");
+        reply.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Reads from `stream` until the server closes it, or `limit` passes (then `None`).
+async fn closed_within(
+    stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    limit: Duration,
+) -> Option<Duration> {
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at((started + limit).into(), stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0) | Err(_)) => return Some(started.elapsed()),
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_connection_that_begins_no_request_within_the_read_timeout_is_closed() {
+    // The read timeout is 1 s: a connection is watched once a second, and one that began no
+    // request in a whole second and has none in flight is closed.
+    let server = start(Config::default()).await;
+    let body = review("103");
+    let mut kept = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    // Requests every 400 ms for 3 s keep the connection open past three read timeouts.
+    for _ in 0..8 {
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        kept.write_all(head.as_bytes()).await.unwrap();
+        kept.write_all(&body).await.unwrap();
+        let reply = read_response(&mut kept).await;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    // Then idle: closed after one to two read timeouts.
+    let closed = closed_within(&mut kept, Duration::from_secs(4)).await;
+    assert!(
+        closed.is_some_and(|after| after >= Duration::from_millis(500)),
+        "an idle keep-alive connection closed after {closed:?}"
+    );
+    // A connection that never sends a request goes the same way.
+    let mut silent = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    let closed = closed_within(&mut silent, Duration::from_secs(4)).await;
+    assert!(closed.is_some(), "a silent connection is closed");
+    // HTTP/2 is not watched: its idle connection stays open.
+    let mut h2 = tls_connect(server.addr, &server.ca, b"h2").await.unwrap();
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let closed = closed_within(&mut h2, Duration::from_millis(2500)).await;
+    assert_eq!(closed, None, "an idle HTTP/2 connection is kept");
+    server.stop().await;
+}
