@@ -280,7 +280,9 @@ struct ServeArgs {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "HELM_LOCKER_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
-    /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds).
+    /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds). On
+    /// the webhook port, an HTTP/1.1 connection that begins no request in a whole read timeout
+    /// (idle, or its headers arriving too slowly) is closed after one to two of them.
     #[arg(long, env = "HELM_LOCKER_READ_TIMEOUT", default_value = "10s", value_parser = duration)]
     read_timeout: std::time::Duration,
     /// Time allowed for the fresh read of a release before a deny (2s; a bare number is seconds).
