@@ -640,6 +640,13 @@ pub enum Verdict<'a> {
 /// The AdmissionReview response: allowed, denied, allowed with a warning, or allowed with a
 /// base64 JSON patch.
 pub fn render_response(api_version: &str, uid: &str, verdict: Verdict<'_>) -> Vec<u8> {
+    // Nine reviews in ten are allowed: their answer is written as serde_json would write it,
+    // without its serializer, when neither string needs escaping (a uid never does).
+    if let Verdict::Allow = verdict {
+        if !needs_escaping(api_version) && !needs_escaping(uid) {
+            return allowed(api_version, uid);
+        }
+    }
     let mut response = Response {
         uid,
         allowed: true,
@@ -685,10 +692,68 @@ pub fn render_response(api_version: &str, uid: &str, verdict: Verdict<'_>) -> Ve
     .expect("a response serializes")
 }
 
+/// Whether serde_json escapes anything in `text`: a quote, a backslash or a control character.
+fn needs_escaping(text: &str) -> bool {
+    text.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
+/// `{"apiVersion":…,"kind":"AdmissionReview","response":{"uid":…,"allowed":true}}`, for strings
+/// that need no escaping.
+fn allowed(api_version: &str, uid: &str) -> Vec<u8> {
+    const AFTER_VERSION: &[u8] = br#"","kind":"AdmissionReview","response":{"uid":""#;
+    const END: &[u8] = br#"","allowed":true}}"#;
+    let mut out =
+        Vec::with_capacity(16 + api_version.len() + AFTER_VERSION.len() + uid.len() + END.len());
+    out.extend_from_slice(br#"{"apiVersion":""#);
+    out.extend_from_slice(api_version.as_bytes());
+    out.extend_from_slice(AFTER_VERSION);
+    out.extend_from_slice(uid.as_bytes());
+    out.extend_from_slice(END);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_util::go_order;
+
+    #[test]
+    fn an_allowed_answer_is_written_as_serde_json_writes_it() {
+        let serde = |api_version: &str, uid: &str| {
+            serde_json::to_vec(&ResponseReview {
+                api_version,
+                kind: "AdmissionReview",
+                response: Response {
+                    uid,
+                    allowed: true,
+                    status: None,
+                    warnings: &[],
+                    patch_type: None,
+                    patch: None,
+                },
+            })
+            .unwrap()
+        };
+        for (api_version, uid) in [
+            (
+                "admission.k8s.io/v1",
+                "0a41ec13-d967-4db9-a205-8b7b0bfdd844",
+            ),
+            ("admission.k8s.io/v1beta1", ""),
+            ("admission.k8s.io/v1", "é ünïcode \u{7f}"),
+            ("admission.k8s.io/v1", "a \"quoted\" uid"),
+            ("admission.k8s.io/v1", "back\\slash"),
+            ("admission.k8s.io/v1", "tab\there"),
+            ("v1\n", "u"),
+        ] {
+            let written = render_response(api_version, uid, Verdict::Allow);
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                String::from_utf8(serde(api_version, uid)).unwrap(),
+                "{uid:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_head_is_read_without_the_objects_when_keys_come_in_the_api_servers_order() {
