@@ -8,7 +8,9 @@ import signal
 import shutil
 import socket
 import subprocess
+import re
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -114,8 +116,9 @@ class ControlPlane:
 class Locker:
     """One `helm-locker serve` process against the control plane."""
 
-    def __init__(self, plane, name, *flags):
+    def __init__(self, plane, name, *flags, env=None):
         self.plane, self.name, self.flags = plane, name, flags
+        self.env = env or plane.env
         # The author webhook (webhook-config/author.yaml) of this locker is registered once it
         # is ready, and removed when it stops: without it, a release written meanwhile has no
         # known author and the reverter writes nothing from it (docs/security.md).
@@ -137,7 +140,7 @@ class Locker:
              # No shutdown delay unless asked: these lockers are reached by URL, not through a
              # Service.
              "--identity", name, *(() if "--shutdown-delay" in flags else ("--shutdown-delay", "0s")), *flags],
-            env=plane.env, stdout=self.log, stderr=subprocess.STDOUT)
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout=60):
         deadline = time.time() + timeout
@@ -235,6 +238,77 @@ webhooks:
     resources: ["*/*"]
     scope: "*"
 """
+
+
+class CutProxy:
+    """A TCP proxy between a locker and the API server, which a test can cut and restore: the
+    locker loses the API server (its watch breaks, its lists fail) while kubectl and Helm still
+    reach it. `env` is the plane's environment with a kubeconfig through the proxy."""
+
+    def __init__(self, plane):
+        with open(plane.kubeconfig) as f:
+            text = f.read()
+        match = re.search(r"server: https://([^:/\s]+):(\d+)", text)
+        assert match, "no server address in the kubeconfig"
+        self.upstream = (match.group(1), int(match.group(2)))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        port = self.listener.getsockname()[1]
+        path = os.path.join(plane.dir, f"kubeconfig-proxy-{port}")
+        with open(path, "w") as f:
+            f.write(text.replace(match.group(0), f"server: https://127.0.0.1:{port}"))
+        self.env = dict(plane.env, KUBECONFIG=path)
+        self.open, self.sockets, self.lock = True, set(), threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.sockets |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    def pump(self, source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        """Closes every connection through the proxy and refuses new ones until `restore`."""
+        self.open = False
+        with self.lock:
+            for s in self.sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            self.sockets.clear()
+
+    def restore(self):
+        self.open = True
+
+    def close(self):
+        self.cut()
+        self.listener.close()
 
 
 def register_webhook(plane, locker, name, mutating=False, failure_policy="Fail", only_label=None):
