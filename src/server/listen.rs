@@ -173,8 +173,7 @@ async fn run<C>(
                 conn.as_mut().graceful_shutdown();
                 break conn.as_mut().await;
             }
-            _ = async { check.as_mut().unwrap().0.tick().await }, if check.is_some() => {
-                let (_, progress, seen) = check.as_mut().unwrap();
+            Some((progress, seen)) = next_check(&mut check) => {
                 let begun = progress.begun.load(Relaxed);
                 if begun == *seen && !progress.in_flight() {
                     return tracing::debug!(%peer, "no request begun in the read timeout; closing the connection");
@@ -185,6 +184,20 @@ async fn run<C>(
     };
     if let Err(e) = ended {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// The watch's next period, then its progress and the requests begun at the last check;
+/// never, for a connection not watched.
+async fn next_check(
+    check: &mut Option<(tokio::time::Interval, Arc<Progress>, u64)>,
+) -> Option<(&Progress, &mut u64)> {
+    match check {
+        Some((every, progress, seen)) => {
+            every.tick().await;
+            Some((progress, seen))
+        }
+        None => std::future::pending().await,
     }
 }
 
