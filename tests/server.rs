@@ -353,6 +353,18 @@ async fn bad_input_gets_a_clear_status_and_the_server_keeps_serving() {
     )
     .await;
     assert_eq!(status, 404);
+    // A known path with another method: 405, and which method it takes.
+    let mut tls = tls_connect(server.addr, &server.ca, b"http/1.1")
+        .await
+        .unwrap();
+    tls.write_all(b"GET /validate HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = tls.read_to_end(&mut reply).await;
+    let reply = String::from_utf8_lossy(&reply).to_lowercase();
+    assert!(reply.starts_with("http/1.1 405"), "{reply}");
+    assert!(reply.contains("\r\nallow: post\r\n"), "{reply}");
 
     // A client that stops halfway through its headers is cut off after the read timeout,
     // while others are served.

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::Router;
+use std::convert::Infallible;
 use std::future::Future;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hyper::body::Incoming;
 
 use http_body_util::BodyExt;
 
@@ -35,37 +35,71 @@ impl Endpoint {
     }
 }
 
-pub(crate) fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
-        .route("/stamp", post(stamp))
-        .fallback(|| async {
-            error(
-                StatusCode::NOT_FOUND,
-                "unknown path: use POST /validate, POST /mutate or POST /stamp".into(),
-            )
+/// The TLS port's service: the three routes matched by hand. axum's `Router` clones a boxed
+/// service and maps its future on every request; this costs one boxed future.
+#[derive(Clone)]
+pub(crate) struct Webhook {
+    state: Arc<AppState>,
+}
+
+impl Webhook {
+    pub(crate) fn new(state: Arc<AppState>) -> Self {
+        Webhook { state }
+    }
+}
+
+type Answer = std::pin::Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+impl hyper::service::Service<Request<Incoming>> for Webhook {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, request: Request<Incoming>) -> Answer {
+        let state = self.state.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let body = Body::new(body);
+            let route = match parts.uri.path() {
+                "/validate" => Some(Route::Admit(Endpoint::Validate)),
+                "/mutate" => Some(Route::Admit(Endpoint::Mutate)),
+                "/stamp" => Some(Route::Stamp),
+                _ => None,
+            };
+            Ok(match (route, parts.method == Method::POST) {
+                (Some(Route::Admit(endpoint)), true) => {
+                    admit(&state, endpoint, &parts.headers, body).await
+                }
+                (Some(Route::Stamp), true) => stamp(&state, &parts.headers, body).await,
+                (Some(_), false) => {
+                    let mut response = error(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        format!("use POST {}", parts.uri.path()),
+                    );
+                    response
+                        .headers_mut()
+                        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                    response
+                }
+                (None, _) => error(
+                    StatusCode::NOT_FOUND,
+                    "unknown path: use POST /validate, POST /mutate or POST /stamp".into(),
+                ),
+            })
         })
-        .with_state(state)
+    }
 }
 
-// The request whole rather than a `HeaderMap` extractor, which would clone the headers.
-async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    admit(&state, Endpoint::Validate, &parts.headers, body).await
-}
-
-async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    admit(&state, Endpoint::Mutate, &parts.headers, body).await
+enum Route {
+    Admit(Endpoint),
+    Stamp,
 }
 
 /// The author webhook: every release Secret write is stamped with the identity the API server
 /// authenticated for it. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
 /// a Secret written meanwhile has no known author, and the reverter writes nothing from it).
-async fn stamp(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = match read_body(&state, &parts.headers, body).await {
+async fn stamp(state: &AppState, headers: &HeaderMap, body: Body) -> Response {
+    let body = match read_body(state, headers, body).await {
         Ok(body) => body,
         Err(response) => {
             state.metrics.bad_requests.inc();

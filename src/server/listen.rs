@@ -2,24 +2,26 @@
 //! Both stop accepting on shutdown and let in-flight requests finish.
 //!
 //! Nothing here runs per request but the count of requests a connection has begun and ended.
-//! Shutdown reaches each connection through a signal of its own, and the webhook port watches
-//! each connection's progress once per read timeout, not each request with a timer. Measured
-//! on 2 cores at full load (scripts/load.sh's `max h1`): hyper-util's graceful watcher (one
-//! channel that every connection polls at each wake-up) and hyper's per-request header timer
-//! each cost a few percent of the throughput.
+//! Each connection waits on one signal of its own, which says either "shut down" or "you
+//! look idle"; one sweeper task per port looks at every connection's progress once per read
+//! timeout. Measured on 2 cores at full load (scripts/load.sh's `max h1`): hyper-util's
+//! graceful watcher (one channel that every connection polls at each wake-up), hyper's
+//! per-request header timer and a timer per connection each cost throughput.
 
 use std::collections::HashMap;
+use std::error::Error as StdError;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
+use hyper::body::{Body, Incoming};
+use hyper::service::Service;
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulConnection;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsAcceptor;
@@ -42,27 +44,139 @@ fn builder(header_timeout: Option<Duration>) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// The open connections' shutdown signals, by connection number.
-type Stops = Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>>;
+/// What a connection is told.
+enum Signal {
+    /// Finish the requests in flight and close.
+    Shutdown,
+    /// The sweeper saw this many requests begun at two looks a period apart, and none in
+    /// flight: close, unless a request began since.
+    Idle(u64),
+}
 
-/// Serves `router` on `listener`, with TLS when `tls` is given, until `shutdown` completes;
+/// An open connection, as the accept loop and the sweeper see it.
+struct Open {
+    /// Taken when a signal is sent; the connection puts a new one back after a false alarm.
+    signal: Option<oneshot::Sender<Signal>>,
+    /// An HTTP/1.1 connection on the TLS port, once its handshake is done.
+    watched: Option<Watched>,
+}
+
+struct Watched {
+    progress: Arc<Progress>,
+    /// Requests begun at the sweeper's last look; `None` before its first.
+    seen: Option<u64>,
+}
+
+/// The open connections by number.
+#[derive(Clone, Default)]
+struct Registry(Arc<Mutex<HashMap<u64, Open>>>);
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Open>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn open(&self, id: u64) -> oneshot::Receiver<Signal> {
+        let (signal, rx) = oneshot::channel();
+        self.lock().insert(
+            id,
+            Open {
+                signal: Some(signal),
+                watched: None,
+            },
+        );
+        rx
+    }
+
+    fn watch(&self, id: u64, progress: Arc<Progress>) {
+        if let Some(open) = self.lock().get_mut(&id) {
+            open.watched = Some(Watched {
+                progress,
+                seen: None,
+            });
+        }
+    }
+
+    /// A new signal after a false alarm; one that says "shut down" when shutdown has begun.
+    fn rearm(&self, id: u64) -> oneshot::Receiver<Signal> {
+        let (signal, rx) = oneshot::channel();
+        match self.lock().get_mut(&id) {
+            Some(open) => open.signal = Some(signal),
+            None => {
+                let _ = signal.send(Signal::Shutdown);
+            }
+        }
+        rx
+    }
+
+    fn close(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// One look at every watched connection: those that began no request since the last
+    /// look and have none in flight are told they look idle.
+    fn sweep(&self) {
+        for open in self.lock().values_mut() {
+            let Some(watched) = &mut open.watched else {
+                continue;
+            };
+            let begun = watched.progress.begun.load(Relaxed);
+            if watched.seen == Some(begun) && !watched.progress.in_flight() {
+                if let Some(signal) = open.signal.take() {
+                    let _ = signal.send(Signal::Idle(begun));
+                }
+            }
+            watched.seen = Some(begun);
+        }
+    }
+
+    /// Tells every connection to shut down, and forgets them.
+    fn shut_down(&self) {
+        for (_, open) in self.lock().drain() {
+            if let Some(signal) = open.signal {
+                let _ = signal.send(Signal::Shutdown);
+            }
+        }
+    }
+}
+
+/// Serves `service` on `listener`, with TLS when `tls` is given, until `shutdown` completes;
 /// then waits up to `grace` for open requests.
 ///
 /// A client has `read_timeout` to send a request's headers. With TLS (the webhook port), an
-/// HTTP/1.1 connection that in a whole `read_timeout` began no request and has none in flight
-/// is closed: an idle keep-alive connection, or one whose headers are arriving too slowly,
-/// goes after one to two `read_timeout`s. The plain port (admin) leaves it to hyper's
-/// per-request header timer.
-pub(crate) async fn serve(
+/// HTTP/1.1 connection that began no request and had none in flight between two looks of the
+/// sweeper, `read_timeout` apart, is closed: an idle keep-alive connection, or one whose
+/// headers are arriving too slowly, goes after one to two `read_timeout`s. The plain port
+/// (admin) leaves it to hyper's per-request header timer.
+pub(crate) async fn serve<S, B>(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
-    router: Router,
+    service: S,
     read_timeout: Duration,
     grace: Duration,
     shutdown: impl Future<Output = ()>,
-) {
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn StdError + Send + Sync>>,
+{
     let acceptor = tls.map(TlsAcceptor::from);
-    let stops: Stops = Arc::default();
+    let registry = Registry::default();
+    let sweeper = acceptor.is_some().then(|| {
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            let mut every =
+                tokio::time::interval_at(tokio::time::Instant::now() + read_timeout, read_timeout);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                registry.sweep();
+            }
+        })
+    });
     // Each connection's task holds a clone; `recv` returns `None` once all have ended.
     let (open_tx, mut open_rx) = mpsc::channel::<()>(1);
     let mut next_connection: u64 = 0;
@@ -83,15 +197,11 @@ pub(crate) async fn serve(
         let _ = stream.set_nodelay(true);
         let id = next_connection;
         next_connection += 1;
-        let (stop_tx, stop) = oneshot::channel();
-        stops
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, stop_tx);
-        let (stops, open, router, acceptor) = (
-            stops.clone(),
+        let signal = registry.open(id);
+        let (registry, open, service, acceptor) = (
+            registry.clone(),
             open_tx.clone(),
-            router.clone(),
+            service.clone(),
             acceptor.clone(),
         );
         tokio::spawn(async move {
@@ -103,42 +213,44 @@ pub(crate) async fn serve(
                     {
                         Ok(Ok(tls)) => tls,
                         Ok(Err(e)) => {
-                            stops.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                            registry.close(id);
                             return tracing::debug!(%peer, error = %e, "TLS handshake failed");
                         }
                         Err(_) => {
-                            stops.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                            registry.close(id);
                             return tracing::debug!(%peer, "TLS handshake timed out");
                         }
                     };
                     // HTTP/2 has no per-request header phase to watch; its streams are
                     // bounded by `max_concurrent_streams`.
-                    let watch =
-                        (tls.get_ref().1.alpn_protocol() != Some(b"h2")).then_some(read_timeout);
                     let progress = Arc::new(Progress::default());
+                    if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                        registry.watch(id, progress.clone());
+                    }
                     let service = Counted {
-                        inner: TowerToHyperService::new(router),
+                        inner: service,
                         progress: progress.clone(),
                     };
                     let conn = builder(None)
                         .serve_connection(TokioIo::new(tls), service)
                         .into_owned();
-                    run(conn, stop, watch.map(|period| (period, progress)), peer).await;
+                    run(conn, signal, (&registry, id, &progress), peer).await;
                 }
                 None => {
                     let conn = builder(Some(read_timeout))
-                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router))
+                        .serve_connection(TokioIo::new(stream), service)
                         .into_owned();
-                    run(conn, stop, None, peer).await;
+                    run(conn, signal, (&registry, id, &Progress::default()), peer).await;
                 }
             }
-            stops.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            registry.close(id);
         });
     }
     drop(listener);
-    for (_, stop) in stops.lock().unwrap_or_else(|e| e.into_inner()).drain() {
-        let _ = stop.send(());
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
     }
+    registry.shut_down();
     drop(open_tx);
     if tokio::time::timeout(grace, open_rx.recv()).await.is_err() {
         tracing::warn!(
@@ -148,56 +260,40 @@ pub(crate) async fn serve(
     }
 }
 
-/// Serves one connection until it ends, or is told to stop (then it finishes its requests
-/// and closes), or, with `watch`, in a whole period began no request and has none in flight.
+/// Serves one connection until it ends, or is told to shut down (then it finishes its
+/// requests and closes), or is told it looks idle and began no request since the look.
 async fn run<C>(
     conn: C,
-    stop: oneshot::Receiver<()>,
-    watch: Option<(Duration, Arc<Progress>)>,
+    mut signal: oneshot::Receiver<Signal>,
+    (registry, id, progress): (&Registry, u64, &Progress),
     peer: std::net::SocketAddr,
 ) where
     C: GracefulConnection,
     C::Error: std::fmt::Display,
 {
-    tokio::pin!(conn, stop);
-    let mut check = watch.as_ref().map(|(period, progress)| {
-        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + *period, *period);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        (every, progress.clone(), progress.begun.load(Relaxed))
-    });
+    tokio::pin!(conn);
     let ended = loop {
         tokio::select! {
             biased;
             ended = conn.as_mut() => break ended,
-            _ = stop.as_mut() => {
-                conn.as_mut().graceful_shutdown();
-                break conn.as_mut().await;
-            }
-            Some((progress, seen)) = next_check(&mut check) => {
-                let begun = progress.begun.load(Relaxed);
-                if begun == *seen && !progress.in_flight() {
+            told = &mut signal => match told {
+                // Only this task begins requests, and it is not inside the connection now:
+                // no request can begin between this check and the close.
+                Ok(Signal::Idle(seen))
+                    if progress.begun.load(Relaxed) == seen && !progress.in_flight() =>
+                {
                     return tracing::debug!(%peer, "no request begun in the read timeout; closing the connection");
                 }
-                *seen = begun;
-            }
+                Ok(Signal::Idle(_)) => signal = registry.rearm(id),
+                Ok(Signal::Shutdown) | Err(_) => {
+                    conn.as_mut().graceful_shutdown();
+                    break conn.as_mut().await;
+                }
+            },
         }
     };
     if let Err(e) = ended {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
-    }
-}
-
-/// The watch's next period, then its progress and the requests begun at the last check;
-/// never, for a connection not watched.
-async fn next_check(
-    check: &mut Option<(tokio::time::Interval, Arc<Progress>, u64)>,
-) -> Option<(&Progress, &mut u64)> {
-    match check {
-        Some((every, progress, seen)) => {
-            every.tick().await;
-            Some((progress, seen))
-        }
-        None => std::future::pending().await,
     }
 }
 
@@ -230,9 +326,9 @@ impl Drop for Ending {
     }
 }
 
-impl<S, R> hyper::service::Service<R> for Counted<S>
+impl<S, R> Service<R> for Counted<S>
 where
-    S: hyper::service::Service<R>,
+    S: Service<R>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -260,5 +356,90 @@ impl<F: Future> Future for CountedFuture<F> {
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         self.project().inner.poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watched(registry: &Registry, id: u64) -> (oneshot::Receiver<Signal>, Arc<Progress>) {
+        let signal = registry.open(id);
+        let progress = Arc::new(Progress::default());
+        registry.watch(id, progress.clone());
+        (signal, progress)
+    }
+
+    #[test]
+    fn a_connection_is_told_it_looks_idle_only_after_a_whole_period_without_a_new_request() {
+        let registry = Registry::default();
+        let (mut signal, progress) = watched(&registry, 1);
+        // The first look only notes where the connection is: it may have opened just before.
+        registry.sweep();
+        assert!(signal.try_recv().is_err());
+        progress.begun.fetch_add(1, Relaxed);
+        progress.ended.fetch_add(1, Relaxed);
+        // A request began since the last look.
+        registry.sweep();
+        assert!(signal.try_recv().is_err());
+        // None began since, and none is in flight.
+        registry.sweep();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Idle(1))));
+    }
+
+    #[test]
+    fn a_request_in_flight_keeps_its_connection() {
+        let registry = Registry::default();
+        let (mut signal, progress) = watched(&registry, 1);
+        progress.begun.fetch_add(1, Relaxed);
+        for _ in 0..3 {
+            registry.sweep();
+        }
+        assert!(signal.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_connection_not_watched_is_never_told_it_looks_idle() {
+        let registry = Registry::default();
+        let mut signal = registry.open(1);
+        for _ in 0..3 {
+            registry.sweep();
+        }
+        assert!(signal.try_recv().is_err());
+        registry.shut_down();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Shutdown)));
+    }
+
+    #[test]
+    fn after_a_false_alarm_the_connection_can_still_be_told_to_shut_down_or_close() {
+        let registry = Registry::default();
+        let (mut signal, progress) = watched(&registry, 1);
+        registry.sweep();
+        registry.sweep();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Idle(0))));
+        // A request began before the connection acted on it: it asks for a new signal.
+        progress.begun.fetch_add(1, Relaxed);
+        progress.ended.fetch_add(1, Relaxed);
+        let mut signal = registry.rearm(1);
+        registry.sweep();
+        assert!(signal.try_recv().is_err());
+        registry.sweep();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Idle(1))));
+        let mut signal = registry.rearm(1);
+        registry.shut_down();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Shutdown)));
+    }
+
+    #[test]
+    fn a_false_alarm_during_shutdown_is_told_to_shut_down() {
+        let registry = Registry::default();
+        let (mut signal, _progress) = watched(&registry, 1);
+        registry.sweep();
+        registry.sweep();
+        assert!(matches!(signal.try_recv(), Ok(Signal::Idle(0))));
+        // Shutdown drained the registry while the signal was out.
+        registry.shut_down();
+        let mut signal = registry.rearm(1);
+        assert!(matches!(signal.try_recv(), Ok(Signal::Shutdown)));
     }
 }

@@ -407,7 +407,7 @@ impl BoundServer {
         let webhook = tokio::spawn(listen::serve(
             self.listener,
             Some(self.tls),
-            http_admission::router(state.clone()),
+            http_admission::Webhook::new(state.clone()),
             header_timeout,
             self.grace,
             wait(stop_rx.clone()),
@@ -415,7 +415,7 @@ impl BoundServer {
         let admin = tokio::spawn(listen::serve(
             self.admin_listener,
             None,
-            admin::router(state.clone()),
+            hyper_util::service::TowerToHyperService::new(admin::router(state.clone())),
             header_timeout,
             self.grace,
             wait(stop_rx),
