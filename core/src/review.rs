@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::release::describe_json_error;
-use crate::scan::{string, Entries, Flow, Scanner};
+use crate::scan::{Entries, Flow, Scanner};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -203,9 +203,10 @@ pub(crate) const GO_ORDER: &[&str] = &[
 /// [`Head::rest`] reads on from where the head stopped.
 /// `None` when the head is incomplete, has no name, or the body is not an AdmissionReview.
 pub fn read_head(body: &[u8]) -> Option<Head<'_>> {
-    // The head is in the body's first few hundred bytes: only a prefix needs to be UTF-8
-    // for it, not the objects that follow.
-    const PREFIX: usize = 4096;
+    // The head is in the body's first few hundred bytes (under 520 in every recorded review):
+    // only a prefix needs to be UTF-8 for it, not the objects that follow. A longer head (long
+    // names, a CRD's long group) is read from the whole body.
+    const PREFIX: usize = 1024;
     if body.len() > PREFIX {
         let prefix = &body[..PREFIX];
         let text = match std::str::from_utf8(prefix) {
@@ -322,8 +323,8 @@ impl<'a> ReviewScan<'a> {
     fn top(&mut self, entries: &mut Entries, extent: Extent) -> Option<Option<Cow<'a, str>>> {
         while let Some(key) = self.scanner.next_entry(entries)? {
             match &*key {
-                "apiVersion" => once(&mut self.api_version, string(self.scanner.value_text()?)?)?,
-                "kind" => once(&mut self.kind, string(self.scanner.value_text()?)?)?,
+                "apiVersion" => once(&mut self.api_version, self.scanner.string_value()?)?,
+                "kind" => once(&mut self.kind, self.scanner.string_value()?)?,
                 "request" if !self.request_seen => {
                     self.request_seen = true;
                     if let Some(key) = self.request(&mut Entries::Start, extent)? {
@@ -369,7 +370,7 @@ impl<'a> ReviewScan<'a> {
     fn request_entry(&mut self, key: &str) -> Option<()> {
         let (scanner, f) = (&mut self.scanner, &mut self.f);
         match key {
-            "uid" => once(&mut f.uid, string(scanner.value_text()?)?),
+            "uid" => once(&mut f.uid, scanner.string_value()?),
             "kind" => {
                 let [group, version, kind] = string_fields(scanner, ["group", "version", "kind"])?;
                 once(
@@ -397,7 +398,7 @@ impl<'a> ReviewScan<'a> {
             "name" => once(&mut f.name, nullable_string(scanner)?),
             "namespace" => once(&mut f.namespace, nullable_string(scanner)?),
             "operation" => {
-                let operation = match &*string(scanner.value_text()?)? {
+                let operation = match &*scanner.string_value()? {
                     "CREATE" => Operation::Create,
                     "UPDATE" => Operation::Update,
                     "DELETE" => Operation::Delete,
@@ -521,10 +522,7 @@ fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 
 /// A string that may be `null`.
 fn nullable_string<'a>(scanner: &mut Scanner<'a>) -> Option<Option<Cow<'a, str>>> {
-    match scanner.value_text()? {
-        "null" => Some(None),
-        text => string(text).map(Some),
-    }
+    scanner.nullable_string_value()
 }
 
 /// An object's text, `None` for `null` (as serde reads an `Option`).
@@ -541,7 +539,7 @@ fn string_fields<'a>(scanner: &mut Scanner<'a>, keys: [&str; 3]) -> Option<[Cow<
     let mut found: [Option<Cow<'a, str>>; 3] = Default::default();
     scanner.each_entry(|scanner, key| {
         match keys.iter().position(|k| *k == key) {
-            Some(i) => once(&mut found[i], string(scanner.value_text()?)?)?,
+            Some(i) => once(&mut found[i], scanner.string_value()?)?,
             None => scanner.skip_value()?,
         }
         Some(Flow::Next)
@@ -967,6 +965,22 @@ mod tests {
         assert!(read_head(&padded).unwrap().rest().is_err());
         body.truncate(at);
         assert!(parse_review(&body).is_err());
+    }
+
+    #[test]
+    fn a_head_longer_than_the_prefix_is_read_from_the_whole_body() {
+        let name = "n".repeat(253);
+        let group = format!("{}.example.com", "g".repeat(230));
+        let body = format!(
+            r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","kind":{{"group":"{group}","version":"v1","kind":"Widget"}},"resource":{{"group":"{group}","version":"v1","resource":"widgets"}},"requestKind":{{"group":"{group}","version":"v1","kind":"Widget"}},"name":"{name}","namespace":"{ns}","operation":"UPDATE","userInfo":{{"username":"u"}},"object":{{"a":"{pad}"}},"oldObject":null}}}}"#,
+            ns = "s".repeat(63),
+            pad = "x".repeat(5000),
+        );
+        let head = read_head(body.as_bytes()).expect("the head");
+        assert!(body.find(r#""userInfo""#).unwrap() > 1024);
+        assert_eq!(head.review.request.name.as_deref(), Some(name.as_str()));
+        assert_eq!(head.review.request.kind.group, group);
+        assert!(assert_scanned_as_serde_parses(body.as_bytes()));
     }
 
     #[test]

@@ -68,14 +68,44 @@ impl<'a> Scanner<'a> {
         if self.bytes.get(self.pos) != Some(&b'"') {
             return None;
         }
-        self.skip_string()?;
+        let plain = self.read_string()?;
         let quoted = &self.text[start..self.pos];
         let inner = &quoted[1..quoted.len() - 1];
-        Some(if inner.contains('\\') {
-            Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
-        } else {
+        Some(if plain || !inner.contains('\\') {
             Cow::Borrowed(inner)
+        } else {
+            Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
         })
+    }
+
+    /// The string value at `pos` (after any whitespace), as [`string`] reads its text, in
+    /// one pass over it; `pos` ends after it. `None` for anything but a string.
+    pub(crate) fn string_value(&mut self) -> Option<Cow<'a, str>> {
+        self.skip_whitespace();
+        let start = self.pos;
+        if self.bytes.get(self.pos) != Some(&b'"') {
+            return None;
+        }
+        let plain = self.read_string()?;
+        let quoted = &self.text[start..self.pos];
+        if plain {
+            Some(Cow::Borrowed(&quoted[1..quoted.len() - 1]))
+        } else {
+            string(quoted)
+        }
+    }
+
+    /// A string value, or `null` as `None`, as [`string`] and [`Scanner::value_text`] read
+    /// them; `None` for anything else.
+    pub(crate) fn nullable_string_value(&mut self) -> Option<Option<Cow<'a, str>>> {
+        self.skip_whitespace();
+        if self.bytes.get(self.pos) == Some(&b'"') {
+            return self.string_value().map(Some);
+        }
+        match self.value_text()? {
+            "null" => Some(None),
+            _ => None,
+        }
     }
 
     pub(crate) fn skip_whitespace(&mut self) {
@@ -141,13 +171,29 @@ impl<'a> Scanner<'a> {
 
     /// From an opening quote to after its closing quote.
     pub(crate) fn skip_string(&mut self) -> Option<()> {
+        self.step_string::<false>().map(|_| ())
+    }
+
+    /// From an opening quote to after its closing quote: whether the string is plain, with
+    /// no escape and no control character, so that its text between the quotes is its value.
+    pub(crate) fn read_string(&mut self) -> Option<bool> {
+        self.step_string::<true>()
+    }
+
+    /// From an opening quote to after its closing quote; with `CONTROLS`, whether the string
+    /// has neither escape nor control character (without, whether it has no escape).
+    fn step_string<const CONTROLS: bool>(&mut self) -> Option<bool> {
+        let mut plain = true;
         self.pos += 1;
         loop {
             // Eight bytes at a time, as serde_json does: most strings hold no escape, and a
             // call into memchr costs more than a short string.
             while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
                 let word = u64::from_le_bytes(chunk.try_into().ok()?);
-                let found = has_byte(word, b'"') | has_byte(word, b'\\');
+                let mut found = has_byte(word, b'"') | has_byte(word, b'\\');
+                if CONTROLS {
+                    found |= has_byte_below(word, 0x20);
+                }
                 if found != 0 {
                     self.pos += (found.trailing_zeros() / 8) as usize;
                     break;
@@ -157,10 +203,16 @@ impl<'a> Scanner<'a> {
             match *self.bytes.get(self.pos)? {
                 b'"' => {
                     self.pos += 1;
-                    return Some(());
+                    return Some(plain);
                 }
-                b'\\' => self.pos += 2,
-                _ => self.pos += 1,
+                b'\\' => {
+                    plain = false;
+                    self.pos += 2;
+                }
+                byte => {
+                    plain &= !CONTROLS || byte >= 0x20;
+                    self.pos += 1;
+                }
             }
         }
     }
@@ -277,6 +329,14 @@ fn has_byte(word: u64, byte: u8) -> u64 {
     const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
     let x = word ^ (ONES * byte as u64);
     x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// The lowest byte of `word` below `limit` (at most 0x80) has its high bit set in the result
+/// (bytes above it may too: only the lowest is exact).
+fn has_byte_below(word: u64, limit: u8) -> u64 {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    word.wrapping_sub(ONES * limit as u64) & !word & HIGHS
 }
 
 /// The text of the value at `path` (keys of nested objects, the first entry of each) in the
@@ -402,6 +462,40 @@ pub(crate) mod tests {
             proptest::prop_assert_eq!(&json[pad..scanner.pos], quoted.as_str());
             let value = string(&quoted);
             proptest::prop_assert_eq!(value.as_deref(), Some(text.as_str()));
+            // Read in one pass: the same value, the same end.
+            let mut scanner = Scanner::new(&json);
+            let read = scanner.string_value();
+            proptest::prop_assert_eq!(read.as_deref(), Some(text.as_str()));
+            proptest::prop_assert_eq!(scanner.pos, json.len() - 2);
+        }
+
+        /// A string's raw text between quotes, control characters unescaped included: the
+        /// one-pass reads give what stepping over it and then reading its text give.
+        #[test]
+        fn a_string_is_read_in_one_pass_as_in_two(inner in "[a\\\\\"\\n\u{1}\u{1f} é😀\u{7f}]{0,24}", pad in 0usize..9) {
+            let json = format!("{}\"{inner}\",1", " ".repeat(pad));
+            let mut two = Scanner::new(&json);
+            let by_two = two.value_text().and_then(string);
+            let mut one = Scanner::new(&json);
+            let by_one = one.string_value();
+            proptest::prop_assert_eq!(&by_one, &by_two);
+            if by_two.is_some() {
+                proptest::prop_assert_eq!(one.pos, two.pos);
+            }
+            // A key: borrowed unless it has an escape, which serde reads.
+            let at = &json[pad..];
+            let mut stepped = Scanner::new(at);
+            let expected = stepped.skip_string().and_then(|()| {
+                let quoted = &at[..stepped.pos];
+                let inner = &quoted[1..quoted.len() - 1];
+                if inner.contains('\\') {
+                    serde_json::from_str::<String>(quoted).ok().map(Cow::Owned)
+                } else {
+                    Some(Cow::Borrowed(inner))
+                }
+            });
+            let mut scanner = Scanner::new(at);
+            proptest::prop_assert_eq!(scanner.key(), expected);
         }
     }
 
