@@ -1,18 +1,19 @@
 //! The TLS port's routes: `POST /validate`, `POST /mutate`, and `POST /stamp` (the author
 //! stamp on release Secret writes, [`crate::core::author`]).
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use std::convert::Infallible;
-use std::future::Future;
-
-use axum::body::Body;
-use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
-use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, StatusCode};
 
-use http_body_util::BodyExt;
+/// Every answer of the TLS port: a small JSON document, whole.
+type Response = hyper::Response<Full<Bytes>>;
 
 use crate::confirm::StoredObject;
 use crate::core::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
@@ -59,7 +60,6 @@ impl hyper::service::Service<Request<Incoming>> for Webhook {
         let state = self.state.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let body = Body::new(body);
             let route = match parts.uri.path() {
                 "/validate" => Some(Route::Admit(Endpoint::Validate)),
                 "/mutate" => Some(Route::Admit(Endpoint::Mutate)),
@@ -98,7 +98,7 @@ enum Route {
 /// The author webhook: every release Secret write is stamped with the identity the API server
 /// authenticated for it. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
 /// a Secret written meanwhile has no known author, and the reverter writes nothing from it).
-async fn stamp(state: &AppState, headers: &HeaderMap, body: Body) -> Response {
+async fn stamp(state: &AppState, headers: &HeaderMap, body: Incoming) -> Response {
     let body = match read_body(state, headers, body).await {
         Ok(body) => body,
         Err(response) => {
@@ -115,12 +115,7 @@ async fn stamp(state: &AppState, headers: &HeaderMap, body: Body) -> Response {
     match crate::core::stamp::stamp(&stamping.key, &body) {
         Ok(response) => {
             state.metrics.author_stamps.inc();
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                response,
-            )
-                .into_response()
+            json(StatusCode::OK, response)
         }
         Err(e) => {
             state.metrics.bad_requests.inc();
@@ -131,19 +126,24 @@ async fn stamp(state: &AppState, headers: &HeaderMap, body: Body) -> Response {
 }
 
 fn error(status: StatusCode, message: String) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::json!({ "error": message }).to_string(),
-    )
-        .into_response()
+    json(status, serde_json::json!({ "error": message }).to_string())
+}
+
+fn json(status: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut response = hyper::Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 async fn read_body(
     state: &AppState,
     headers: &HeaderMap,
-    body: Body,
-) -> Result<bytes::Bytes, Response> {
+    body: Incoming,
+) -> Result<Bytes, Response> {
     let limit = state.settings.max_body_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -190,7 +190,12 @@ async fn read_body(
     }
 }
 
-async fn admit(state: &AppState, endpoint: Endpoint, headers: &HeaderMap, body: Body) -> Response {
+async fn admit(
+    state: &AppState,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Response {
     let body = match read_body(state, headers, body).await {
         Ok(body) => body,
         Err(response) => {
@@ -388,7 +393,7 @@ fn respond(
         operation: review.request.operation.as_str(),
         decision: decision.label(),
     });
-    ([(header::CONTENT_TYPE, "application/json")], response).into_response()
+    json(StatusCode::OK, response)
 }
 
 /// How long a denial may wait for the chart's templates (read once per revision) to say which
