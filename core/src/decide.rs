@@ -1034,12 +1034,23 @@ fn find_object<'i>(
             let Some(old) = request.old_object().or(request.object()) else {
                 return Ok(None);
             };
-            let named: Named =
-                serde_json::from_str(old.get()).map_err(|e| DecideError::BadObject {
-                    field: "oldObject",
-                    reason: describe_json_error(&e),
-                })?;
-            name_from_old = named.metadata.map(|m| m.name).unwrap_or_default();
+            // The scanner steps to the name without reading the rest of the object; serde
+            // reads what it does not take (a null `metadata`, a name that is not a string)
+            // and says what is wrong.
+            let scanned = crate::scan::member_at(old.get(), &["metadata", "name"])
+                .map(|name| name.map(crate::scan::string));
+            name_from_old = match scanned {
+                Some(None) => String::new(),
+                Some(Some(Some(name))) => name.into_owned(),
+                _ => {
+                    let named: Named =
+                        serde_json::from_str(old.get()).map_err(|e| DecideError::BadObject {
+                            field: "oldObject",
+                            reason: describe_json_error(&e),
+                        })?;
+                    named.metadata.map(|m| m.name).unwrap_or_default()
+                }
+            };
             if name_from_old.is_empty() {
                 return Ok(None);
             }

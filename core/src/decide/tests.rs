@@ -462,6 +462,31 @@ fn delete_is_denied_and_a_collection_delete_reads_the_old_object() {
         "{}",
         l.message
     );
+    // The name is read as JSON reads it (escaped), and an object with no name is nobody's.
+    let escaped = body.replacen(r#""name":"web""#, r#""name":"w\u0065b""#, 1);
+    assert!(
+        escaped.contains(r#""name":"w\u0065b","namespace":"shop""#),
+        "{escaped}"
+    );
+    assert!(matches!(
+        decide_json(&index(Status::Deployed), &Config::default(), &escaped),
+        Decision::Deny(_)
+    ));
+    for metadata in [Value::Null, json!({}), json!({"generateName": "web"})] {
+        let mut nameless: Value = serde_json::from_str(&body).unwrap();
+        nameless["request"]["oldObject"]["metadata"] = metadata.clone();
+        assert!(
+            matches!(
+                decide_json(
+                    &index(Status::Deployed),
+                    &Config::default(),
+                    &nameless.to_string()
+                ),
+                Decision::Allow(Allowed::NotOwned)
+            ),
+            "{metadata}"
+        );
+    }
 }
 
 /// The trust boundary (issue 24): a release's word reaches only objects that carry its
