@@ -137,28 +137,8 @@ impl ChartFilesCache {
     /// [`Locked::chart_advice`]), made once per change and revision. Nothing when the chart
     /// cannot be read now.
     pub(crate) async fn add_advice(&self, locked: &mut Locked) {
-        let key: AdviceKey = (
-            locked.release.clone(),
-            locked.revision,
-            locked.target.kind.clone(),
-            locked.target.name.clone(),
-            locked
-                .changes
-                .iter()
-                .map(|c| {
-                    let secret =
-                        locked.target.api_version == "v1" && locked.target.kind == "Secret";
-                    let asked = c.requested.as_ref().filter(|_| !secret);
-                    (c.path.clone(), asked.map(|v| v.to_string()))
-                })
-                .collect(),
-        );
-        let kept = self
-            .advice
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
+        let key = advice_key(locked);
+        let kept = self.kept(&key);
         let advice = match kept {
             Some(advice) => advice,
             None => {
@@ -177,6 +157,29 @@ impl ChartFilesCache {
         if let Some(advice) = advice {
             locked.append_advice(&advice);
         }
+    }
+
+    /// [`ChartFilesCache::add_advice`] when the advice for this change and revision is made
+    /// already (most denials: the same kubectl edit is tried again), without waiting for
+    /// anything; `false` when it is not made yet.
+    pub(crate) fn add_kept_advice(&self, locked: &mut Locked) -> bool {
+        match self.kept(&advice_key(locked)) {
+            Some(advice) => {
+                if let Some(advice) = advice {
+                    locked.append_advice(&advice);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn kept(&self, key: &AdviceKey) -> Option<Option<Arc<str>>> {
+        self.advice
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
     }
 
     /// The chart files of a revision; `None` when it has none or they cannot be read now. A
@@ -208,6 +211,26 @@ impl ChartFilesCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Revisions> {
         self.read.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What the advice on a denial depends on: the release's revision, the object, and each
+/// changed path with the value asked for (none for a Secret's: its values are never kept).
+fn advice_key(locked: &Locked) -> AdviceKey {
+    let secret = locked.target.api_version == "v1" && locked.target.kind == "Secret";
+    (
+        locked.release.clone(),
+        locked.revision,
+        locked.target.kind.clone(),
+        locked.target.name.clone(),
+        locked
+            .changes
+            .iter()
+            .map(|c| {
+                let asked = c.requested.as_ref().filter(|_| !secret);
+                (c.path.clone(), asked.map(|v| v.to_string()))
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -328,6 +351,13 @@ mod tests {
         }
         assert!(messages[0].contains("=7"), "{}", messages[0]);
         assert_eq!(messages[0], messages[1]);
+        // Without waiting: only the advice made already, and the same message.
+        let mut kept = denial(7);
+        assert!(cache.add_kept_advice(&mut kept));
+        assert_eq!(kept.message, messages[0]);
+        let mut not_made = denial(8);
+        assert!(!cache.add_kept_advice(&mut not_made));
+        assert_eq!(not_made.message, "locked.");
         assert!(messages[2].contains("=9"), "{}", messages[2]);
         // The kept advice is what the chart says, made afresh.
         let mut fresh = denial(9);

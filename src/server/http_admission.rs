@@ -410,6 +410,9 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
     let (Some(cache), Some(locked)) = (&state.chart_files, decision.traceable()) else {
         return decision;
     };
+    if cache.add_kept_advice(locked) {
+        return decision;
+    }
     let (cache, mut with_advice) = (cache.clone(), locked.clone());
     let advise = tokio::spawn(async move {
         cache.add_advice(&mut with_advice).await;
