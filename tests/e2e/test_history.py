@@ -11,7 +11,9 @@ the newest `superseded`. On a real control plane, releases with their history:
   start-up selector, in which only the Secrets whose resourceVersion changed are decoded; the
   index keeps answering meanwhile;
 - a release upgraded while the locker is cut off from the API server (its watch broken, the
-  API server up) is locked at its new revision once the connection is back.
+  API server up) is locked at its new revision once the connection is back: when the watch
+  resumes from its resourceVersion, and when the API server restarted meanwhile, so that the
+  resumed watch is answered 410 Gone and the change is found by a list again.
 
 Size: E2E_HISTORY_RELEASES releases (default 200) of 10 revisions each; at full size by hand
 (`E2E_HISTORY_RELEASES=10000`, docs/performance.md).
@@ -252,6 +254,53 @@ class History(unittest.TestCase):
             self.assertLessEqual(again, 5)
         finally:
             unregister_webhook(self.plane, "cutoff")
+            locker.stop()
+            proxy.close()
+
+    def test_5_a_release_upgraded_while_the_locker_is_cut_off_and_its_watch_expires_is_listed_again(self):
+        proxy = CutProxy(self.plane)
+        locker = Locker(self.plane, "expired", "--lease-name", "expired", "--revert=false",
+                        env=proxy.env).wait_ready(timeout=300)
+        release = "app00005"
+        try:
+            self.assertTrue(eventually(lambda: locker.metric("helm_locker_releases_indexed") >= RELEASES, 30, 0.5))
+            self.create_owned_config_map(release)
+            register_webhook(self.plane, locker, "expired")
+
+            def denied_at(revision):
+                return f"revision {revision}, deployed" in self.k(
+                    "-n", NAMESPACE, "patch", "configmap", f"{release}-config", "--dry-run=server", "-p",
+                    '{"data":{"revision":"3"}}').stderr
+
+            self.assertTrue(eventually(lambda: denied_at(REVISIONS), 20, 0.3), "not locked before the cut")
+            decoded = locker.metric("helm_locker_release_secrets_decoded_total")
+            lists = locker.metric("helm_locker_release_secret_lists_total")
+            proxy.cut()
+            self.ok(self.k("create", "-f", "-", input=json.dumps(
+                release_secret(release, NAMESPACE, [config_map(release, REVISIONS + 1)], revision=REVISIONS + 1))))
+            self.ok(self.k("replace", "-f", "-", input=json.dumps(
+                release_secret(release, NAMESPACE, [config_map(release, REVISIONS)], status="superseded",
+                               revision=REVISIONS))))
+            # The API server restarts while the locker cannot reach it: its watch cache begins
+            # after the upgrade, so the locker's resumed watch is answered 410 Gone, and only a
+            # list again can tell it what changed.
+            self.plane.stop_apiserver()
+            self.plane.start_apiserver()
+            self.assertTrue(denied_at(REVISIONS), "the index stopped answering while cut off")
+            proxy.restore()
+            back = time.time()
+            self.assertTrue(eventually(lambda: denied_at(REVISIONS + 1), 300, 0.5),
+                            "not locked at the revision written while cut off")
+            again = locker.metric("helm_locker_release_secrets_decoded_total") - decoded
+            relisted = locker.metric("helm_locker_release_secret_lists_total") - lists
+            print(f"\ncut off, watch expired: locked at revision {REVISIONS + 1} {time.time() - back:.1f} s after the "
+                  f"connection was back, {relisted:.0f} lists again, {again:.0f} Secrets decoded (the watcher's "
+                  "backoff included)")
+            self.assertGreaterEqual(relisted, 1, "the change was not found by a list again")
+            # The list again decodes only what changed, not the namespace's releases again.
+            self.assertLessEqual(again, 5)
+        finally:
+            unregister_webhook(self.plane, "expired")
             locker.stop()
             proxy.close()
 
