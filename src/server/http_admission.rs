@@ -12,14 +12,14 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
-/// Every answer of the TLS port: a small JSON document, whole.
-type Response = hyper::Response<Full<Bytes>>;
-
 use crate::confirm::StoredObject;
 use crate::core::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
 use crate::core::review::{parse_review, read_head, render_response, Head, Review};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::server::state::AppState;
+
+/// Every answer of the TLS port: a small JSON document, whole.
+type Response = hyper::Response<Full<Bytes>>;
 
 #[derive(Clone, Copy)]
 enum Endpoint {
