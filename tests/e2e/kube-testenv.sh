@@ -131,6 +131,61 @@ EOF
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
+# A port picked by free_port is free only until another process takes it, so a server that cannot
+# bind is started again on new ports (up to five times). Sets ETCD_PORT; the process is running
+# and answers /health when it returns.
+start_etcd() {
+  local dir=$1 peer_port
+  for _ in 1 2 3 4 5; do
+    ETCD_PORT=$(free_port); peer_port=$(free_port)
+    rm -rf "$dir/etcd"
+    etcd --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+      --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$peer_port" \
+      >>"$dir/etcd.log" 2>&1 &
+    echo $! >"$dir/etcd.pid"
+    for _ in $(seq 1 100); do
+      curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" >/dev/null 2>&1 && return 0
+      kill -0 "$(cat "$dir/etcd.pid")" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill "$(cat "$dir/etcd.pid")" 2>/dev/null || true
+    wait "$(cat "$dir/etcd.pid")" 2>/dev/null || true
+    log "etcd did not start on port $ETCD_PORT; trying another (see $dir/etcd.log)"
+  done
+  log "etcd did not start; see $dir/etcd.log"; exit 1
+}
+
+# Starts kube-apiserver on a free port (new ports while it cannot bind) and waits for /readyz.
+# Sets API_PORT.
+start_apiserver() {
+  local dir=$1 host=$2 authz=$3; shift 3
+  local kc="$dir/kubeconfig"
+  for _ in 1 2 3 4 5; do
+    API_PORT=$(free_port)
+    "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" --cert-dir "$dir/pki" \
+      --secure-port "$API_PORT" --bind-address "$host" --advertise-address "$host" \
+      --authorization-mode "$authz" --token-auth-file "$dir/tokens.csv" \
+      --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
+      --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.0.0.0/24 \
+      "$@" >>"$dir/apiserver.log" 2>&1 &
+    echo $! >"$dir/apiserver.pid"
+    kubectl config --kubeconfig="$kc" set-cluster local --server="https://$host:$API_PORT" \
+      --insecure-skip-tls-verify=true >/dev/null
+    kubectl config --kubeconfig="$kc" set-credentials admin --token=admintoken >/dev/null
+    kubectl config --kubeconfig="$kc" set-context local --cluster=local --user=admin >/dev/null
+    kubectl config --kubeconfig="$kc" use-context local >/dev/null
+    for _ in $(seq 1 60); do
+      kubectl --kubeconfig="$kc" --request-timeout=2s get --raw /readyz >/dev/null 2>&1 && return 0
+      kill -0 "$(cat "$dir/apiserver.pid")" 2>/dev/null || break
+      sleep 1
+    done
+    kill "$(cat "$dir/apiserver.pid")" 2>/dev/null || true
+    wait "$(cat "$dir/apiserver.pid")" 2>/dev/null || true
+    log "kube-apiserver did not become ready on port $API_PORT; trying another (see $dir/apiserver.log)"
+  done
+  log "apiserver not ready; see $dir/apiserver.log"; exit 1
+}
+
 up() {
   local dir="${1:?usage: kube-testenv.sh up DIR}"
   # node-up: the API server listens on the node's bridge address (pods reach it there and through
@@ -143,36 +198,15 @@ up() {
   fi
   build
   mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
-  local etcd_port peer_port api_port
-  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
   printf 'admintoken,admin,admin,system:masters\nalicetoken,alice,alice,devs\nkcmtoken,system:kube-controller-manager,kcm\n' \
     >"$dir/tokens.csv"
   [[ -z ${UP_NODE_ADDR:-} ]] || printf '%s\n' "kubelettoken,system:node:$UP_NODE_NAME,kubelet,system:nodes" \
     schedulertoken,system:kube-scheduler,scheduler proxytoken,system:kube-proxy,proxy >>"$dir/tokens.csv"
-  etcd --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" --listen-peer-urls "http://127.0.0.1:$peer_port" \
-    >"$dir/etcd.log" 2>&1 &
-  echo $! >"$dir/etcd.pid"
-  "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" --cert-dir "$dir/pki" \
-    --secure-port "$api_port" --bind-address "$host" --advertise-address "$host" \
-    --authorization-mode "$authz" --token-auth-file "$dir/tokens.csv" \
-    --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range 10.0.0.0/24 \
-    "${node_flags[@]}" >"$dir/apiserver.log" 2>&1 &
-  echo $! >"$dir/apiserver.pid"
-  local kc="$dir/kubeconfig"
-  kubectl config --kubeconfig="$kc" set-cluster local --server="https://$host:$api_port" \
-    --insecure-skip-tls-verify=true >/dev/null
-  kubectl config --kubeconfig="$kc" set-credentials admin --token=admintoken >/dev/null
-  kubectl config --kubeconfig="$kc" set-context local --cluster=local --user=admin >/dev/null
-  kubectl config --kubeconfig="$kc" use-context local >/dev/null
-  for _ in $(seq 1 60); do
-    kubectl --kubeconfig="$kc" get --raw /readyz >/dev/null 2>&1 && break
-    sleep 1
-  done
-  kubectl --kubeconfig="$kc" get --raw /readyz >/dev/null || { log "apiserver not ready; see $dir/apiserver.log"; exit 1; }
+  start_etcd "$dir"
+  start_apiserver "$dir" "$host" "$authz" "${node_flags[@]}"
+  local kc="$dir/kubeconfig" api_port=$API_PORT
   # The controller manager runs as itself, each controller under its own service account,
   # as kubeadm sets it up: their writes reach webhooks as system:serviceaccount:kube-system:*.
   local kcm_kc="$dir/controller-manager.kubeconfig"
