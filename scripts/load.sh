@@ -9,7 +9,9 @@
 # release owns, ~8% writes to locked objects that are allowed (controllers' status updates,
 # Helm's own writes), ~2% denials. examples/loadgen.rs drives it over HTTP/1.1 keep-alive and
 # HTTP/2, at the highest rate and at fixed rates, and reads each server's CPU and RSS.
-# "locked h1/h2" send only writes to locked objects that change no chart field, at full speed.
+# "locked h1/h2" send only writes to locked objects that change no chart field, at full speed;
+# "unowned h1" and "denied h1" only the mix's reviews of objects no release owns, or its denials
+# (not run by default: LOAD_KINDS="unowned h1,locked h1,denied h1,max h1" compares the kinds).
 #   scripts/load.sh [SECONDS [ROUNDS]]   (default 10 s per run, 3 rounds; results also in
 #                                        target/load/results.jsonl, the report in report.md)
 set -euo pipefail
@@ -28,7 +30,8 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 state=tests/fixtures/cluster-capture/releases/02-after-upgrade.json
 mkdir -p "$work/releases" && cp "$state" "$work/releases/"
-scripts/review_mix.sh "$target"/release/helm-locker "$state" "$work" "$out/mix.txt" "$out/locked.txt"
+scripts/review_mix.sh "$target"/release/helm-locker "$state" "$work" "$out/mix.txt" "$out/locked.txt" \
+  "$out/unowned.txt" "$out/denied.txt"
 echo "locked-only mix: $(wc -l <"$out/locked.txt") writes to locked objects that change no chart field"
 
 "$target"/release/helm-locker serve --self-signed --self-signed-dir "$work/certs" --releases-dir "$work/releases" \
@@ -64,6 +67,9 @@ for round in $(seq "$rounds"); do
         "max h2") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 4 --http2 --streams 16 ;;
         "locked h1") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 32 ;;
         "locked h2") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 4 --http2 --streams 16 ;;
+        "unowned h1") run "$1" "$2" "$3" "$kind" "$out/unowned.txt" --connections 32 ;;
+        "denied h1") run "$1" "$2" "$3" "$kind" "$out/denied.txt" --connections 32 ;;
+        *) echo "load.sh: unknown kind of run \"$kind\" in LOAD_KINDS" >&2; exit 2 ;;
         "5000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 16 --rate 5000 ;;
         "1000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 8 --rate 1000 ;;
       esac

@@ -6,13 +6,17 @@
 # locked object that is allowed, 2 for a kubectl change that is denied (~90/8/2%).
 # With LOCKED_MIX, also lists there (once each) the writes to a locked object that change no
 # field the chart sets: the controllers' updates of Helm's objects, the locked path's everyday load.
-#   scripts/review_mix.sh HELM_LOCKER STATE DIR MIX [LOCKED_MIX]
+# With UNOWNED_MIX and DENIED_MIX, also lists there (once each) the mix's reviews of objects no
+# release owns and its denials: each kind of review measured on its own.
+#   scripts/review_mix.sh HELM_LOCKER STATE DIR MIX [LOCKED_MIX [UNOWNED_MIX DENIED_MIX]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-locker=$1 state=$2 dir=$3 mix=$4 locked_mix=${5:-/dev/null}
+locker=$1 state=$2 dir=$3 mix=$4 locked_mix=${5:-/dev/null} unowned_mix=${6:-/dev/null} denied_mix=${7:-/dev/null}
 python3 scripts/go_order.py tests/fixtures/cluster-capture/reviews "$dir/reviews"
 : >"$mix"
 : >"$locked_mix"
+: >"$unowned_mix"
+: >"$denied_mix"
 declare -A count=([unowned]=0 [locked-allowed]=0 [denied]=0)
 for review in tests/fixtures/cluster-capture/reviews/*.json; do
   # The explanation is the last line on stderr (a note on the schema in use comes first).
@@ -29,6 +33,10 @@ for review in tests/fixtures/cluster-capture/reviews/*.json; do
   # user's kubectl edits are the denials worth measuring.
   [[ $class == denied && $review == *helm-* ]] && continue
   for _ in $(seq $weight); do echo "$dir/reviews/$(basename "$review")" >>"$mix"; done
+  case $class in
+    unowned) echo "$dir/reviews/$(basename "$review")" >>"$unowned_mix" ;;
+    denied) echo "$dir/reviews/$(basename "$review")" >>"$denied_mix" ;;
+  esac
   count[$class]=$((count[$class] + weight))
 done
 # A mix that is not the documented one measures something else: say so and stop.
