@@ -731,18 +731,9 @@ fn run_serve(args: ServeArgs) -> Result<(), String> {
     let filter =
         tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    // A log line is formatted where it happens and written by a thread of its own: a denial's
-    // line never holds the stderr lock against other workers, and a slow reader of stderr (a
-    // container runtime's log pipe) does not hold up answers. Nothing is dropped: past 128,000
-    // lines not yet written, a logging worker waits. Lines are written as soon as the thread
-    // wakes, in one write per burst; the rest is written at exit (`_log_writer`'s drop).
-    let (writer, _log_writer) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("helm-locker-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer)
+        .with_writer(std::io::stderr)
         .with_ansi(ansi);
     let format = args.log_format;
     let settings = serve_settings(args)?;
