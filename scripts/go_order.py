@@ -13,6 +13,12 @@ REQUEST = ["uid", "kind", "resource", "subResource", "requestKind", "requestReso
            "requestSubResource", "name", "namespace", "operation", "userInfo", "object", "oldObject",
            "dryRun", "options"]
 
+# metav1.GroupVersionKind and GroupVersionResource, authenticationv1.UserInfo.
+NESTED = {"kind": ["group", "version", "kind"], "requestKind": ["group", "version", "kind"],
+          "resource": ["group", "version", "resource"],
+          "requestResource": ["group", "version", "resource"],
+          "userInfo": ["username", "uid", "groups", "extra"]}
+
 
 def ordered(d, order):
     return {k: d[k] for k in order if k in d} | {k: v for k, v in d.items() if k not in order}
@@ -27,7 +33,11 @@ def main(src, dst):
             review = json.load(f)
         review = ordered(review, REVIEW)
         if isinstance(review.get("request"), dict):
-            review["request"] = ordered(review["request"], REQUEST)
+            request = ordered(review["request"], REQUEST)
+            for key, order in NESTED.items():
+                if isinstance(request.get(key), dict):
+                    request[key] = ordered(request[key], order)
+            review["request"] = request
         with open(os.path.join(dst, name), "w") as f:
             json.dump(review, f, separators=(",", ":"))
 

@@ -236,6 +236,20 @@ pub struct Head<'a> {
 
 impl<'a> Head<'a> {
     fn read(body: &'a [u8], text: &'a str) -> Option<Head<'a>> {
+        // The head as the API server writes it, matched as text; anything else is read the
+        // general way. Both give the same head (tests below), the first without looking keys up.
+        if let Some((scan, key)) = ReviewScan::head_as_sent(text) {
+            return Some(Head {
+                review: scan.head_review()?,
+                body,
+                stopped: Some((scan, key)),
+            });
+        }
+        Self::read_any_order(body, text)
+    }
+
+    /// The head read entry by entry, keys in any order.
+    fn read_any_order(body: &'a [u8], text: &'a str) -> Option<Head<'a>> {
         let mut scan = ReviewScan::new(text);
         let stopped = scan.top(&mut Entries::Start, Extent::Head)?;
         if stopped.is_none() && !scan.scanner.at_end() {
@@ -316,6 +330,79 @@ impl<'a> ReviewScan<'a> {
             in_order: true,
             last_rank: None,
         }
+    }
+
+    /// The head as kube-apiserver writes it (compact JSON, Go's field order: `kind`,
+    /// `apiVersion`, then the request's `uid`, `kind`, `resource`, `subResource`,
+    /// `requestKind`, `requestResource`, `requestSubResource`, `name`, `namespace`,
+    /// `operation` and `userInfo`, those after `resource` but the last two left out when
+    /// empty), read by matching its keys and punctuation as literal text: the scan stops at
+    /// `userInfo`, as [`ReviewScan::request`] does. Strings are read as everywhere else.
+    /// `None` at the first byte that differs: whitespace, another order, an escaped key, a
+    /// null, a key the API server does not write. The caller then reads the head the general
+    /// way, from the start.
+    fn head_as_sent(text: &'a str) -> Option<(Self, Cow<'a, str>)> {
+        let mut scan = ReviewScan::new(text);
+        let s = &mut scan.scanner;
+        s.literal(br#"{"kind":"#)?;
+        scan.kind = Some(s.string_value()?);
+        s.literal(br#","apiVersion":"#)?;
+        scan.api_version = Some(s.string_value()?);
+        s.literal(br#","request":{"uid":"#)?;
+        scan.request_seen = true;
+        let f = &mut scan.f;
+        f.uid = Some(s.string_value()?);
+        s.literal(br#","kind":{"group":"#)?;
+        let group = s.string_value()?;
+        s.literal(br#","version":"#)?;
+        let version = s.string_value()?;
+        s.literal(br#","kind":"#)?;
+        let kind = s.string_value()?;
+        f.kind = Some(GroupVersionKind {
+            group,
+            version,
+            kind,
+        });
+        s.literal(br#"},"resource":{"group":"#)?;
+        let group = s.string_value()?;
+        s.literal(br#","version":"#)?;
+        let version = s.string_value()?;
+        s.literal(br#","resource":"#)?;
+        let resource = s.string_value()?;
+        f.resource = Some(GroupVersionResource {
+            group,
+            version,
+            resource,
+        });
+        s.literal(b"}")?;
+        // A string value for an optional key, when it comes next.
+        fn optional<'a>(s: &mut Scanner<'a>, key: &[u8]) -> Option<Option<Cow<'a, str>>> {
+            match s.literal(key) {
+                Some(()) => s.string_value().map(Some),
+                None => Some(None),
+            }
+        }
+        f.sub_resource = optional(s, br#","subResource":"#)?.map(Some);
+        for key in [&br#","requestKind":"#[..], br#","requestResource":"#] {
+            if s.literal(key).is_some() {
+                s.skip_value()?;
+            }
+        }
+        optional(s, br#","requestSubResource":"#)?;
+        f.name = optional(s, br#","name":"#)?.map(Some);
+        f.namespace = optional(s, br#","namespace":"#)?.map(Some);
+        s.literal(br#","operation":"#)?;
+        f.operation = Some(match &*s.string_value()? {
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            "CONNECT" => Operation::Connect,
+            _ => return None,
+        });
+        s.literal(br#","userInfo":"#)?;
+        // Where `request` leaves the scan when it stops at the user.
+        scan.last_rank = GO_ORDER.iter().position(|k| *k == "userInfo");
+        Some((scan, Cow::Borrowed("userInfo")))
     }
 
     /// The review's entries from `entries` on; `Some(Some(key))` when the head is read and
@@ -853,6 +940,9 @@ mod tests {
                 (rest, serde) => panic!("read on from the head: {rest:?}, serde: {serde:?}"),
             }
         }
+        // The head matched as the API server writes it is the head read entry by entry, and
+        // both stop at the same place.
+        assert_head_as_sent_is_read_any_order(body);
         // And the scanner takes every UTF-8 review serde does: the serde path is for errors.
         assert!(scanned.is_some() || serde.is_err() || std::str::from_utf8(body).is_err());
         // (The head is read without what follows it, which may be what serde rejects.) It is
@@ -892,6 +982,33 @@ mod tests {
             );
         }
         scanned.is_some()
+    }
+
+    /// When [`ReviewScan::head_as_sent`] reads a head, it is the one read entry by entry: the
+    /// same review, stopped at the same key and byte. Returns whether it read one.
+    fn assert_head_as_sent_is_read_any_order(body: &[u8]) -> bool {
+        let Ok(text) = std::str::from_utf8(body) else {
+            return false;
+        };
+        let Some((sent, key)) = ReviewScan::head_as_sent(text) else {
+            return false;
+        };
+        let general = Head::read_any_order(body, text);
+        match (sent.head_review(), general) {
+            (Some(review), Some(general)) => {
+                assert_eq!(format!("{review:?}"), format!("{:?}", general.review));
+                let (scan, stopped_at) = general.stopped.expect("the general read stops too");
+                assert_eq!((sent.scanner.pos, key), (scan.scanner.pos, stopped_at));
+                assert_eq!(sent.last_rank, scan.last_rank);
+                assert!(scan.in_order && sent.in_order);
+            }
+            (None, None) => {}
+            (sent, general) => panic!(
+                "as sent: {sent:?}, any order: {:?}",
+                general.map(|h| h.review)
+            ),
+        }
+        true
     }
 
     /// Whether every key of the review's request is one the API server writes, in its order.
@@ -936,6 +1053,8 @@ mod tests {
             assert!(assert_scanned_as_serde_parses(body.as_bytes()));
             let go = go_order(body);
             assert!(assert_scanned_as_serde_parses(go.as_bytes()));
+            // As the API server sends it, the head is matched as text.
+            assert!(assert_head_as_sent_is_read_any_order(go.as_bytes()), "{go}");
             // In Go's order the head is read, and the scan stops at the user, to read on
             // from there.
             if let Some(head) = read_head(go.as_bytes()) {
@@ -1048,6 +1167,73 @@ mod tests {
             );
             assert_scanned_as_serde_parses(body.as_bytes());
         }
+    }
+
+    proptest::proptest! {
+        /// Heads in the API server's shape, with strings of every sort (escapes, quotes,
+        /// non-ASCII, empty), nulls, optional keys left out, a byte changed anywhere: matched
+        /// as text, or declined, never read otherwise than entry by entry.
+        #[test]
+        fn a_head_matched_as_sent_is_the_head_read_entry_by_entry(
+            strings in proptest::collection::vec(head_string(), 12),
+            present in proptest::collection::vec(proptest::prelude::any::<bool>(), 6),
+            operation in proptest::sample::select(vec!["CREATE", "UPDATE", "DELETE", "CONNECT", "PATCH"]),
+            flip in proptest::option::weighted(0.3, (proptest::prelude::any::<u16>(), proptest::prelude::any::<u8>())),
+        ) {
+            let optional = |i: usize, key: &str, value: &str| {
+                if present[i] { format!(r#","{key}":{value}"#) } else { String::new() }
+            };
+            let gvk = format!(r#"{{"group":{},"version":{},"kind":{}}}"#, strings[3], strings[4], strings[5]);
+            let body = format!(
+                concat!(
+                    r#"{{"kind":{},"apiVersion":{},"request":{{"uid":{},"kind":{},"resource":{{"group":{},"version":{},"resource":{}}}"#,
+                    r#"{}{}{}{}{}{},"operation":"{}","userInfo":{{"username":{}}},"object":null}}}}"#
+                ),
+                if present[0] { r#""AdmissionReview""# } else { r#""Other""# },
+                if present[1] { r#""admission.k8s.io/v1""# } else { &strings[0] },
+                strings[1], gvk, strings[6], strings[7], strings[8],
+                optional(2, "subResource", &strings[9]),
+                optional(3, "requestKind", &gvk),
+                optional(3, "requestResource", r#"{"group":"","version":"v1","resource":"x"}"#),
+                optional(4, "requestSubResource", &strings[9]),
+                optional(4, "name", &strings[10]),
+                optional(5, "namespace", &strings[11]),
+                operation, strings[2],
+            );
+            let mut body = body.into_bytes();
+            match flip {
+                // A byte changed: matched as text or declined, as read entry by entry.
+                Some((at, byte)) => {
+                    let at = at as usize % body.len();
+                    body[at] = byte;
+                    assert_head_as_sent_is_read_any_order(&body);
+                }
+                None => {
+                    let matched = assert_head_as_sent_is_read_any_order(&body);
+                    assert_scanned_as_serde_parses(&body);
+                    // Every head in the API server's shape with plain strings is matched.
+                    let plain = strings.iter().all(|s| s.starts_with('"') && !s.contains('\\'));
+                    if plain && present[0] && present[1] && operation != "PATCH" {
+                        proptest::prop_assert!(matched, "{}", String::from_utf8_lossy(&body));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A JSON value where the head has a string: mostly plain, sometimes escaped, quoted,
+    /// non-ASCII, empty, or not a string at all.
+    fn head_string() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            30 => "[a-z0-9.-]{1,12}".prop_map(|s| format!("\"{s}\"")),
+            1 => Just("\"\"".to_string()),
+            1 => Just("\"w\\u0065b\"".to_string()),
+            1 => Just("\"a\\\"b\"".to_string()),
+            1 => Just("\"caf\u{e9}\"".to_string()),
+            1 => Just("null".to_string()),
+            1 => Just("1".to_string()),
+        ]
     }
 
     /// The request's 13 kinds of field, each at most once (each present 80% of the time).

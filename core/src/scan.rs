@@ -57,6 +57,13 @@ impl<'a> Scanner<'a> {
     }
 
     /// Whether only whitespace is left.
+    /// Steps over `literal` when the text goes on with exactly those bytes; `None` (and the
+    /// scanner where it was) when it does not.
+    pub(crate) fn literal(&mut self, literal: &[u8]) -> Option<()> {
+        let rest = self.bytes.get(self.pos..)?;
+        rest.starts_with(literal).then(|| self.pos += literal.len())
+    }
+
     pub(crate) fn at_end(&mut self) -> bool {
         self.skip_whitespace();
         self.pos == self.bytes.len()

@@ -169,6 +169,16 @@ pub fn go_order(body: &str) -> String {
             .map(|k| {
                 let value = match &map[k] {
                     Value::Object(m) if k == "request" => ordered(m, crate::review::GO_ORDER),
+                    // metav1.GroupVersionKind / GroupVersionResource, authenticationv1.UserInfo.
+                    Value::Object(m) if matches!(k.as_str(), "kind" | "requestKind") => {
+                        ordered(m, &["group", "version", "kind"])
+                    }
+                    Value::Object(m) if matches!(k.as_str(), "resource" | "requestResource") => {
+                        ordered(m, &["group", "version", "resource"])
+                    }
+                    Value::Object(m) if k == "userInfo" => {
+                        ordered(m, &["username", "uid", "groups", "extra"])
+                    }
                     v => v.to_string(),
                 };
                 format!("{}:{value}", serde_json::to_string(k).expect("a string"))
