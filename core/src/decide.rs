@@ -410,11 +410,23 @@ fn locate<'i>(
 /// What a review's head (everything but `object` and `oldObject`) decides on its own: an
 /// object no release owns, or a subresource never locked (the fast path). `None` when the
 /// object is locked and the whole review is needed.
+///
+/// A write that names no object (the namespace controller's collection DELETEs name each
+/// object only in `oldObject`, which the head does not hold) is answered only when no release
+/// renders anything in its namespace.
 pub fn decide_head(
     index: &Index,
     schema: &Schema,
     request: &Request<'_>,
 ) -> Result<Option<Decision>, DecideError> {
+    if request.name().is_none() && request.operation != Operation::Connect {
+        let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
+        let elsewhere = match request.namespace() {
+            Some(namespace) if !is_namespace => !index.holds_objects_in(namespace),
+            _ => false,
+        };
+        return Ok(elsewhere.then_some(Decision::Allow(Allowed::NotOwned)));
+    }
     Ok(match locate(index, schema, request)? {
         Located::Answered(allowed) => Some(Decision::Allow(allowed)),
         Located::Locked(..) => None,

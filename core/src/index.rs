@@ -120,6 +120,10 @@ pub struct Index {
     /// LockExceptions by `namespace/name`.
     exceptions: imbl::HashMap<String, Arc<crate::exception::Exception>>,
     object_count: usize,
+    /// How many indexed objects each namespace holds: a write that names no object (a
+    /// collection DELETE's, named only in `oldObject`) in a namespace without any is no
+    /// release's, known from the review's head.
+    per_namespace: imbl::HashMap<crate::interning::SharedStr, usize>,
 }
 
 impl fmt::Debug for Index {
@@ -338,6 +342,12 @@ impl Index {
         self.object_count
     }
 
+    /// Whether any release renders an object in `namespace` (an object of a kind of unknown
+    /// scope counts in its namespace).
+    pub fn holds_objects_in(&self, namespace: &str) -> bool {
+        self.per_namespace.contains_key(namespace)
+    }
+
     pub fn release(&self, key: &ReleaseKey) -> Option<&Arc<ReleaseState>> {
         self.releases.get(key)
     }
@@ -546,6 +556,10 @@ impl Index {
                 );
             }
             self.object_count += 1;
+            if let Some(ns) = &object.namespace {
+                let held = self.per_namespace.get(ns).copied().unwrap_or(0);
+                self.per_namespace.insert(ns.clone(), held + 1);
+            }
             let (winner, losers) = self.claimants(&object.group, &object.kind, ns, &object.name);
             if !losers.is_empty() {
                 conflicts.push(Conflict {
@@ -592,6 +606,16 @@ impl Index {
                 }
             }
             self.object_count -= 1;
+            if let Some(ns) = &object.namespace {
+                match self.per_namespace.get(ns).copied().unwrap_or(0) {
+                    0 | 1 => {
+                        self.per_namespace.remove(ns);
+                    }
+                    held => {
+                        self.per_namespace.insert(ns.clone(), held - 1);
+                    }
+                }
+            }
         }
     }
 

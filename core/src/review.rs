@@ -201,7 +201,8 @@ pub(crate) const GO_ORDER: &[&str] = &[
 /// objects, the user or the options. Most writes are for objects no release owns, and that is
 /// known from the head alone; anything else is decided from the full review, which
 /// [`Head::rest`] reads on from where the head stopped.
-/// `None` when the head is incomplete, has no name, or the body is not an AdmissionReview.
+/// `None` when the head is incomplete or the body is not an AdmissionReview. A head may name
+/// no object: a collection DELETE names it only in `oldObject` ([`crate::decide::decide_head`]).
 pub fn read_head(body: &[u8]) -> Option<Head<'_>> {
     // The head is in the body's first few hundred bytes (under 520 in every recorded review):
     // only a prefix needs to be UTF-8 for it, not the objects that follow. A longer head (long
@@ -538,7 +539,7 @@ impl<'a> ReviewScan<'a> {
             .then_some(api_version)
     }
 
-    /// The review with the head's fields only; it must name the object.
+    /// The review with the head's fields only.
     fn head_review(&self) -> Option<Review<'a>> {
         let f = &self.f;
         let request = Request {
@@ -555,7 +556,6 @@ impl<'a> ReviewScan<'a> {
             dry_run: None,
             options: None,
         };
-        request.name()?;
         Some(Review {
             api_version: self.api_version()?,
             request,
@@ -848,9 +848,12 @@ mod tests {
             (head.request.uid.as_ref(), head.request.sub_resource()),
             ("u2", Some("status"))
         );
-        // No name (a collection DELETE names the object in oldObject), no uid, not a review:
-        // the full parse decides.
-        assert!(parse_head(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u3","kind":{"kind":"ConfigMap"},"operation":"DELETE","oldObject":{}}}"#).is_none());
+        // No name (a collection DELETE names the object in oldObject): a head all the same,
+        // without the object.
+        let nameless = parse_head(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u3","kind":{"kind":"ConfigMap"},"operation":"DELETE","oldObject":{"metadata":{"name":"x"}}}}"#).unwrap();
+        assert_eq!(nameless.request.name(), None);
+        assert!(nameless.request.old_object().is_none());
+        // No uid, not a review: the full parse decides.
         assert!(parse_head(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"kind":{"kind":"ConfigMap"},"name":"x","operation":"DELETE"}}"#).is_none());
         assert!(parse_head(br#"{"apiVersion":"v1","kind":"ConfigMap"}"#).is_none());
         assert!(parse_head(b"not json").is_none());
@@ -1060,11 +1063,14 @@ mod tests {
             if let Some(head) = read_head(go.as_bytes()) {
                 assert!(head.stopped.is_some());
             }
-            let head = parse_head(go.as_bytes());
-            let named = serde_json::from_str::<serde_json::Value>(body).unwrap()["request"]["name"]
+            // Every recorded head is read, those that name no object (collection DELETEs)
+            // included, with the name serde reads.
+            let head = parse_head(go.as_bytes()).expect("a head");
+            let name = serde_json::from_str::<serde_json::Value>(body).unwrap()["request"]["name"]
                 .as_str()
-                .is_some_and(|n| !n.is_empty());
-            assert_eq!(head.is_some(), named);
+                .filter(|n| !n.is_empty())
+                .map(str::to_string);
+            assert_eq!(head.request.name().map(str::to_string), name);
         }
     }
 

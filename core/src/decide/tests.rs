@@ -489,6 +489,84 @@ fn delete_is_denied_and_a_collection_delete_reads_the_old_object() {
     }
 }
 
+/// A collection DELETE names its object only in `oldObject`, which the head does not hold: the
+/// head answers it only where no release renders anything, and the whole review elsewhere.
+#[test]
+fn a_delete_naming_no_object_is_answered_from_the_head_only_where_no_release_renders_anything() {
+    let schema = Schema::builtin();
+    let mut index = index(Status::Deployed);
+    let delete = |kind: Value, resource: Value, ns: Option<&str>, old: Value| {
+        review(
+            "DELETE",
+            kind,
+            resource,
+            None,
+            "",
+            ns,
+            "admin",
+            Value::Null,
+            old,
+        )
+    };
+    let deployments = || {
+        (
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "resource": "deployments"}),
+        )
+    };
+    let head_of = |body: &str, index: &Index| {
+        let head = crate::review::parse_head(body.as_bytes()).expect("a head without a name");
+        assert_eq!(head.request.name(), None);
+        decide_head(index, &schema, &head.request).unwrap()
+    };
+    let (kind, resource) = deployments();
+    let chart_web = delete(kind, resource, Some("shop"), deployment(3, "nginx:1.25"));
+    // In the release's namespace: the whole review decides (here: the chart's Deployment).
+    assert_eq!(head_of(&chart_web, &index), None);
+    assert!(matches!(
+        decide_json(&index, &Config::default(), &chart_web),
+        Decision::Deny(_)
+    ));
+    // Where no release renders anything, the head answers what the whole review would.
+    let (kind, resource) = deployments();
+    let mut elsewhere = deployment(3, "nginx:1.25");
+    elsewhere["metadata"]["namespace"] = json!("temp");
+    let temp = delete(kind, resource, Some("temp"), elsewhere);
+    assert_eq!(
+        head_of(&temp, &index),
+        Some(Decision::Allow(Allowed::NotOwned))
+    );
+    assert_eq!(
+        decide_json(&index, &Config::default(), &temp),
+        Decision::Allow(Allowed::NotOwned)
+    );
+    // Cluster-scoped (no namespace), or a Namespace (its own name as namespace): the whole
+    // review decides.
+    let role = delete(
+        json!({"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "ClusterRole"}),
+        json!({"group": "rbac.authorization.k8s.io", "resource": "clusterroles"}),
+        None,
+        json!({"metadata": {"name": "reader"}}),
+    );
+    assert_eq!(head_of(&role, &index), None);
+    let namespace = delete(
+        json!({"group": "", "version": "v1", "kind": "Namespace"}),
+        json!({"group": "", "resource": "namespaces"}),
+        Some("temp"),
+        json!({"metadata": {"name": "temp"}}),
+    );
+    assert_eq!(head_of(&namespace, &index), None);
+    // Once the release is gone, its namespace holds nothing: answered from the head.
+    index.remove_secret(
+        &crate::test_util::release_secret("shop", "shop", 2, Status::Deployed, CHART).secret,
+    );
+    assert!(!index.holds_objects_in("shop"));
+    assert_eq!(
+        head_of(&chart_web, &index),
+        Some(Decision::Allow(Allowed::NotOwned))
+    );
+}
+
 /// The trust boundary (issue 24): a release's word reaches only objects that carry its
 /// annotations, which only those who may write the object can put there.
 #[test]
