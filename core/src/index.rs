@@ -955,6 +955,8 @@ mod tests {
             index.upsert_many(order);
             assert_eq!(index.release_count(), one_by_one.release_count());
             assert_eq!(index.object_count(), one_by_one.object_count());
+            assert_eq!(index.per_namespace, one_by_one.per_namespace);
+            assert!(index.holds_objects_in("shop") && !index.holds_objects_in("default"));
             assert!(index.lookup("", "ConfigMap", Some("shop"), "new").is_some());
             assert!(index.lookup("", "ConfigMap", Some("shop"), "old").is_none());
             let web7 = index
