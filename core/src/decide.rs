@@ -1107,17 +1107,40 @@ fn names_release(object: Option<crate::review::RawObject<'_>>, release: &Release
     let Some(object) = object else {
         return false;
     };
+    let names = |name: Option<Cow<'_, str>>, namespace: Option<Cow<'_, str>>| {
+        name.is_some_and(|n| n == release.name.as_str())
+            && namespace.is_some_and(|n| n == release.namespace.as_str())
+    };
     match crate::scan::member_at(object.get(), &["metadata", "annotations"]) {
         Some(None) => false,
-        Some(Some(annotations)) => serde_json::from_str::<
-            std::collections::HashMap<Cow<'_, str>, Cow<'_, str>>,
-        >(annotations)
-        .is_ok_and(|a| {
-            a.get(crate::ownership::RELEASE_NAME_ANNOTATION)
-                .is_some_and(|n| *n == release.name)
-                && a.get(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)
-                    .is_some_and(|n| *n == release.namespace)
-        }),
+        Some(Some(annotations)) => {
+            // Read as a map of strings is: any value not a string makes it none, and the last
+            // of a repeated key counts. Anything the scanner does not take, serde reads.
+            let (mut name, mut namespace) = (None, None);
+            let read = crate::scan::Scanner::new(annotations).each_entry(|scanner, key| {
+                let value = scanner.string_value()?;
+                match key.as_ref() {
+                    crate::ownership::RELEASE_NAME_ANNOTATION => name = Some(value),
+                    crate::ownership::RELEASE_NAMESPACE_ANNOTATION => namespace = Some(value),
+                    _ => {}
+                }
+                Some(crate::scan::Flow::Next)
+            });
+            match read {
+                Some(_) => names(name, namespace),
+                None => {
+                    serde_json::from_str::<std::collections::HashMap<Cow<'_, str>, Cow<'_, str>>>(
+                        annotations,
+                    )
+                    .is_ok_and(|mut a| {
+                        names(
+                            a.remove(crate::ownership::RELEASE_NAME_ANNOTATION),
+                            a.remove(crate::ownership::RELEASE_NAMESPACE_ANNOTATION),
+                        )
+                    })
+                }
+            }
+        }
         None => annotated_release(Some(object)).as_ref() == Some(release),
     }
 }

@@ -684,22 +684,20 @@ impl Index {
     }
 
     /// Every release's claim on an object, the one [`lookup`](Self::lookup) returns first.
-    pub fn claims(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> impl Iterator<Item = &Arc<LockedObject>> + '_ {
-        let (group, kind, name) = (group.to_string(), kind.to_string(), name.to_string());
-        let namespace = namespace.map(str::to_string);
+    pub fn claims<'s, 'q>(
+        &'s self,
+        group: &'q str,
+        kind: &'q str,
+        namespace: Option<&'q str>,
+        name: &'q str,
+    ) -> impl Iterator<Item = &'s Arc<LockedObject>> + use<'s, 'q> {
         self.objects
-            .get(&object_hash(&group, &kind, namespace.as_deref(), &name))
+            .get(&object_hash(group, kind, namespace, name))
             .into_iter()
             .flat_map(|claims| claims.as_slice().iter())
             .filter(move |c| {
                 c.object
-                    .matches_request(&group, &kind, namespace.as_deref(), &name, c.alias)
+                    .matches_request(group, kind, namespace, name, c.alias)
             })
             .map(|c| &c.object)
     }

@@ -379,7 +379,7 @@ pub(crate) fn duplicate_keys(
                     if descend {
                         for (i, (item, old_item)) in list.iter().zip(old_list).enumerate() {
                             let len = path.len();
-                            push_segment(path, &i.to_string());
+                            push_index(path, i);
                             walk(schema, *items, item, Some(old_item), path, out);
                             path.truncate(len);
                         }
@@ -404,7 +404,7 @@ pub(crate) fn duplicate_keys(
                         keyless += 1;
                         if keyless > keyless_before {
                             let len = path.len();
-                            push_segment(path, &i.to_string());
+                            push_index(path, i);
                             out.push(Change {
                                 path: path.clone(),
                                 chart: Value::Null,
@@ -418,7 +418,7 @@ pub(crate) fn duplicate_keys(
                     let earlier = seen.get(&k).copied().unwrap_or(0);
                     if earlier > 0 && earlier >= before {
                         let len = path.len();
-                        push_segment(path, &i.to_string());
+                        push_index(path, i);
                         out.push(Change {
                             path: path.clone(),
                             chart: Value::Null,
@@ -428,7 +428,7 @@ pub(crate) fn duplicate_keys(
                     }
                     if descend {
                         let len = path.len();
-                        push_segment(path, &i.to_string());
+                        push_index(path, i);
                         walk(schema, *items, item, old_list.get(first_old), path, out);
                         path.truncate(len);
                     }
@@ -814,7 +814,7 @@ impl<'a> Walk<'a> {
                 });
                 if let Some((i, value)) = found {
                     let len = self.path.len();
-                    push_segment(&mut self.path, &i.to_string());
+                    push_index(&mut self.path, i);
                     self.push_equal(item, Some(value));
                     self.path.truncate(len);
                 }
@@ -869,7 +869,7 @@ impl<'a> Walk<'a> {
             let len = self.path.len();
             match position {
                 Some(i) => {
-                    push_segment(&mut self.path, &i.to_string());
+                    push_index(&mut self.path, i);
                     self.visit(items, item, Some(&new_items[i]), old_item);
                 }
                 None => {
@@ -895,7 +895,7 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let len = self.path.len();
-            push_segment(&mut self.path, &i.to_string());
+            push_index(&mut self.path, i);
             self.push(&Tree::Null, Some(added));
             self.path.truncate(len);
         }
@@ -1256,13 +1256,26 @@ pub(crate) fn normalize_number(value: Value) -> Value {
     }
 }
 
+/// Appends `/key` to a JSON pointer, `~` and `/` escaped (RFC 6901), without allocating.
 fn push_segment(path: &mut String, key: &str) {
     path.push('/');
-    if key.contains(['~', '/']) {
-        path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-    } else {
-        path.push_str(key);
+    let mut rest = key;
+    while let Some(at) = rest.find(['~', '/']) {
+        path.push_str(&rest[..at]);
+        path.push_str(if rest.as_bytes()[at] == b'~' {
+            "~0"
+        } else {
+            "~1"
+        });
+        rest = &rest[at + 1..];
     }
+    path.push_str(rest);
+}
+
+/// Appends `/i` (a list index) to a JSON pointer.
+fn push_index(path: &mut String, i: usize) {
+    use std::fmt::Write;
+    let _ = write!(path, "/{i}");
 }
 
 /// Whether `path` lies under one of the ignored pointers.
@@ -1302,6 +1315,29 @@ mod tests {
 
     fn schema() -> Arc<Schema> {
         Schema::builtin()
+    }
+
+    #[test]
+    fn pointer_segments_are_escaped_as_rfc_6901_says() {
+        for key in [
+            "",
+            "plain",
+            "a/b",
+            "~",
+            "a~1b",
+            "/~/",
+            "meta.helm.sh/release-name",
+        ] {
+            let mut path = String::from("/metadata");
+            push_segment(&mut path, key);
+            let escaped = key.replace('~', "~0").replace('/', "~1");
+            assert_eq!(path, format!("/metadata/{escaped}"));
+            let value = json!({"metadata": {key: 1}});
+            assert_eq!(value.pointer(&path), Some(&json!(1)), "{key:?}");
+        }
+        let mut path = String::from("/spec/containers");
+        push_index(&mut path, 12);
+        assert_eq!(path, "/spec/containers/12");
     }
 
     fn paths(

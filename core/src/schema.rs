@@ -92,6 +92,51 @@ pub(crate) enum Atom {
 
 type GroupKind = (Box<str>, Box<str>);
 
+/// A pair of names looked up in a map keyed by [`GroupKind`] without allocating the key.
+trait NamePair {
+    fn names(&self) -> (&str, &str);
+}
+
+impl NamePair for GroupKind {
+    fn names(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl NamePair for (&str, &str) {
+    fn names(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn NamePair + 'a> for GroupKind {
+    fn borrow(&self) -> &(dyn NamePair + 'a) {
+        self
+    }
+}
+
+// As a `(Box<str>, Box<str>)` hashes and compares: so a borrowed pair finds an owned one.
+impl std::hash::Hash for dyn NamePair + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (a, b) = self.names();
+        a.hash(state);
+        b.hash(state);
+    }
+}
+
+impl PartialEq for dyn NamePair + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.names() == other.names()
+    }
+}
+
+impl Eq for dyn NamePair + '_ {}
+
+/// The key of a (group, kind) or (group, resource) lookup.
+fn pair<'a>(a: &'a str, b: &'a str) -> impl NamePair + 'a {
+    (a, b)
+}
+
 /// The schema of every kind the API serves.
 #[derive(Debug)]
 pub struct Schema {
@@ -463,7 +508,7 @@ impl Schema {
     /// snapshot has no paths). `None` when nothing says.
     pub(crate) fn kind_of_resource(&self, group: &str, resource: &str) -> Option<&str> {
         self.resources
-            .get(&(Box::from(group), Box::from(resource)))
+            .get(&pair(group, resource) as &dyn NamePair)
             .map(|k| &**k)
             .or_else(|| crate::kinds::builtin_kind_of_resource(group, resource))
     }
@@ -471,14 +516,14 @@ impl Schema {
     /// The field a write through `scale` changes on an object of this kind.
     pub(crate) fn replicas_pointer(&self, group: &str, kind: &str) -> &str {
         self.replicas_pointers
-            .get(&(Box::from(group), Box::from(kind)))
+            .get(&pair(group, kind) as &dyn NamePair)
             .map_or("/spec/replicas", |p| p)
     }
 
     /// The root type of a kind in a version, or in another version of the same kind when that
     /// one is not served (list semantics rarely change between versions).
     pub fn root(&self, group: &str, version: &str, kind: &str) -> Option<TypeId> {
-        let versions = self.kinds.get(&(Box::from(group), Box::from(kind)))?;
+        let versions = self.kinds.get(&pair(group, kind) as &dyn NamePair)?;
         versions
             .iter()
             .find(|(v, _)| &**v == version)

@@ -2225,3 +2225,43 @@ fn custom_resources_are_decided_by_their_crds() {
         "without the CRD the kind is unknown"
     );
 }
+
+/// The owner's proof is read as a map of strings is: escapes decoded, the last of a repeated
+/// key counting, and nothing when any annotation is not a string.
+#[test]
+fn the_release_annotations_are_read_as_a_map_of_strings() {
+    let release = ReleaseKey {
+        namespace: "shop".into(),
+        name: "shop".into(),
+    };
+    let proves = |annotations: &str| {
+        let text =
+            format!(r#"{{"metadata":{{"name":"web","annotations":{annotations}}},"spec":{{}}}}"#);
+        let object = crate::review::RawObject::from_json(&text).unwrap();
+        names_release(Some(object), &release)
+    };
+    let both = r#""meta.helm.sh/release-name":"shop","meta.helm.sh/release-namespace":"shop""#;
+    assert!(proves(&format!("{{{both}}}")));
+    assert!(proves(&format!(r#"{{"a":"b",{both},"z":""}}"#)));
+    assert!(proves(
+        r#"{"meta.helm.sh/release-name":"sh\u006fp","meta.helm.sh\/release-namespace":"shop"}"#
+    ));
+    assert!(!proves(r#"{"meta.helm.sh/release-name":"shop"}"#));
+    assert!(!proves(
+        r#"{"meta.helm.sh/release-name":"other","meta.helm.sh/release-namespace":"shop"}"#
+    ));
+    // The last of a repeated key counts.
+    assert!(proves(&format!(
+        r#"{{"meta.helm.sh/release-name":"other",{both}}}"#
+    )));
+    assert!(!proves(&format!(
+        r#"{{{both},"meta.helm.sh/release-name":"other"}}"#
+    )));
+    // A value that is not a string: not a map of strings, so no proof.
+    assert!(!proves(&format!(r#"{{{both},"count":1}}"#)));
+    assert!(!proves(&format!(r#"{{{both},"gone":null}}"#)));
+    assert!(!proves("{}"));
+    assert!(!proves("null"));
+    let none = crate::review::RawObject::from_json(r#"{"metadata":{"name":"web"}}"#).unwrap();
+    assert!(!names_release(Some(none), &release));
+}
