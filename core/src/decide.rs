@@ -1222,20 +1222,12 @@ fn added_owner_references(
 }
 
 /// The managedFields entries of a created object: `None` when it has none (nothing to check).
+/// Only `metadata.managedFields` is parsed; the scanner steps to it (the object is valid
+/// JSON: it was parsed before this is asked).
 fn creation_entries(object: &str) -> Option<Vec<CreationEntry>> {
-    #[derive(serde::Deserialize)]
-    struct Metadata {
-        #[serde(default, rename = "managedFields")]
-        managed_fields: Option<Vec<CreationEntry>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Object {
-        metadata: Option<Metadata>,
-    }
-    let object: Object = serde_json::from_str(object).ok()?;
-    object
-        .metadata?
-        .managed_fields
+    let entries = crate::scan::member_at(object, &["metadata", "managedFields"])??;
+    serde_json::from_str::<Option<Vec<CreationEntry>>>(entries)
+        .ok()?
         .filter(|entries| !entries.is_empty())
 }
 

@@ -625,6 +625,12 @@ impl<'a> Walk<'a> {
             fn at<'v>(object: &'v Value, field: &str, key: &str) -> Option<&'v Value> {
                 object.get("metadata")?.get(field)?.get(key)
             }
+            let new_value = at(new, field, key);
+            let old_value = old.and_then(|o| at(o, field, key));
+            // Left as it was: no change of this write (what `leaf` finds, without a path).
+            if self.against_old && !self.keep_equal && new_value == old_value {
+                continue;
+            }
             self.path.clear();
             push_segment(&mut self.path, "metadata");
             push_segment(&mut self.path, field);
@@ -633,8 +639,6 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let expected = Tree::Str(value.into());
-            let new_value = at(new, field, key);
-            let old_value = old.and_then(|o| at(o, field, key));
             self.leaf(TypeId::UNTYPED, &expected, new_value, old_value);
         }
         self.path.clear();
