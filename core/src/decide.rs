@@ -433,6 +433,28 @@ pub fn decide_head(
     })
 }
 
+/// What a review's head and its user decide about a locked object, without reading either
+/// object: rules 2 to 4 (Helm at work, a release not locked, an exempt user such as the
+/// deployment controller writing a chart's Deployment's status), and all that [`decide_head`]
+/// decides. `None` when the whole review is needed. `request` is a head with its user
+/// ([`crate::review::Head::read_user`]); a whole review is decided the same way.
+pub fn decide_user(
+    index: &Index,
+    schema: &Schema,
+    config: &Config,
+    request: &Request<'_>,
+) -> Result<Option<Decision>, DecideError> {
+    if request.name().is_none() {
+        return decide_head(index, schema, request);
+    }
+    Ok(match locate(index, schema, request)? {
+        Located::Answered(allowed) => Some(Decision::Allow(allowed)),
+        Located::Locked(object, _) => Lock::rules(index, config, request, object)
+            .err()
+            .map(|allowed| Decision::Allow(*allowed)),
+    })
+}
+
 /// Decides one admission request: finds the locked object ([`locate`]), the lock on it (rules
 /// 2 to 4 and the owner's proof, [`Lock::of`]), then what the write changes of what Helm owns
 /// ([`Lock::changes`]) and the verdict.
@@ -539,39 +561,7 @@ impl<'a> Lock<'a> {
         object: &'a std::sync::Arc<LockedObject>,
         door: Door,
     ) -> Result<Lock<'a>, Box<Allowed>> {
-        let release = ReleaseKey::clone(&object.release);
-        let newest = index
-            .release(&release)
-            .and_then(|state| state.newest())
-            .ok_or_else(|| Box::new(Allowed::NotOwned))?;
-        if newest.status.is_helm_at_work() {
-            return Err(Box::new(Allowed::HelmAtWork {
-                release,
-                status: newest.status,
-                confirmed: false,
-            }));
-        }
-        if !newest.status.locks() {
-            let reason = format!(
-                "its newest revision {} is {}",
-                newest.revision, newest.status
-            );
-            return Err(Box::new(Allowed::NotLocked { release, reason }));
-        }
-        let policy = config.policy(&release, &newest.labels, index.registration(&release));
-        if policy.mode == Mode::Off {
-            return Err(Box::new(Allowed::NotLocked {
-                release,
-                reason: policy.unlocked_because,
-            }));
-        }
-        let user = &request.user_info;
-        if policy.exempts(&user.username, &user.groups) {
-            return Err(Box::new(Allowed::Exempt {
-                release,
-                user: user.username.to_string(),
-            }));
-        }
+        let (release, newest, policy) = Self::rules(index, config, request, object)?;
         // The object proves its owner: only an object that carries the release's annotations
         // is the release's (Helm's own rule for adoption). A CREATE has no stored object: the
         // new one claims the release, or is made in the release's own namespace, where the
@@ -605,6 +595,58 @@ impl<'a> Lock<'a> {
             one_order: crate::ownership::has_unordered_sets(&object.group, &object.kind)
                 && (newest.apply_method.as_deref() != Some("ssa") || config.ownership_returned),
         })
+    }
+
+    /// Rules 2 to 4, which neither object is needed for: Helm at work, a release not locked
+    /// (its status, or the configured mode), an exempt user. The release, its newest revision
+    /// and its policy when none of them frees the write.
+    fn rules(
+        index: &'a Index,
+        config: &'a Config,
+        request: &Request<'_>,
+        object: &std::sync::Arc<LockedObject>,
+    ) -> Result<
+        (
+            ReleaseKey,
+            &'a crate::index::Revision,
+            crate::policy::Policy<'a>,
+        ),
+        Box<Allowed>,
+    > {
+        let release = ReleaseKey::clone(&object.release);
+        let newest = index
+            .release(&release)
+            .and_then(|state| state.newest())
+            .ok_or_else(|| Box::new(Allowed::NotOwned))?;
+        if newest.status.is_helm_at_work() {
+            return Err(Box::new(Allowed::HelmAtWork {
+                release,
+                status: newest.status,
+                confirmed: false,
+            }));
+        }
+        if !newest.status.locks() {
+            let reason = format!(
+                "its newest revision {} is {}",
+                newest.revision, newest.status
+            );
+            return Err(Box::new(Allowed::NotLocked { release, reason }));
+        }
+        let policy = config.policy(&release, &newest.labels, index.registration(&release));
+        if policy.mode == Mode::Off {
+            return Err(Box::new(Allowed::NotLocked {
+                release,
+                reason: policy.unlocked_because,
+            }));
+        }
+        let user = &request.user_info;
+        if policy.exempts(&user.username, &user.groups) {
+            return Err(Box::new(Allowed::Exempt {
+                release,
+                user: user.username.to_string(),
+            }));
+        }
+        Ok((release, newest, policy))
     }
 
     fn mode(&self) -> Mode {

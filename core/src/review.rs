@@ -228,11 +228,14 @@ pub fn parse_head(body: &[u8]) -> Option<Review<'_>> {
 
 /// A review's head, and where its reading stopped.
 pub struct Head<'a> {
-    /// The review with only the head's fields.
+    /// The review with only the head's fields (and the user, once [`Head::read_user`] read it).
     pub review: Review<'a>,
     body: &'a [u8],
     /// Stopped at the request's entry with this key, in the API server's key order.
     stopped: Option<(ReviewScan<'a>, Cow<'a, str>)>,
+    /// The whole body as text, once the user was read past the head's prefix: the scan
+    /// then stands after `userInfo`'s value.
+    user_read: Option<&'a str>,
 }
 
 impl<'a> Head<'a> {
@@ -244,6 +247,7 @@ impl<'a> Head<'a> {
                 review: scan.head_review()?,
                 body,
                 stopped: Some((scan, key)),
+                user_read: None,
             });
         }
         Self::read_any_order(body, text)
@@ -261,17 +265,50 @@ impl<'a> Head<'a> {
             review,
             body,
             stopped: stopped.map(|key| (scan, key)),
+            user_read: None,
         })
+    }
+
+    /// Reads the user (`userInfo`, which the API server writes right after the head), so that
+    /// who writes can be judged before the objects are read; [`Head::rest`] reads on after it.
+    /// Whether the review's user is now in [`Head::review`]: `false` when the head did not stop
+    /// at the user (keys in another order: the rest is read from the start) or the user is
+    /// not what the scanner reads (then [`Head::rest`] reads the whole review from the start).
+    pub fn read_user(&mut self) -> bool {
+        if self.user_read.is_some() {
+            return true;
+        }
+        let Some((scan, key)) = &mut self.stopped else {
+            return false;
+        };
+        if key != "userInfo" {
+            return false;
+        }
+        let Ok(text) = std::str::from_utf8(self.body) else {
+            self.stopped = None;
+            return false;
+        };
+        scan.scanner = Scanner::at(text, scan.scanner.pos);
+        if scan.request_entry("userInfo").is_none() {
+            self.stopped = None;
+            return false;
+        }
+        self.review.request.user_info = scan.f.user_info.clone().unwrap_or_default();
+        self.user_read = Some(text);
+        true
     }
 
     /// The whole review: read on from where the head stopped, without reading the head again;
     /// from the start ([`parse_review`]) when the head was not read in the API server's order.
     pub fn rest(self) -> Result<Review<'a>, ReviewError> {
         if let Some((scan, key)) = self.stopped {
-            if let Some(review) = std::str::from_utf8(self.body)
-                .ok()
-                .and_then(|text| scan.finish(text, &key))
-            {
+            let review = match self.user_read {
+                Some(text) => scan.finish_after_entry(text),
+                None => std::str::from_utf8(self.body)
+                    .ok()
+                    .and_then(|text| scan.finish(text, &key)),
+            };
+            if let Some(review) = review {
                 return Ok(review);
             }
         }
@@ -524,6 +561,13 @@ impl<'a> ReviewScan<'a> {
     fn finish(mut self, text: &'a str, key: &str) -> Option<Review<'a>> {
         self.scanner = Scanner::at(text, self.scanner.pos);
         self.request_entry(key)?;
+        self.finish_after_entry(text)
+    }
+
+    /// [`ReviewScan::finish`] once the entry it stopped at is read: the scanner is after its
+    /// value, in `text`.
+    fn finish_after_entry(mut self, text: &'a str) -> Option<Review<'a>> {
+        self.scanner = Scanner::at(text, self.scanner.pos);
         self.request(&mut Entries::AfterValue, Extent::Whole)?;
         self.top(&mut Entries::AfterValue, Extent::Whole)?;
         if !self.scanner.at_end() {
@@ -1059,10 +1103,20 @@ mod tests {
             // As the API server sends it, the head is matched as text.
             assert!(assert_head_as_sent_is_read_any_order(go.as_bytes()), "{go}");
             // In Go's order the head is read, and the scan stops at the user, to read on
-            // from there.
+            // from there; the user read from the head is the review's, and the rest read on
+            // after it is the review read from the start.
             if let Some(head) = read_head(go.as_bytes()) {
                 assert!(head.stopped.is_some());
             }
+            let whole = parse_review(go.as_bytes()).unwrap();
+            let mut head = read_head(go.as_bytes()).unwrap();
+            assert!(head.read_user() && head.read_user());
+            assert_eq!(
+                format!("{:?}", head.review.request.user_info),
+                format!("{:?}", whole.request.user_info)
+            );
+            assert!(head.review.request.object.is_none());
+            assert_eq!(format!("{:?}", head.rest()), format!("{:?}", Ok::<_, ReviewError>(whole)));
             // Every recorded head is read, those that name no object (collection DELETEs)
             // included, with the name serde reads.
             let head = parse_head(go.as_bytes()).expect("a head");
@@ -1088,6 +1142,10 @@ mod tests {
         assert!(parse_head(&padded).is_some());
         assert!(parse_review(&padded).is_err());
         assert!(read_head(&padded).unwrap().rest().is_err());
+        // The user needs the whole body as text: not read, and the rest is refused as before.
+        let mut head = read_head(&padded).unwrap();
+        assert!(!head.read_user());
+        assert!(head.rest().is_err());
         body.truncate(at);
         assert!(parse_review(&body).is_err());
     }
@@ -1101,10 +1159,24 @@ mod tests {
             ns = "s".repeat(63),
             pad = "x".repeat(5000),
         );
-        let head = read_head(body.as_bytes()).expect("the head");
+        let mut head = read_head(body.as_bytes()).expect("the head");
         assert!(body.find(r#""userInfo""#).unwrap() > 1024);
         assert_eq!(head.review.request.name.as_deref(), Some(name.as_str()));
         assert_eq!(head.review.request.kind.group, group);
+        assert!(head.read_user());
+        assert_eq!(head.review.request.user_info.username, "u");
+        assert_eq!(
+            format!("{:?}", head.rest().unwrap()),
+            format!("{:?}", parse_review(body.as_bytes()).unwrap())
+        );
+        // A user the scanner does not take: not read, and the review is read from the start.
+        let odd = body.replace(r#""userInfo":{"username":"u"}"#, r#""userInfo":{"username":5}"#);
+        let mut head = read_head(odd.as_bytes()).expect("the head");
+        assert!(!head.read_user());
+        assert_eq!(
+            format!("{:?}", head.rest()),
+            format!("{:?}", parse_review(odd.as_bytes()))
+        );
         assert!(assert_scanned_as_serde_parses(body.as_bytes()));
     }
 

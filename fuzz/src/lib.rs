@@ -74,10 +74,26 @@ pub fn review(data: &[u8]) {
             }
         }
     }
-    // Reading on from the head gives the review a read from the start gives, or the same
-    // refusal.
+    // With the user read after the head, rules 2 to 4 only ever allow.
+    let mut with_user = read_head(data);
+    if let Some(head) = with_user.as_mut() {
+        let read = head.read_user();
+        for (config, fast) in configs().iter().zip(&mut fast).filter(|_| read) {
+            if let Ok(Some(decision)) = helm_locker_core::decide::decide_user(
+                index(),
+                &helm_locker_core::schema::Schema::builtin(),
+                config,
+                &head.review.request,
+            ) {
+                assert!(decision.is_allowed() && matches!(decision, Decision::Allow(_)));
+                *fast = true;
+            }
+        }
+    }
+    // Reading on from the head (with or without the user) gives the review a read from the
+    // start gives, or the same refusal.
     let parsed = parse_review(data);
-    if let Some(head) = read_head(data) {
+    for head in [read_head(data), with_user].into_iter().flatten() {
         match (head.rest(), &parsed) {
             (Ok(rest), Ok(whole)) => assert_eq!(format!("{rest:?}"), format!("{whole:?}")),
             (Err(rest), Err(whole)) => assert_eq!(&rest, whole),

@@ -13,7 +13,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use crate::confirm::StoredObject;
-use crate::core::decide::{confirm, decide, decide_head, prove, Decision, OwnerProof};
+use crate::core::decide::{confirm, decide, decide_head, decide_user, prove, Decision, OwnerProof};
 use crate::core::review::{parse_review, read_head, render_response, Head, Review};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::server::state::AppState;
@@ -204,13 +204,25 @@ async fn admit(
         }
     };
     let started = Instant::now();
-    // The fast path: an object no release owns, known from the review's head.
-    let head = read_head(&body);
-    if let Some(head) = &head {
+    // The fast path: an object no release owns, known from the review's head; then rules 2
+    // to 4 (Helm at work, a release not locked, an exempt user), known from the head and the
+    // user, which the API server writes before the objects.
+    let mut head = read_head(&body);
+    if let Some(head) = &mut head {
         let index = state.index.current();
-        if let Ok(Some(decision)) = decide_head(&index, &state.schema.load(), &head.review.request)
-        {
-            return respond(state, endpoint, &head.review, &decision, started);
+        let schema = state.schema.load();
+        match decide_head(&index, &schema, &head.review.request) {
+            Ok(Some(decision)) => {
+                return respond(state, endpoint, &head.review, &decision, started)
+            }
+            Ok(None) if head.read_user() => {
+                let request = &head.review.request;
+                if let Ok(Some(decision)) = decide_user(&index, &schema, &state.config, request) {
+                    tracing::debug!(uid = %request.uid, "{}", decision.explain());
+                    return respond(state, endpoint, &head.review, &decision, started);
+                }
+            }
+            _ => {}
         }
     }
     // Otherwise the whole review, read on from where the head stopped.
