@@ -545,7 +545,7 @@ impl<'a> Compared<'a> {
         let object = lock.object;
         Compared {
             content: object.recent_content(),
-            root: schema.root_or_deduced(&object.api_version(), &object.kind),
+            root: schema.root_of(&object.group, &object.version, &object.kind),
             ignore: lock.policy.ignored_paths(object),
         }
     }

@@ -682,12 +682,29 @@ impl<'a> Walk<'a> {
         let old_map = old.and_then(Value::as_object);
         for (key, chart_value) in entries.iter() {
             // The type is fixed by the lookup, and status is never the chart's to set.
-            if matches!(&**key, "apiVersion" | "kind" | "status") {
+            if matches!(&**key, "apiVersion" | "kind" | "status")
+                || self.unwritten(key, new_map, old_map)
+            {
                 continue;
             }
             let ty = self.schema.field(root, key);
             self.child(key, ty, chart_value, new_map, old_map);
         }
+    }
+
+    /// Whether an UPDATE leaves `key` out of both the new and the old object: what it does not
+    /// write cannot change (an UPDATE's sides hold only what differs, [`crate::prune`]), so
+    /// neither the schema nor the chart's subtree is looked at.
+    fn unwritten(
+        &self,
+        key: &str,
+        new: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> bool {
+        self.against_old
+            && !self.keep_equal
+            && old.is_some_and(|m| !m.contains_key(key))
+            && new.is_none_or(|m| !m.contains_key(key))
     }
 
     fn child(
@@ -772,6 +789,9 @@ impl<'a> Walk<'a> {
         let new_map = new.and_then(Value::as_object);
         let old_map = old.and_then(Value::as_object);
         for (key, chart_value) in entries.iter() {
+            if self.unwritten(key, new_map, old_map) {
+                continue;
+            }
             let field = schema.field(ty, key);
             if matches!(chart_value, Tree::Null) && !schema.is_declared_field(ty, key) {
                 // A map entry is owned even when null (`annotations: {note: null}`).

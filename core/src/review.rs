@@ -1116,7 +1116,10 @@ mod tests {
                 format!("{:?}", whole.request.user_info)
             );
             assert!(head.review.request.object.is_none());
-            assert_eq!(format!("{:?}", head.rest()), format!("{:?}", Ok::<_, ReviewError>(whole)));
+            assert_eq!(
+                format!("{:?}", head.rest()),
+                format!("{:?}", Ok::<_, ReviewError>(whole))
+            );
             // Every recorded head is read, those that name no object (collection DELETEs)
             // included, with the name serde reads.
             let head = parse_head(go.as_bytes()).expect("a head");
@@ -1170,7 +1173,10 @@ mod tests {
             format!("{:?}", parse_review(body.as_bytes()).unwrap())
         );
         // A user the scanner does not take: not read, and the review is read from the start.
-        let odd = body.replace(r#""userInfo":{"username":"u"}"#, r#""userInfo":{"username":5}"#);
+        let odd = body.replace(
+            r#""userInfo":{"username":"u"}"#,
+            r#""userInfo":{"username":5}"#,
+        );
         let mut head = read_head(odd.as_bytes()).expect("the head");
         assert!(!head.read_user());
         assert_eq!(

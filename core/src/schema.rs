@@ -538,6 +538,11 @@ impl Schema {
             Some((g, v)) => (g, v),
             None => ("", api_version),
         };
+        self.root_of(group, version, kind)
+    }
+
+    /// [`Schema::root_or_deduced`] of a group and version given apart.
+    pub fn root_of(&self, group: &str, version: &str, kind: &str) -> TypeId {
         self.root(group, version, kind).unwrap_or(self.unknown_kind)
     }
 
