@@ -449,6 +449,21 @@ pub fn decide_user(
     }
     Ok(match locate(index, schema, request)? {
         Located::Answered(allowed) => Some(Decision::Allow(allowed)),
+        // Two releases render the object (`helm install --take-ownership`): the one that holds
+        // it is named in the stored object's annotations, which only the whole review has.
+        Located::Locked(object, _)
+            if index
+                .claims(
+                    &object.group,
+                    &object.kind,
+                    object.namespace.as_deref(),
+                    &object.name,
+                )
+                .nth(1)
+                .is_some() =>
+        {
+            None
+        }
         Located::Locked(object, _) => Lock::rules(index, config, request, object)
             .err()
             .map(|allowed| Decision::Allow(*allowed)),

@@ -270,6 +270,20 @@ fn a_pending_release_cannot_take_over_an_object_another_release_holds() {
     ]);
     let old = annotated(deployment(3, "nginx:1.25"), "shop");
     let takeover = annotated(deployment(3, "nginx:1.25"), "other");
+    // The head and the user cannot tell which release holds it: the whole review decides.
+    let body = crate::test_util::go_order(&deploy_update("admin", takeover.clone(), old.clone()));
+    let mut head = crate::review::read_head(body.as_bytes()).unwrap();
+    assert!(head.read_user());
+    assert_eq!(
+        decide_user(
+            &index,
+            &Schema::builtin(),
+            &Config::default(),
+            &head.review.request
+        )
+        .unwrap(),
+        None
+    );
     let d = decide_json(
         &index,
         &Config::default(),
