@@ -1,8 +1,17 @@
 #!/usr/bin/env python3
 """Checks the book (docs/) and README.md: every relative link points at a file that exists (and
 at a heading that exists, for links with an #anchor), and every repository path named in
-backticks (`src/server/mod.rs`, `tests/e2e/test_trust.py`) exists. Exits 1 naming each broken
-one. Run by scripts/test.sh."""
+backticks (`src/server/mod.rs`, `tests/e2e/test_trust.py`) exists. And the lists the docs keep
+of what the code defines, read from the code with regexes:
+
+- docs/operations.md's metrics table names every metric src/metrics.rs registers, as /metrics
+  names it (`helm_locker_` and, for counters, `_total`), and no other;
+- its alert table names every alert of the chart's PrometheusRule, and no other;
+- docs/cli.md's flag table has a row with each `serve` flag and its environment variable
+  (clap's `env = ...` in src/app.rs), and every HELM_LOCKER_* variable the docs name exists
+  in src/ (or is one the test scripts read, such as HELM_LOCKER_BIN).
+
+Exits 1 naming each problem. Run by scripts/test.sh."""
 
 import os
 import re
@@ -36,8 +45,77 @@ def documents():
                 yield os.path.join(dirpath, name)
 
 
+def read(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return f.read()
+
+
+def first_cells(path):
+    """The backticked name that opens each row of the Markdown tables in `path` (`{labels}` cut)."""
+    return set(re.findall(r"(?m)^\s*\| `([^`{]+)", read(path)))
+
+
+def differences(what, code, docs, where, table):
+    """`code` and `docs` name the same things, or each name in only one is a problem."""
+    missing = [f"{where}: {what} {n} is in the code but not in the {table}" for n in code - docs]
+    extra = [f"{where}: {what} {n} is in the {table} but not in the code" for n in docs - code]
+    return sorted(missing) + sorted(extra)
+
+
+def list_problems():
+    """The metrics, alerts and flags the docs list, against the code that defines them."""
+    problems = []
+    # Metrics: `registry.register("name", "help", variable.clone())`; a variable whose type
+    # (`let variable = ...;`) is a counter is exported with `_total`.
+    code = read("src/metrics.rs")
+    types = dict(re.findall(r"let (\w+) = ([^;]+);", code))
+    registered = re.findall(r'register\(\s*"(\w+)",\s*"[^"]*",\s*(\w+)\.clone\(\)', code)
+    if len(registered) != code.count("registry.register("):
+        problems.append("src/metrics.rs: a registration this script cannot read; update it")
+    metrics = {f"helm_locker_{name}" + ("_total" if "Counter" in types.get(var, "") else "")
+               for name, var in registered}
+    documented = {n for n in first_cells("docs/operations.md") if n.startswith("helm_locker_")}
+    problems += differences("metric", metrics, documented, "docs/operations.md", "metrics table")
+    # Alerts: `- alert: Name` in the chart's PrometheusRule.
+    rules = read("charts/helm-locker/templates/prometheusrule.yaml")
+    alerts = set(re.findall(r"(?m)^\s*- alert: (\w+)", rules))
+    documented = {n for n in first_cells("docs/operations.md") if n.startswith("HelmLocker")}
+    problems += differences("alert", alerts, documented, "docs/operations.md", "alert table")
+    # Flags: each `#[arg(... env = "HELM_LOCKER_X" ...)]` and the field under it (the flag is
+    # `long = "..."`, else the field's name), on one row of docs/cli.md's flag table.
+    app = read("src/app.rs")
+    rows = [line for line in read("docs/cli.md").splitlines() if line.startswith("| `--")]
+    args = re.findall(r"#\[arg\((.*?)\)\]\s*(?:pub(?:\(crate\))?\s+)?(\w+)\s*:", app, re.S)
+    flags = []
+    for attrs, field in args:
+        env = re.search(r'\benv\s*=\s*"(\w+)"', attrs)
+        long = re.search(r'\blong\s*=\s*"([\w-]+)"', attrs)
+        flag = "--" + (long.group(1) if long else field.replace("_", "-"))
+        if env:
+            flags.append((flag, env.group(1)))
+    if len(flags) != len(re.findall(r'\benv\s*=', app)):
+        problems.append("src/app.rs: an environment variable this script cannot read; update it")
+    for flag, env in flags:
+        if not any(f"`{flag}`" in row and f"`{env}`" in row for row in rows):
+            problems.append(f"docs/cli.md: no row of the flag table names `{flag}` with `{env}`")
+    # Every HELM_LOCKER_* the docs name is read by the code (or by the test scripts:
+    # HELM_LOCKER_BIN).
+    known = set()
+    for folder in ("src", "scripts", "tests/e2e"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith((".rs", ".sh", ".py")):
+                    with open(os.path.join(dirpath, name)) as f:
+                        known.update(re.findall(r"HELM_LOCKER_\w+", f.read()))
+    for doc in documents():
+        with open(doc) as f:
+            for name in sorted(set(re.findall(r"HELM_LOCKER_\w+", f.read())) - known):
+                problems.append(f"{os.path.relpath(doc, ROOT)}: names {name}, which no code reads")
+    return problems
+
+
 def main():
-    broken = []
+    broken = list_problems()
     for doc in documents():
         with open(doc) as f:
             text = f.read()
@@ -62,7 +140,7 @@ def main():
     for line in broken:
         print(line, file=sys.stderr)
     if broken:
-        print(f"{len(broken)} broken links or paths in the docs", file=sys.stderr)
+        print(f"{len(broken)} broken links, paths or lists in the docs", file=sys.stderr)
         return 1
     return 0
 
