@@ -30,7 +30,8 @@ struct Cli {
 enum Command {
     /// Run the admission webhook (HTTPS) and the admin port (health, readiness, metrics).
     ///
-    /// Every flag can also be set as an environment variable (HELM_LOCKER_<FLAG>), and the
+    /// Every flag can also be set as the environment variable shown with it (`--help`; lists
+    /// take plural names, e.g. HELM_LOCKER_NAMESPACES), and the
     /// lock policy (mode per namespace or release, exemptions, ignore rules) in --config.
     /// Local run: helm-locker serve --self-signed --releases-dir examples/releases
     Serve(Box<ServeArgs>),
@@ -186,6 +187,11 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     exclude_namespaces: Vec<String>,
+    /// The Helm release helm-locker was installed from, as NAMESPACE/NAME (the chart sets it).
+    /// It is never locked, reverted or re-created, so that deleting helm-locker's webhook
+    /// configurations or scaling it to 0 stays done in an incident.
+    #[arg(long, env = "HELM_LOCKER_OWN_RELEASE", value_parser = release_key, value_name = "NAMESPACE/NAME")]
+    own_release: Option<crate::core::ReleaseKey>,
     /// Lock only releases whose Secret labels match (k=v,k!=v,k,!k).
     #[arg(long, env = "HELM_LOCKER_RELEASE_SELECTOR")]
     release_selector: Option<crate::core::policy::LabelSelector>,
@@ -217,7 +223,8 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_REGISTRATION_NAMESPACE")]
     registration_namespace: Option<String>,
     /// Revert drift that got past the webhook (only the replica holding the Lease does).
-    /// --revert=false leaves the cluster alone and needs no write permissions.
+    /// --revert=false writes no object of a release (the locker still writes its author key
+    /// Secret, Events, and its certificate when self-managed).
     #[arg(long, env = "HELM_LOCKER_REVERT", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     revert: bool,
@@ -308,6 +315,18 @@ struct ServeArgs {
     log: String,
     #[command(flatten)]
     self_managed: SelfManagedArgs,
+}
+
+/// `--own-release`: NAMESPACE/NAME of a release.
+fn release_key(text: &str) -> Result<crate::core::ReleaseKey, String> {
+    match text.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok(crate::core::ReleaseKey::new(namespace, name))
+        }
+        _ => Err(format!("{text:?} is not NAMESPACE/NAME")),
+    }
 }
 
 /// `--mode`: one of the core's modes, listed in `--help`.
@@ -781,6 +800,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         config.registration_namespace = args.registration_namespace;
     }
     config.ownership_returned = args.revert;
+    config.own_release = args.own_release;
     policy::validate(&config)?;
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {

@@ -101,6 +101,10 @@ impl Exemptions {
     }
 }
 
+/// Why helm-locker's own release is never locked (shown where a release's policy is).
+pub const OWN_RELEASE: &str =
+    "it is helm-locker's own release (--own-release): the operator's off-switches always hold";
+
 /// Which objects a rule applies to; an unset field matches everything.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -163,6 +167,11 @@ pub struct Config {
     /// not by the configuration file.
     #[serde(skip)]
     pub ownership_returned: bool,
+    /// The release helm-locker itself was installed from (`--own-release`, which the chart
+    /// sets): never locked, reverted or re-created, whatever else selects it, so that the
+    /// operator's off-switches (deleting the webhook configurations, scaling to 0) hold.
+    #[serde(skip)]
+    pub own_release: Option<ReleaseKey>,
 }
 
 impl Default for Config {
@@ -177,6 +186,7 @@ impl Default for Config {
             release_selector: None,
             registration_namespace: None,
             ownership_returned: false,
+            own_release: None,
         }
     }
 }
@@ -318,6 +328,14 @@ impl Config {
         labels: &BTreeMap<String, String>,
         registration: Option<&'a Registration>,
     ) -> Policy<'a> {
+        if self.own_release.as_ref() == Some(release) {
+            return Policy {
+                mode: Mode::Off,
+                unlocked_because: OWN_RELEASE.to_string(),
+                config: self,
+                registration,
+            };
+        }
         let base = self.mode_for(release, labels);
         let (mode, unlocked_because) = match (base, &self.registration_namespace, registration) {
             (Mode::Off, ..) => (Mode::Off, "mode off".to_string()),
@@ -393,6 +411,38 @@ impl<'a> Policy<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn helm_lockers_own_release_is_never_locked_whatever_selects_it() {
+        let own = ReleaseKey::new("helm-locker", "helm-locker");
+        let config = Config {
+            own_release: Some(own.clone()),
+            releases: vec![ReleaseRule {
+                namespace: Some("helm-locker".into()),
+                name: None,
+                mode: Mode::Repair,
+            }],
+            ..Config::default()
+        };
+        let labels = BTreeMap::new();
+        let vouched = Registration {
+            helmrelease: "cattle-helm-system/helm-locker".into(),
+            mode: Some(Mode::Deny),
+            suspend: false,
+            ignore: vec![],
+            exempt: None,
+        };
+        for registration in [None, Some(&vouched)] {
+            let policy = config.policy(&own, &labels, registration);
+            assert_eq!(policy.mode, Mode::Off);
+            assert_eq!(policy.unlocked_because, OWN_RELEASE);
+        }
+        // Another release of the same namespace, or of the same name elsewhere, is not it.
+        let neighbour = ReleaseKey::new("helm-locker", "other");
+        assert_eq!(config.policy(&neighbour, &labels, None).mode, Mode::Repair);
+        let namesake = ReleaseKey::new("shop", "helm-locker");
+        assert_eq!(config.policy(&namesake, &labels, None).mode, Mode::Deny);
+    }
 
     #[test]
     fn default_exemptions_cover_the_control_plane_but_not_people() {

@@ -62,6 +62,24 @@ impl PluginError {
     }
 }
 
+/// `--own-release`, else the release the index shows to be the locker's own.
+fn own_release(
+    target: &super::Target,
+    index: &crate::core::Index,
+) -> Result<Option<crate::core::ReleaseKey>, PluginError> {
+    match &target.own_release {
+        Some(text) => match text.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                Ok(Some(crate::core::ReleaseKey::new(ns, name)))
+            }
+            _ => Err(PluginError::Usage(format!(
+                "--own-release {text:?} is not NAMESPACE/NAME"
+            ))),
+        },
+        None => Ok(super::declared_own_release(index)),
+    }
+}
+
 pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     let target = &args.target;
     let mut config = crate::config_file::load(target.config.as_deref())?;
@@ -75,6 +93,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     match args.command {
         PluginCommand::Status => {
             let index = releases(&client, scope, None, registrations).await?;
+            config.own_release = own_release(target, &index)?;
             let objects: Vec<_> = index
                 .releases()
                 .into_iter()
@@ -101,6 +120,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 ));
             }
             let index = releases(&client, scope, release.as_deref(), registrations).await?;
+            config.own_release = own_release(target, &index)?;
             if let (Some(name), 0) = (&release, index.release_count()) {
                 return Err(PluginError::Usage(format!(
                     "no Helm release {name} in namespace {namespace}"
@@ -194,6 +214,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
             }
         }
         PluginCommand::Why { object, name } => {
+            let mut config = config.clone();
+            config.own_release = own_release(target, &crate::core::Index::default())?;
             let (output, config) = (target.output, &config);
             why_locked(
                 &client,
@@ -291,7 +313,11 @@ async fn why_locked(
         }
         None => None,
     };
-    let report = why::why(&index, config, &schema, &wanted, &live, chart.as_ref());
+    let mut config = config.clone();
+    if config.own_release.is_none() {
+        config.own_release = super::declared_own_release(&index);
+    }
+    let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
     print(output, &report, why::render_text)?;
     Ok(ExitCode::SUCCESS)
 }

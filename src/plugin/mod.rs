@@ -69,6 +69,11 @@ pub(crate) struct Target {
     /// (helm.cattle.io/v1alpha1) in this namespace registers are locked, with its mode.
     #[arg(long, global = true, value_name = "NAMESPACE")]
     pub registration_namespace: Option<String>,
+    /// As the locker's --own-release (NAMESPACE/NAME): the release the locker runs from, never
+    /// locked. Default: a release that renders a Deployment passing HELM_LOCKER_OWN_RELEASE
+    /// with its own name, as the chart does.
+    #[arg(long, global = true, value_name = "NAMESPACE/NAME")]
+    pub own_release: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -193,6 +198,31 @@ pub(crate) enum Live {
 }
 
 pub(crate) type LiveObjects = HashMap<ObjectId, Live>;
+
+/// The release that declares itself helm-locker's own, as the chart does: it renders a
+/// Deployment whose container passes `HELM_LOCKER_OWN_RELEASE` naming that very release.
+pub(crate) fn declared_own_release(index: &Index) -> Option<crate::core::ReleaseKey> {
+    index.releases().into_iter().find_map(|state| {
+        let declared = state.objects.iter().flatten().any(|object| {
+            if object.kind.as_ref() != "Deployment" {
+                return false;
+            }
+            let content = object.content().to_json();
+            let containers = content
+                .pointer("/spec/template/spec/containers")
+                .and_then(Value::as_array);
+            containers.into_iter().flatten().any(|c| {
+                let env = c.get("env").and_then(Value::as_array);
+                env.into_iter().flatten().any(|e| {
+                    e.get("name").and_then(Value::as_str) == Some("HELM_LOCKER_OWN_RELEASE")
+                        && e.get("value").and_then(Value::as_str)
+                            == Some(state.key.to_string().as_str())
+                })
+            })
+        });
+        declared.then(|| state.key.clone())
+    })
+}
 
 /// Whether a release is locked now, its mode, and why not.
 #[derive(Clone, Debug, PartialEq, Serialize)]
