@@ -8,10 +8,12 @@
 //! own namespace). The reverter then writes from a revision only what its author could write
 //! (docs/security.md).
 //!
-//! [`authorship`] reads a watched Secret back: a verified stamp names the author; a Secret last
-//! written before the key existed (its resourceVersion is older than the key's), with no stamp,
-//! is the state the locker was installed on; anything else (written while the stamping webhook
-//! was away, a stamp that does not verify) has no known author.
+//! [`authorship`] reads a watched Secret back: a verified stamp names the author; anything else
+//! has no known author: a Secret without a stamp (written before the locker was installed, or
+//! while its stamping webhook was away: the two cannot be told apart, and the key's age is no
+//! trust horizon) or with a stamp that does not verify. What the reverter may do for a revision
+//! whose author it does not know is [`unknown_author_scope`]: at most hold an object at what was
+//! live, never write the revision's content (docs/security.md).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -138,18 +140,15 @@ impl AuthorKey {
 pub enum Authorship {
     /// Stamped by the locker's webhook: the identity the API server authenticated.
     Known(Arc<Author>),
-    /// Last written before the locker's key existed, and not stamped: the state the locker was
-    /// installed on, trusted as the admin's.
-    PreExisting,
-    /// No author can be told (the reverter writes nothing from such a revision).
+    /// No author can be told: the reverter writes none of the revision's content.
     Unknown(Unknown),
 }
 
 /// Why a revision's author cannot be told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unknown {
-    /// Written after the locker's key existed without a stamp: the stamping webhook was not
-    /// registered or did not answer (its failurePolicy is Ignore).
+    /// Written without a stamp: before helm-locker was installed, or while its stamping webhook
+    /// was not registered or did not answer (its failurePolicy is Ignore).
     NotStamped,
     /// A stamp that this key did not make for these contents (changed since, copied from
     /// another Secret, or made with another key).
@@ -161,7 +160,9 @@ pub enum Unknown {
 impl Unknown {
     pub fn as_str(self) -> &'static str {
         match self {
-            Unknown::NotStamped => "written without the author webhook's stamp",
+            Unknown::NotStamped => {
+                "written without the author webhook's stamp (before helm-locker was installed, or while it was away)"
+            }
             Unknown::BadProof => "its author stamp does not verify",
             Unknown::NotRead => "not read from the API server",
         }
@@ -172,7 +173,6 @@ impl fmt::Display for Authorship {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Authorship::Known(author) => write!(f, "{author}"),
-            Authorship::PreExisting => f.write_str("(written before helm-locker was installed)"),
             Authorship::Unknown(why) => write!(f, "(unknown: {})", why.as_str()),
         }
     }
@@ -189,16 +189,14 @@ pub struct StoredSecret<'a> {
     pub release: &'a [u8],
 }
 
-/// The key, and the resourceVersion the API server gave its Secret when it was created: a
-/// release Secret with an older resourceVersion was last written before the locker stamped.
+/// The key the stamps are made and checked with.
 #[derive(Clone, Debug)]
 pub struct Stamping {
     pub key: AuthorKey,
-    pub since: u64,
 }
 
-/// Who wrote `secret` ([`Authorship`]). resourceVersions are etcd revisions, one counter for
-/// the whole store: one that does not parse as a number is never taken as older.
+/// Who wrote `secret` ([`Authorship`]). Only a stamp this key made for these contents names an
+/// author; when the Secret was written (its resourceVersion) does not count.
 pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
     let annotation = |key| secret.annotations.and_then(|a| a.get(key));
     match (annotation(AUTHOR_ANNOTATION), annotation(PROOF_ANNOTATION)) {
@@ -215,17 +213,7 @@ pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
                 _ => Authorship::Unknown(Unknown::BadProof),
             }
         }
-        (None, None) => {
-            let older = secret
-                .resource_version
-                .and_then(|rv| rv.parse::<u64>().ok())
-                .is_some_and(|rv| rv < stamping.since);
-            if older {
-                Authorship::PreExisting
-            } else {
-                Authorship::Unknown(Unknown::NotStamped)
-            }
-        }
+        (None, None) => Authorship::Unknown(Unknown::NotStamped),
         _ => Authorship::Unknown(Unknown::BadProof),
     }
 }
@@ -451,7 +439,7 @@ pub fn needs(
 /// What the reverter may do with a revision's content, given the authorizer's answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Permission {
-    /// Every need is met (or the revision predates the locker).
+    /// Every need is met.
     Granted,
     /// The author lacks these (the first access of each need not met).
     Refused(Vec<Access>),
@@ -467,7 +455,6 @@ pub fn permission(
     mut allowed: impl FnMut(&Author, &Access) -> bool,
 ) -> Permission {
     match authorship {
-        Authorship::PreExisting => Permission::Granted,
         Authorship::Unknown(why) => Permission::NoAuthor(*why),
         Authorship::Known(author) => {
             let mut ask = |a: &Access| allowed(author, a);
@@ -485,64 +472,50 @@ pub fn permission(
     }
 }
 
-/// Whether `rules` (a Role's or ClusterRole's `rules`, as the API server serves them) grant
-/// `access`, as the RBAC authorizer matches them: verb, group, resource (with its subresource)
-/// and name, each exactly or by `*`.
-pub(crate) fn rules_allow(rules: &serde_json::Value, access: &Access) -> bool {
-    let has = |rule: &serde_json::Value, key: &str, want: &str| {
-        rule.get(key).and_then(|v| v.as_array()).is_some_and(|a| {
-            a.iter()
-                .any(|v| v.as_str() == Some("*") || v.as_str() == Some(want))
-        })
-    };
-    let Some(rules) = rules.as_array() else {
-        return false;
-    };
-    let resource = if access.subresource.is_empty() {
-        access.resource.clone()
-    } else {
-        format!("{}/{}", access.resource, access.subresource)
-    };
-    rules.iter().any(|rule| {
-        if !has(rule, "verbs", &access.verb) {
-            return false;
-        }
-        if let Some(path) = &access.path {
-            return has(rule, "nonResourceURLs", path);
-        }
-        let names_ok = match rule.get("resourceNames").and_then(|v| v.as_array()) {
-            Some(names) if !names.is_empty() => names
-                .iter()
-                .any(|n| n.as_str() == Some(access.name.as_str())),
-            _ => true,
-        };
-        has(rule, "apiGroups", &access.group) && has(rule, "resources", &resource) && names_ok
-    })
+/// Why the reverter writes nothing at all for a revision whose author it does not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutOfScope {
+    /// Its stamp does not verify (someone wrote one on purpose), or it was not read from the
+    /// API server: nothing is held.
+    NotHeld(Unknown),
+    /// RBAC objects are never written for an unknown author.
+    Rbac,
+    /// A cluster-scoped object, or one in another namespace than the release's.
+    OutsideItsNamespace,
 }
 
-/// What a revision written without a stamp (the author webhook was away: the locker was down)
-/// may make the reverter write: only what the built-in `edit` role (`edit_rules`) grants inside
-/// the release's own `namespace`, the least a writer of Secrets there is taken to hold. Never a
-/// cluster-scoped object, another namespace, or RBAC. `Granted`, or `NoAuthor(NotStamped)`.
-pub fn unstamped_permission(
-    needed: &[Need],
-    namespace: &str,
-    edit_rules: &serde_json::Value,
-) -> Permission {
-    let within = |a: &Access| {
-        a.namespace.as_deref() == Some(namespace)
-            && a.path.is_none()
-            && a.group != RBAC
-            && rules_allow(edit_rules, a)
-    };
-    let met = needed
-        .iter()
-        .all(|n| within(&n.access) || (!n.or_all_of.is_empty() && n.or_all_of.iter().all(within)));
-    if met {
-        Permission::Granted
-    } else {
-        Permission::NoAuthor(Unknown::NotStamped)
+impl OutOfScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutOfScope::NotHeld(why) => why.as_str(),
+            OutOfScope::Rbac => "RBAC objects are never written for an unknown author",
+            OutOfScope::OutsideItsNamespace => {
+                "it is outside the release's namespace (cluster-scoped or in another namespace)"
+            }
+        }
     }
+}
+
+/// What the reverter may do for a revision of an unknown author (`why`), about an object of
+/// `group`, in `namespace` (`None`: cluster-scoped), of a release of `release_namespace`:
+/// `Ok` when it may hold the object at what was live when it first saw it under the revision
+/// (never writing the revision's content where that differed), else why it writes nothing.
+pub fn unknown_author_scope(
+    why: Unknown,
+    group: &str,
+    namespace: Option<&str>,
+    release_namespace: &str,
+) -> Result<(), OutOfScope> {
+    if why != Unknown::NotStamped {
+        return Err(OutOfScope::NotHeld(why));
+    }
+    if group == RBAC {
+        return Err(OutOfScope::Rbac);
+    }
+    if namespace != Some(release_namespace) {
+        return Err(OutOfScope::OutsideItsNamespace);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -554,8 +527,8 @@ mod tests {
         AuthorKey::new(&[7u8; 32]).unwrap()
     }
 
-    fn stamping(since: u64) -> Stamping {
-        Stamping { key: key(), since }
+    fn stamping() -> Stamping {
+        Stamping { key: key() }
     }
 
     fn alice() -> Author {
@@ -599,7 +572,7 @@ mod tests {
     #[test]
     fn a_stamp_names_its_author_and_holds_only_for_the_contents_it_was_made_for() {
         let annotations = stamped(&alice(), b"release-2");
-        let s = stamping(100);
+        let s = stamping();
         assert_eq!(
             authorship(&s, stored(Some(&annotations), "500", b"release-2")),
             Authorship::Known(Arc::new(alice()))
@@ -639,7 +612,6 @@ mod tests {
         // Made with another key.
         let other = Stamping {
             key: AuthorKey::new(&[8u8; 32]).unwrap(),
-            since: 100,
         };
         assert_eq!(
             authorship(&other, stored(Some(&annotations), "500", b"release-2")),
@@ -661,32 +633,22 @@ mod tests {
     }
 
     #[test]
-    fn an_unstamped_secret_is_pre_existing_only_when_last_written_before_the_key() {
-        let s = stamping(1000);
-        assert_eq!(
-            authorship(&s, stored(None, "999", b"r")),
-            Authorship::PreExisting
-        );
-        // Written (created or changed) once the locker stamped, but not stamped.
-        assert_eq!(
-            authorship(&s, stored(None, "1000", b"r")),
-            Authorship::Unknown(Unknown::NotStamped)
-        );
-        assert_eq!(
-            authorship(&s, stored(None, "1001", b"r")),
-            Authorship::Unknown(Unknown::NotStamped)
-        );
-        // Unrelated annotations change nothing; a resourceVersion that is not a number is
-        // never older.
+    fn an_unstamped_secret_has_no_known_author_however_old_it_is() {
+        let s = stamping();
+        // Neither the resourceVersion nor unrelated annotations make an author: the key's age
+        // is no trust horizon (a key made again would otherwise trust every older forgery).
         let other = BTreeMap::from([("note".to_string(), "x".to_string())]);
-        assert_eq!(
-            authorship(&s, stored(Some(&other), "5", b"r")),
-            Authorship::PreExisting
-        );
-        assert_eq!(
-            authorship(&s, stored(None, "abc", b"r")),
-            Authorship::Unknown(Unknown::NotStamped)
-        );
+        for (annotations, rv) in [
+            (None, "1"),
+            (None, "999999"),
+            (Some(&other), "5"),
+            (None, "abc"),
+        ] {
+            assert_eq!(
+                authorship(&s, stored(annotations, rv, b"r")),
+                Authorship::Unknown(Unknown::NotStamped)
+            );
+        }
         let no_version = StoredSecret {
             resource_version: None,
             ..stored(None, "1", b"r")
@@ -857,12 +819,8 @@ mod tests {
             permission(&alice, &needed, patch_only),
             Permission::Refused(vec![needed[1].access.clone()])
         );
-        // No author asked about: pre-existing is trusted, unknown never.
+        // No author to ask about: nothing is granted.
         let never = |_: &Author, _: &Access| -> bool { panic!("not asked") };
-        assert_eq!(
-            permission(&Authorship::PreExisting, &needed, never),
-            Permission::Granted
-        );
         assert_eq!(
             permission(&Authorship::Unknown(Unknown::NotStamped), &needed, never),
             Permission::NoAuthor(Unknown::NotStamped)
@@ -870,64 +828,25 @@ mod tests {
     }
 
     #[test]
-    fn an_unstamped_revision_speaks_with_the_edit_role_in_its_own_namespace_only() {
-        let edit = json!([
-            {"apiGroups": ["", "apps"], "resources": ["configmaps", "deployments", "deployments/scale"], "verbs": ["create", "patch", "update"]},
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["only-this"], "verbs": ["patch"]},
-        ]);
-        let cm = needs(
-            Write::Patch,
-            "",
-            "configmaps",
-            Some("team"),
-            "c",
-            &json!({}),
-            None,
+    fn an_unknown_author_holds_only_non_rbac_objects_of_its_own_namespace() {
+        let scope = |why, group, ns| unknown_author_scope(why, group, ns, "team");
+        assert_eq!(scope(Unknown::NotStamped, "", Some("team")), Ok(()));
+        assert_eq!(scope(Unknown::NotStamped, "apps", Some("team")), Ok(()));
+        assert_eq!(
+            scope(Unknown::NotStamped, RBAC, Some("team")),
+            Err(OutOfScope::Rbac)
         );
         assert_eq!(
-            unstamped_permission(&cm, "team", &edit),
-            Permission::Granted
-        );
-        let created = needs(
-            Write::Create,
-            "apps",
-            "deployments",
-            Some("team"),
-            "web",
-            &json!({}),
-            None,
+            scope(Unknown::NotStamped, "", Some("other")),
+            Err(OutOfScope::OutsideItsNamespace)
         );
         assert_eq!(
-            unstamped_permission(&created, "team", &edit),
-            Permission::Granted
+            scope(Unknown::NotStamped, "", None),
+            Err(OutOfScope::OutsideItsNamespace)
         );
-        // Another namespace, a cluster-scoped object, RBAC, a kind edit does not grant: no.
-        let refused = Permission::NoAuthor(Unknown::NotStamped);
-        assert_eq!(unstamped_permission(&cm, "other", &edit), refused);
-        let role = json!({"rules": []});
-        let cr = needs(Write::Patch, RBAC, "clusterroles", None, "r", &role, None);
-        assert_eq!(unstamped_permission(&cr, "team", &edit), refused);
-        let quota = needs(
-            Write::Patch,
-            "",
-            "resourcequotas",
-            Some("team"),
-            "q",
-            &json!({}),
-            None,
-        );
-        assert_eq!(unstamped_permission(&quota, "team", &edit), refused);
-        // resourceNames and wildcards, as the authorizer reads them.
-        let secret = |name| Access::resource("patch", "", "secrets", Some("team"), name);
-        assert!(rules_allow(&edit, &secret("only-this")));
-        assert!(!rules_allow(&edit, &secret("another")));
-        let scale = Access::resource("patch", "apps", "deployments/scale", Some("team"), "web");
-        assert!(rules_allow(&edit, &scale));
-        let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
-        assert!(rules_allow(
-            &all,
-            &Access::resource("escalate", RBAC, "clusterroles", None, "x")
-        ));
-        assert!(!rules_allow(&json!(null), &secret("only-this")));
+        // A stamp that does not verify was made on purpose: nothing is held for it.
+        for why in [Unknown::BadProof, Unknown::NotRead] {
+            assert_eq!(scope(why, "", Some("team")), Err(OutOfScope::NotHeld(why)));
+        }
     }
 }

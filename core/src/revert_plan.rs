@@ -295,6 +295,33 @@ pub fn fixed_by_write<'c>(drift: &'c [Change], after: &[Change]) -> Vec<&'c Chan
     drift.iter().filter(|c| !after.contains(c)).collect()
 }
 
+/// The paths to hold at what is live for a revision whose author is not known, from the drift
+/// seen when the reverter first saw the object under it ([`crate::author::unknown_author_scope`]):
+/// each drifted path, cut before its first list index (a list is held whole: its items may be
+/// in another order live than in the chart), without repeats. Used as ignore rules, they keep
+/// every write to values that were live.
+pub fn held_paths(drift: &[Change]) -> Vec<String> {
+    let mut held: Vec<String> = Vec::new();
+    for change in drift {
+        let mut path = String::new();
+        for segment in change.path.split('/').skip(1) {
+            if segment == "-" || segment.parse::<usize>().is_ok() {
+                break;
+            }
+            path.push('/');
+            path.push_str(segment);
+        }
+        if path.is_empty() {
+            // The whole object differs: nothing of it is written.
+            return vec!["/*".into()];
+        }
+        if !held.contains(&path) {
+            held.push(path);
+        }
+    }
+    held
+}
+
 /// Whether a deleted object is created again. Not when the chart gives it owners
 /// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
 /// object created again under a missing owner would only be collected again.
@@ -592,6 +619,33 @@ pub fn ownership_return(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_paths_keep_lists_whole_and_name_each_place_once() {
+        let change = |path: &str| Change {
+            path: path.into(),
+            chart: json!(1),
+            requested: Some(json!(2)),
+        };
+        let drift = [
+            change("/data/setting"),
+            change("/spec/template/spec/containers/0/image"),
+            change("/spec/template/spec/containers/1/env/0/value"),
+            change("/subjects/-"),
+            change("/metadata/labels/tier"),
+        ];
+        assert_eq!(
+            held_paths(&drift),
+            [
+                "/data/setting",
+                "/spec/template/spec/containers",
+                "/subjects",
+                "/metadata/labels/tier"
+            ]
+        );
+        assert!(held_paths(&[]).is_empty());
+        assert_eq!(held_paths(&[change("/0")]), ["/*"]);
+    }
     use crate::index::{Index, ReleaseKey};
     use crate::release::Status;
 

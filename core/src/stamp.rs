@@ -125,8 +125,8 @@ mod tests {
         AuthorKey::new(&[7u8; 32]).unwrap()
     }
 
-    fn stamping(since: u64) -> Stamping {
-        Stamping { key: key(), since }
+    fn stamping() -> Stamping {
+        Stamping { key: key() }
     }
 
     fn alice() -> Author {
@@ -205,7 +205,7 @@ mod tests {
                 release: b"H4sI-release",
             };
             assert_eq!(
-                authorship(&stamping(100), secret),
+                authorship(&stamping(), secret),
                 Authorship::Known(Arc::new(alice()))
             );
             if annotations.contains_key("keep") {

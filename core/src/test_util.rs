@@ -65,7 +65,7 @@ pub fn release_secret(
             name: format!("sh.helm.release.v1.{name}.v{revision}"),
         },
         labels: BTreeMap::new(),
-        author: crate::author::Authorship::PreExisting,
+        author: crate::author::Authorship::Unknown(crate::author::Unknown::NotRead),
         release: Release {
             name: name.into(),
             namespace: namespace.into(),

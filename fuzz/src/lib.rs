@@ -205,7 +205,9 @@ pub fn release(data: &[u8]) {
                     },
                     labels: Default::default(),
                     release,
-                    author: helm_locker_core::author::Authorship::PreExisting,
+                    author: helm_locker_core::author::Authorship::Unknown(
+                        helm_locker_core::author::Unknown::NotRead,
+                    ),
                 };
                 let _ = Index::from_secrets([secret]).object_count();
             }

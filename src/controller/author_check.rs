@@ -25,19 +25,13 @@ type Question = (Arc<Author>, Access);
 pub(crate) struct AuthorChecks {
     client: Client,
     answers: Mutex<HashMap<Question, (bool, Instant)>>,
-    /// The built-in `edit` ClusterRole's rules, read when a revision has no stamp.
-    edit_rules: Mutex<Option<(serde_json::Value, Instant)>>,
 }
-
-/// The ClusterRole whose rules bound what an unstamped revision may make the reverter write.
-const EDIT_ROLE: &str = "edit";
 
 impl AuthorChecks {
     pub(crate) fn new(client: Client) -> Self {
         AuthorChecks {
             client,
             answers: Mutex::new(HashMap::new()),
-            edit_rules: Mutex::new(None),
         }
     }
 
@@ -104,35 +98,14 @@ impl AuthorChecks {
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
 
-    /// The `edit` ClusterRole's rules (aggregated), read at most every [`ANSWER_TTL`].
-    async fn edit_rules(&self) -> Result<serde_json::Value, kube::Error> {
-        if let Some((rules, at)) = &*self.edit_rules.lock().unwrap_or_else(|e| e.into_inner()) {
-            if at.elapsed() < ANSWER_TTL {
-                return Ok(rules.clone());
-            }
-        }
-        let api: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(self.client.clone());
-        let role = api.get(EDIT_ROLE).await?;
-        let rules = serde_json::to_value(role.rules.unwrap_or_default()).unwrap_or_default();
-        *self.edit_rules.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((rules.clone(), Instant::now()));
-        Ok(rules)
-    }
-
-    /// Whether the author of a revision of `authorship`, of a release in `namespace`, may make
-    /// a write that needs `needed`. A need's alternatives are asked about only when its first
-    /// access is refused. A revision written without a stamp speaks with the `edit` role in its
-    /// own namespace ([`author::unstamped_permission`]).
+    /// Whether the author of a revision of `authorship` may make a write that needs `needed`.
+    /// A need's alternatives are asked about only when its first access is refused. A revision
+    /// whose author is not known is granted nothing.
     pub(crate) async fn permission(
         &self,
         authorship: &Authorship,
-        namespace: &str,
         needed: &[Need],
     ) -> Result<Permission, kube::Error> {
-        if *authorship == Authorship::Unknown(author::Unknown::NotStamped) {
-            let rules = self.edit_rules().await?;
-            return Ok(author::unstamped_permission(needed, namespace, &rules));
-        }
         if let Authorship::Known(author) = authorship {
             for need in needed {
                 if self.allowed(author, &need.access).await? {

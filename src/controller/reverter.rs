@@ -133,6 +133,10 @@ pub(crate) struct Reverter {
     /// Objects left drifted because their revision's author may not write them (or is not
     /// known), with the revision's Secret: each reported once per revision.
     refused: Mutex<HashMap<ObjectKey, String>>,
+    /// Objects of releases whose newest revision's author is not known: the revision the
+    /// reverter first saw each under, and the paths where it then differed from that revision
+    /// (held at what is live, never written from it: [`revert_plan::held_paths`]).
+    held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
     /// Reverts of the same fields, and the fights with another writer stopped.
     fights: Mutex<crate::core::fight::Fights<ObjectKey>>,
 }
@@ -171,6 +175,16 @@ impl Proofs {
         self.missing.remove(key);
         proven
     }
+}
+
+/// Why the reverter leaves a drifted object as it is, for its author.
+enum Refusal<'a> {
+    /// The revision's author lacks these accesses.
+    Lacks(&'a [author::Access]),
+    /// The author is not known, and the object is out of what is held for such a revision.
+    NotKnown(author::Unknown, author::OutOfScope),
+    /// The author is not known: these paths are held at what was live.
+    Held(author::Unknown, &'a [String]),
 }
 
 /// How often a revert reads the object again after a concurrent write, before it waits a backoff.
@@ -372,6 +386,7 @@ impl Reverter {
             proofs: Mutex::new(Proofs::default()),
             authors: crate::controller::author_check::AuthorChecks::new(client.clone()),
             refused: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             fights: Mutex::new(Default::default()),
             client,
         }
@@ -605,7 +620,28 @@ impl Reverter {
         }
         let schema = self.schema.load();
         self.check_attribution(&schema, locked, &live);
-        let ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
+        let mut ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
+        if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
+            let seen = |ignore: &[String]| {
+                let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+                revert_plan::drift(&schema, locked, &live, &ignore)
+            };
+            match self.held_paths(locked, newest, || seen(&ignore)) {
+                // Newly held: reported by the worker.
+                Some((held, true)) if !held.is_empty() => {
+                    let _ = tx.send(Job {
+                        key: ObjectKey::of(locked),
+                        writer: None,
+                        delayed: false,
+                    });
+                    ignore.extend(held);
+                }
+                Some((held, _)) => ignore.extend(held),
+                None => {
+                    self.held().remove(&ObjectKey::of(locked));
+                }
+            }
+        }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let drifted = !revert_plan::drift(&schema, locked, &live, &ignore).is_empty();
         // Without drift, a server-side release's fields may still be co-owned by another
@@ -632,6 +668,86 @@ impl Reverter {
                 delayed: false,
             });
         }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (u64, Vec<String>)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For a revision whose author is not known: the paths where `object` differed from it when
+    /// the reverter first saw the object under it (`drift` is asked only then), held at what is
+    /// live. `None` when the author is known.
+    fn held_paths(
+        &self,
+        object: &LockedObject,
+        newest: &crate::core::index::Revision,
+        drift: impl FnOnce() -> Vec<Change>,
+    ) -> Option<(Vec<String>, bool)> {
+        let author::Authorship::Unknown(why) = &newest.author else {
+            return None;
+        };
+        let namespace = object.namespace.as_deref();
+        author::unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
+            .ok()?;
+        let key = ObjectKey::of(object);
+        let mut held = self.held();
+        if let Some((revision, paths)) = held.get(&key) {
+            if *revision == newest.revision {
+                return Some((paths.clone(), false));
+            }
+        }
+        let paths = revert_plan::held_paths(&drift());
+        held.insert(key, (newest.revision, paths.clone()));
+        let count = held.values().filter(|(_, p)| !p.is_empty()).count();
+        self.metrics.held_objects.set(count as i64);
+        if !paths.is_empty() {
+            tracing::warn!(object = %object.describe(), release = %object.release, revision = newest.revision, author = %newest.author, paths = %paths.join(", "), "differs from a revision whose author is not known: held at what is live, never written from it");
+        }
+        Some((paths, true))
+    }
+
+    /// What the reverter may do for the newest revision when its author is not known
+    /// (docs/security.md): `Ok(None)` when the author is known; `Ok(Some(paths))` to hold those
+    /// paths at what is live; `Err` when nothing is written (reported).
+    async fn unknown_author(
+        &self,
+        state: &ReleaseState,
+        object: &LockedObject,
+        live: Option<&Value>,
+        ignore: &[String],
+    ) -> Result<Option<Vec<String>>, Outcome> {
+        let Some(newest) = state.newest() else {
+            return Ok(None);
+        };
+        let author::Authorship::Unknown(why) = &newest.author else {
+            return Ok(None);
+        };
+        let namespace = object.namespace.as_deref();
+        if let Err(out) =
+            author::unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
+        {
+            self.report_refusal(newest, object, Refusal::NotKnown(*why, out))
+                .await;
+            return Err(Outcome::Refused);
+        }
+        let Some(live) = live else {
+            let why = "its release's newest revision has no known author, and helm-locker creates nothing for it";
+            self.report_missing(state, object, why).await;
+            return Err(Outcome::Skipped("missing; left to helm upgrade"));
+        };
+        let schema = self.schema.load();
+        let drift = || {
+            let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+            revert_plan::drift(&schema, object, live, &ignore)
+        };
+        let Some((paths, _)) = self.held_paths(object, newest, drift) else {
+            return Ok(None);
+        };
+        if !paths.is_empty() {
+            self.report_refusal(newest, object, Refusal::Held(*why, &paths))
+                .await;
+        }
+        Ok(Some(paths))
     }
 
     fn proofs(&self) -> std::sync::MutexGuard<'_, Proofs> {
@@ -703,7 +819,7 @@ impl Reverter {
         &self,
         revision: &crate::core::index::Revision,
         object: &LockedObject,
-        permission: &author::Permission,
+        refusal: Refusal<'_>,
     ) {
         let key = ObjectKey::of(object);
         let secret = revision.secret.to_string();
@@ -717,36 +833,40 @@ impl Reverter {
                 return;
             }
         }
-        let (reason, note) = match permission {
-            author::Permission::Refused(accesses) => {
+        let (object_name, release, number) =
+            (object.describe(), &object.release, revision.revision);
+        let (reason, note) = match refusal {
+            Refusal::Lacks(accesses) => {
                 let refused: Vec<String> = accesses.iter().map(ToString::to_string).collect();
-                tracing::warn!(object = %object.describe(), release = %object.release, revision = revision.revision, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
+                tracing::warn!(object = %object_name, release = %release, revision = number, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
                 (
                     "AuthorLacksRights",
                     format!(
-                        "helm-locker does not write {} from release {} revision {}: its author {} may not {}. A revision acts only with its author's rights; helm upgrade by someone who may makes the release's objects locked and reverted again.",
-                        object.describe(),
-                        object.release,
-                        revision.revision,
+                        "helm-locker does not write {object_name} from release {release} revision {number}: its author {} may not {}. A revision acts only with its author's rights; helm upgrade by someone who may makes the release's objects locked and reverted again.",
                         revision.author,
                         refused.join(", ")
                     ),
                 )
             }
-            author::Permission::NoAuthor(why) => {
-                tracing::warn!(object = %object.describe(), release = %object.release, revision = revision.revision, why = why.as_str(), "drift not reverted: the revision's author is not known");
+            Refusal::NotKnown(why, out) => {
+                tracing::warn!(object = %object_name, release = %release, revision = number, why = why.as_str(), scope = out.as_str(), "drift not reverted: the revision's author is not known");
                 (
                     "UnknownAuthor",
                     format!(
-                        "helm-locker does not write {} from release {} revision {}: the revision's author is not known ({}). helm upgrade makes the release's objects reverted again.",
-                        object.describe(),
-                        object.release,
-                        revision.revision,
-                        why.as_str()
+                        "helm-locker does not write {object_name} from release {release} revision {number}: the revision's author is not known ({}), and {}. helm upgrade makes the release's objects reverted again.",
+                        why.as_str(),
+                        out.as_str()
                     ),
                 )
             }
-            author::Permission::Granted => return,
+            Refusal::Held(why, paths) => (
+                "UnknownAuthor",
+                format!(
+                    "helm-locker holds {object_name} at what was live when it first saw it under release {release} revision {number}, and never writes that revision's {}: its author is not known ({}). helm upgrade makes the release's objects reverted to the chart again.",
+                    paths.join(", "),
+                    why.as_str()
+                ),
+            ),
         };
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some("v1".into()),
@@ -1049,10 +1169,21 @@ impl Reverter {
         let (ar, namespaced) = self.resource(&key.gvk()).await?;
         let api = self.api(&ar, namespaced, key.namespace.as_deref());
         let live = self.read(&api, &key.name, stale).await?;
-        let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
+        let mut ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
         if ignore.iter().any(String::is_empty) {
             return Ok(Outcome::Skipped("opened by a LockException"));
         }
+        // A revision whose author is not known writes none of its content (docs/security.md).
+        let unknown_author = match self
+            .unknown_author(state, &object, live.as_ref(), &ignore)
+            .await
+        {
+            Ok(held) => held.is_some_and(|held| {
+                ignore.extend(held);
+                true
+            }),
+            Err(outcome) => return Ok(outcome),
+        };
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
         let writer = revert_plan::helm_writer_seen(
             live.as_ref(),
@@ -1086,12 +1217,15 @@ impl Reverter {
         }
         worker.last_writer.insert(key.clone(), writer.clone());
         let desired = revert_plan::desired_object(&object, live.as_ref(), &ignore);
-        // The revision speaks only with its author's rights (docs/security.md).
-        if let Some(refused) = self
-            .authorize(&index, state, &object, &ar, live.is_some(), &desired)
-            .await?
-        {
-            return Ok(refused);
+        // The revision speaks only with its author's rights (docs/security.md); one whose
+        // author is not known writes only what was live, held above.
+        if !unknown_author {
+            if let Some(refused) = self
+                .authorize(&index, state, &object, &ar, live.is_some(), &desired)
+                .await?
+            {
+                return Ok(refused);
+            }
         }
         let fixed = match (&plan, &live) {
             (Plan::Revert(changes), Some(live)) => {
@@ -1290,11 +1424,18 @@ impl Reverter {
         };
         let permission = self
             .authors
-            .permission(&newest.author, &object.release.namespace, &needed)
+            .permission(&newest.author, &needed)
             .await
             .map_err(RevertError::Author)?;
-        if permission != author::Permission::Granted {
-            self.report_refusal(newest, object, &permission).await;
+        let refusal = match &permission {
+            author::Permission::Granted => None,
+            author::Permission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
+            author::Permission::NoAuthor(why) => {
+                Some(Refusal::NotKnown(*why, author::OutOfScope::NotHeld(*why)))
+            }
+        };
+        if let Some(refusal) = refusal {
+            self.report_refusal(newest, object, refusal).await;
             return Ok(Some(Outcome::Refused));
         }
         self.clear_refusal(&key);

@@ -97,7 +97,7 @@ enum Route {
 
 /// The author webhook: every release Secret write is stamped with the identity the API server
 /// authenticated for it. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
-/// a Secret written meanwhile has no known author, and the reverter writes nothing from it).
+/// a Secret written meanwhile has no known author, and the reverter writes none of its content).
 async fn stamp(state: &AppState, headers: &HeaderMap, body: Incoming) -> Response {
     let body = match read_body(state, headers, body).await {
         Ok(body) => body,

@@ -1,7 +1,7 @@
 //! The key of the author stamp ([`crate::core::author`]): 32 random bytes in a Secret in the
 //! locker's own namespace, made by the first replica that finds none and read by the others.
-//! The Secret also records the resourceVersion it was created at (`helm-locker.io/since`): a
-//! release Secret last written before it, without a stamp, predates the locker.
+//! When the key was made says nothing about a release Secret: one without a stamp has no known
+//! author, whenever it was written (docs/security.md).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
 use tokio::sync::watch;
 
@@ -18,8 +18,6 @@ use crate::core::author::{AuthorKey, Stamping, MIN_KEY_BYTES};
 /// The stamping key once loaded; `None` before (and always, without the API server).
 pub(crate) type StampingRx = watch::Receiver<Option<Arc<Stamping>>>;
 
-/// The annotation of the key Secret that records the resourceVersion it was created at.
-pub const SINCE_ANNOTATION: &str = "helm-locker.io/since";
 const KEY_FIELD: &str = "key";
 
 #[derive(Debug, thiserror::Error)]
@@ -55,12 +53,12 @@ impl AuthorKeySecret {
         loop {
             match self.load().await {
                 Ok(stamping) => {
-                    tracing::info!(secret = %format!("{}/{}", self.namespace, self.name), since = stamping.since, "author key loaded; release Secret writes are stamped with their author");
+                    tracing::info!(secret = %format!("{}/{}", self.namespace, self.name), "author key loaded; release Secret writes are stamped with their author");
                     let _ = tx.send(Some(Arc::new(stamping)));
                     return std::future::pending().await;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %crate::error_chain::with_causes(&e), retry_in = ?delay, "author key not loaded: release Secret writes are not stamped, and the reverter writes nothing from revisions written meanwhile");
+                    tracing::warn!(error = %crate::error_chain::with_causes(&e), retry_in = ?delay, "author key not loaded: release Secret writes are not stamped: the reverter only holds the objects of revisions written meanwhile at what is live");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(30));
                 }
@@ -96,15 +94,9 @@ impl AuthorKeySecret {
                 Err(e) => return Err(self.api_error(e)),
             },
         };
-        let (key, since, recorded) = self.read(&secret)?;
-        if !recorded {
-            // The creation resourceVersion, kept where a later write of the Secret cannot move it.
-            let patch = serde_json::json!({"metadata": {"annotations": {SINCE_ANNOTATION: since.to_string()}}});
-            api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| self.api_error(e))?;
-        }
-        Ok(Stamping { key, since })
+        Ok(Stamping {
+            key: self.read(&secret)?,
+        })
     }
 
     fn new_secret(&self) -> Result<Secret, AuthorKeyError> {
@@ -133,8 +125,8 @@ impl AuthorKeySecret {
         })
     }
 
-    /// The key, the resourceVersion it was created at, and whether that is recorded yet.
-    fn read(&self, secret: &Secret) -> Result<(AuthorKey, u64, bool), AuthorKeyError> {
+    /// The key.
+    fn read(&self, secret: &Secret) -> Result<AuthorKey, AuthorKeyError> {
         let unusable = |why: String| AuthorKeyError::Unusable {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
@@ -145,16 +137,6 @@ impl AuthorKeySecret {
             .as_ref()
             .and_then(|d| d.get(KEY_FIELD))
             .ok_or_else(|| unusable("no data.key".into()))?;
-        let key = AuthorKey::new(&bytes.0).map_err(|e| unusable(e.to_string()))?;
-        let recorded = secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(SINCE_ANNOTATION));
-        let since = recorded
-            .or(secret.metadata.resource_version.as_ref())
-            .and_then(|v| v.parse::<u64>().ok())
-            .ok_or_else(|| unusable("no resourceVersion to date it by".into()))?;
-        Ok((key, since, recorded.is_some()))
+        AuthorKey::new(&bytes.0).map_err(|e| unusable(e.to_string()))
     }
 }

@@ -11,9 +11,12 @@ ClusterRole widened to everything, herself added to both bindings, and the Confi
     `AuthorLacksRights` on her Secret names her and what she may not do;
   - it does follow her revision where she could have written herself (the ConfigMap in `team`);
   - the admin's own `helm upgrade` succeeds, and real drift of the ClusterRole is reverted again;
-  - a release Secret written while the author webhook is away has no known author: it speaks
-    with the built-in `edit` role in its own namespace, nothing more (`UnknownAuthor`); one with
-    a stamp copied from another Secret speaks for nobody.
+  - a release Secret written while the author webhook is away, or before the locker was
+    installed, has no known author: none of its content is written. Objects of its own namespace
+    are held at what was live when the locker first saw them (drift where the revision agrees
+    with that is still put back); RBAC, cluster-scoped objects and other namespaces are not
+    written at all (`UnknownAuthor`). Re-making the locker's key changes nothing. One with a
+    stamp copied from another Secret speaks for nobody.
 """
 
 import base64
@@ -188,7 +191,16 @@ class Authors(unittest.TestCase):
         self.assertTrue(eventually(lambda: self.rbac(RELEASE) == before, 30),
                         f"drift of the admin's ClusterRole not reverted:\n{again.log_text()[-3000:]}")
 
-    def test_a_revision_written_while_the_author_webhook_is_away_speaks_with_edit_in_its_namespace(self):
+    def held_and_refused(self, secret, locker, *wanted):
+        """Waits for the UnknownAuthor Events on `secret` to name each of `wanted`."""
+        def notes():
+            text = " ".join(e.get("note") or e.get("message") or "" for e in self.events(secret, "UnknownAuthor"))
+            return text if all(w in text for w in wanted) else None
+        self.assertTrue(eventually(notes, 30, 0.5),
+                        f"UnknownAuthor events on {secret}: {self.events(secret, 'UnknownAuthor')}\n"
+                        f"{locker.log_text()[-3000:]}")
+
+    def test_a_revision_written_while_the_author_webhook_is_away_is_held_at_what_is_live(self):
         locker = self.start("authors-away")
         self.plane.helm(NS).install(CHART, "away", {})
         self.assertTrue(eventually(lambda: self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
@@ -209,13 +221,19 @@ class Authors(unittest.TestCase):
         self.forge("away", 2, change, as_user=None)
         secret = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v2")
         self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
-        # What `edit` grants in its own namespace is followed; nothing beyond.
-        self.assertTrue(eventually(lambda: self.get("-n", NS, "configmap", "away-settings")["data"]["setting"]
-                                   == "unstamped", 30), locker.log_text()[-3000:])
-        unknown = eventually(lambda: self.events("sh.helm.release.v1.away.v2", "UnknownAuthor"), 30, 0.5)
-        self.assertTrue(unknown, locker.log_text()[-3000:])
-        self.assertIn("ClusterRole away-agent-read", " ".join(e.get("message") or "" for e in unknown))
+        # None of its content is written: the ConfigMap is held at what was live, the
+        # ClusterRole is not written at all; each is reported.
+        self.held_and_refused("sh.helm.release.v1.away.v2", locker,
+                              "ClusterRole away-agent-read", "RBAC objects are never written",
+                              "holds ConfigMap team/away-settings", "/data/setting")
+        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
         self.assertEqual(self.rbac("away"), before)
+        self.assertGreaterEqual(locker.metric("helm_locker_held_objects") or 0, 1)
+        # Where the revision agrees with what was live, drift is still put back.
+        self.ok(self.k(f"--as={OPS}", "-n", NS, "scale", "deploy", "away-agent", "--replicas=3"))
+        self.assertTrue(eventually(lambda: self.get("-n", NS, "deploy", "away-agent")["spec"]["replicas"] == 1, 30),
+                        locker.log_text()[-3000:])
+        self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "from-the-chart")
         # A stamp copied from another Secret does not verify: nothing at all is written from it.
         v1 = self.get("-n", NS, "secret", "sh.helm.release.v1.away.v1")
         stamp = {k: v for k, v in (v1["metadata"].get("annotations") or {}).items() if k.startswith("helm-locker.io/")}
@@ -224,10 +242,64 @@ class Authors(unittest.TestCase):
                        *(f"{k}={v}" for k, v in stamp.items())))
         time.sleep(3)
         self.ok(self.k("-n", NS, "patch", "configmap", "away-settings", "-p", '{"data":{"setting":"drifted"}}'))
+        self.ok(self.k(f"--as={OPS}", "-n", NS, "scale", "deploy", "away-agent", "--replicas=2"))
         time.sleep(5)
         self.assertEqual(self.get("-n", NS, "configmap", "away-settings")["data"]["setting"], "drifted")
+        self.assertEqual(self.get("-n", NS, "deploy", "away-agent")["spec"]["replicas"], 2)
         self.assertEqual(self.rbac("away"), before)
 
+    def test_installing_the_locker_makes_no_forgery_written_before_it_real(self):
+        # No locker runs: the admin installs, then alice (edit in team) forges revision 2.
+        self.plane.helm(NS).install(CHART, "early", {})
+        before = self.rbac("early")
+        self.assertTrue(eventually(lambda: self.can_i("patch", "configmaps", "-n", NS) == "yes", 10))
+        rights = lambda: (self.can_i("get", "secrets", "-n", "kube-system"),  # noqa: E731
+                          self.can_i("create", "rolebindings", "-n", NS))
+        self.assertEqual(rights(), ("no", "no"))
+
+        def widen(o):
+            if o["kind"] == "ClusterRole":
+                o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+            if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+                o["subjects"].append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"})
+            if o["kind"] == "ConfigMap":
+                o["data"]["setting"] = "from-alice"
+            return o
+
+        self.forge("early", 2, widen)
+        secret = "sh.helm.release.v1.early.v2"
+
+        def unchanged(locker, settle):
+            time.sleep(settle)
+            self.assertEqual(self.rbac("early"), before, locker.log_text()[-3000:])
+            self.assertEqual(rights(), ("no", "no"))
+            self.assertEqual(self.get("-n", NS, "configmap", "early-settings")["data"]["setting"], "from-the-chart")
+            self.assertNotIn("drift reverted", locker.log_text())
+
+        # The locker is installed: what it finds is reported, and nothing of it is written.
+        locker = self.start("authors-early")
+        self.held_and_refused(secret, locker, "ClusterRole early-agent-read", "ClusterRoleBinding early-agent-read",
+                              "RoleBinding team/early-admins", "holds ConfigMap team/early-settings")
+        unchanged(locker, 10)
+        # A restart reads the same history the same way.
+        locker.stop()
+        locker = self.start("authors-early-2")
+        unchanged(locker, 8)
+        # The key made again (deleted, as a re-install would) is no new trust horizon.
+        locker.stop()
+        self.ok(self.k("-n", "default", "delete", "secret", "helm-locker-author-key"))
+        locker = self.start("authors-early-3")
+        self.assertTrue(eventually(lambda: self.get("-n", "default", "secret", "helm-locker-author-key"), 10))
+        unchanged(locker, 8)
+
+        # The admin's next upgrade is stamped: the release is fully the admin's again.
+        self.plane.helm(NS).upgrade(CHART, "early", {})
+        self.assertEqual(self.rbac("early"), before)
+        self.ok(self.k(f"--as={OPS}", "patch", "clusterrole", "early-agent-read", "--type=json", "-p",
+                       json.dumps([{"op": "add", "path": "/rules/-",
+                                    "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}])))
+        self.assertTrue(eventually(lambda: self.rbac("early") == before, 30),
+                        f"drift of the admin's ClusterRole not reverted:\n{locker.log_text()[-3000:]}")
 
 if __name__ == "__main__":
     unittest.main()
