@@ -78,6 +78,8 @@ pub(crate) struct Metrics {
     pub missing_objects: Gauge,
     pub author_stamps: Counter,
     pub author_refused_objects: Gauge,
+    pub held_objects: Gauge,
+    pub pending_release_oldest_seconds: Gauge,
     pub revert_fights: Gauge,
     pub exceptions_open: Gauge,
     pub exception_longest_open_seconds: Gauge,
@@ -225,6 +227,18 @@ impl Metrics {
             "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
             author_refused_objects.clone(),
         );
+        let held_objects = Gauge::default();
+        registry.register(
+            "held_objects",
+            "Objects of releases whose newest revision has no known author (written without the author stamp: before helm-locker was installed, or while it was away) that differ from that revision where the reverter first saw them: held at what was live then, never written from the revision; each gets an UnknownAuthor Warning Event on the release Secret",
+            held_objects.clone(),
+        );
+        let pending_release_oldest_seconds = Gauge::default();
+        registry.register(
+            "pending_release_oldest_seconds",
+            "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none); its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback)",
+            pending_release_oldest_seconds.clone(),
+        );
         let revert_fights = Gauge::default();
         registry.register(
             "revert_fights",
@@ -332,6 +346,8 @@ impl Metrics {
             missing_objects,
             author_stamps,
             author_refused_objects,
+            held_objects,
+            pending_release_oldest_seconds,
             revert_fights,
             exceptions_open,
             exception_longest_open_seconds,

@@ -273,6 +273,7 @@ impl BoundServer {
             attempts: attempt_sink,
             settings: settings.http,
             stamping: stamping_rx,
+            pending: Default::default(),
         });
         Ok(BoundServer {
             addr: listener.local_addr().map_err(|source| ServeError::Bind {

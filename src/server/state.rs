@@ -44,4 +44,6 @@ pub(crate) struct AppState {
     pub settings: HttpSettings,
     /// The author stamp's key, once loaded (never, without the API server).
     pub stamping: crate::source::author_key::StampingRx,
+    /// Since when each release has been pending (for `helm_locker_pending_release_oldest_seconds`).
+    pub pending: std::sync::Mutex<crate::server::admin::PendingClock>,
 }

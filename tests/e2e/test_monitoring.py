@@ -134,7 +134,9 @@ class Monitoring(unittest.TestCase):
         alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
         self.assertEqual(alerts, {"HelmLockerDown", "HelmLockerNoReadyReplica", "HelmLockerDenialsSpiking",
                                   "HelmLockerRevertsFailing", "HelmLockerCertificateExpiring",
-                                  "HelmLockerReleaseFailed", "HelmLockerExceptionOpenLong"})
+                                  "HelmLockerReleaseFailed", "HelmLockerExceptionOpenLong",
+                                  "HelmLockerReleaseStuckPending", "HelmLockerRevertFights",
+                                  "HelmLockerAuthorRefused", "HelmLockerObjectsMissing"})
         with open(os.path.join(ROOT, "tests", "monitoring", "rules_test.yaml")) as f:
             tested = set(re.findall(r"alertname: (\w+)", f.read()))
         self.assertEqual(tested, alerts, "every alert has a promtool unit test")
