@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::core::decide::decide;
 use crate::core::index::Index;
 use crate::core::inspect;
-use crate::core::policy::{self, Mode};
+use crate::core::policy::{self, Config, Mode};
 use crate::core::review::{parse_review, render_response};
 use crate::core::schema::{KubeVersion, Schema};
 use crate::source::files;
@@ -73,6 +73,16 @@ enum Command {
         /// Override the configured mode.
         #[arg(long, value_parser = mode_parser())]
         mode: Option<Mode>,
+        /// Decide as a server with this --revert (its default too): with the reverter, a CREATE
+        /// of what Helm wrote by another field manager (a restore) is allowed, since the
+        /// reverter hands the fields back to Helm.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1,
+              default_missing_value = "true", value_name = "BOOL")]
+        revert: bool,
+        /// Decide as a server with this --own-release (NAMESPACE/NAME): that release is never
+        /// locked.
+        #[arg(long, value_parser = release_key, value_name = "NAMESPACE/NAME")]
+        own_release: Option<crate::core::ReleaseKey>,
         /// Explain the decision in one sentence on standard error.
         #[arg(long)]
         explain: bool,
@@ -395,6 +405,8 @@ pub fn main() -> ExitCode {
             review,
             config,
             mode,
+            revert,
+            own_release,
             explain,
             openapi,
             kube_version,
@@ -408,15 +420,17 @@ pub fn main() -> ExitCode {
                     None
                 }
             }) {
-                Some(review) => run_review(
-                    &releases,
-                    &review,
-                    config.as_deref(),
-                    mode,
-                    explain,
-                    (openapi.as_deref(), kube_version),
-                    &crds,
-                ),
+                Some(review) => review_config(config.as_deref(), mode, revert, own_release)
+                    .and_then(|config| {
+                        run_review(
+                            &releases,
+                            &review,
+                            config,
+                            explain,
+                            (openapi.as_deref(), kube_version),
+                            &crds,
+                        )
+                    }),
                 None => Err("give the AdmissionReview file after the release paths".into()),
             }
         }
@@ -650,20 +664,33 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::core::index::Index) -> ins
     charts
 }
 
+/// The configuration `review` decides with: the file, then the flags, as `serve` builds its own
+/// from the same file and flags ([`serve_settings`]), so both decide alike.
+fn review_config(
+    path: Option<&std::path::Path>,
+    mode: Option<Mode>,
+    revert: bool,
+    own_release: Option<crate::core::ReleaseKey>,
+) -> Result<Config, String> {
+    let mut config =
+        crate::config_file::load(path).map_err(|e| crate::error_chain::with_causes(&e))?;
+    if let Some(mode) = mode {
+        config.mode = mode;
+    }
+    config.ownership_returned = revert;
+    config.own_release = own_release;
+    policy::validate(&config)?;
+    Ok(config)
+}
+
 fn run_review(
     releases: &[PathBuf],
     review: &PathBuf,
-    config: Option<&std::path::Path>,
-    mode: Option<Mode>,
+    config: Config,
     explain: bool,
     (openapi, version): SchemaChoice<'_>,
     crd_files: &[PathBuf],
 ) -> Result<(), String> {
-    let mut config =
-        crate::config_file::load(config).map_err(|e| crate::error_chain::with_causes(&e))?;
-    if let Some(mode) = mode {
-        config.mode = mode;
-    }
     let index = load_index(releases)?;
     let body = if review.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
@@ -943,6 +970,46 @@ mod tests {
             Command::Serve(args) => serve_settings(*args),
             _ => unreachable!(),
         }
+    }
+
+    fn review(args: &[&str]) -> Result<Config, String> {
+        let head = [
+            "helm-locker",
+            "review",
+            "--releases",
+            "releases.json",
+            "review.json",
+        ];
+        let cli = Cli::try_parse_from([&head[..], args].concat()).map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Review {
+                config,
+                mode,
+                revert,
+                own_release,
+                ..
+            } => review_config(config.as_deref(), mode, revert, own_release),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn review_decides_with_the_configuration_serve_has_under_the_same_flags() {
+        // The decision is one function of (index, configuration, schema, review): the same
+        // configuration means the same answer for every review.
+        for flags in [
+            &[][..],
+            &["--revert=false"],
+            &["--mode", "warn"],
+            &["--own-release", "helm-locker/helm-locker"],
+            &["--mode", "repair", "--revert", "false"],
+        ] {
+            let served = serve(&[&["--self-signed"], flags].concat()).unwrap().config;
+            assert_eq!(review(flags).unwrap(), served, "{flags:?}");
+        }
+        // By default, as the server runs: the reverter on, so a restore is allowed.
+        assert!(review(&[]).unwrap().ownership_returned);
+        assert!(review(&["--own-release", "nope"]).is_err());
     }
 
     #[test]
