@@ -298,6 +298,10 @@ pub(crate) fn advice(
     let mut wheres = Vec::new();
     let mut sets = Vec::new();
     for change in changes.iter().take(5) {
+        // An atomic list or map is one change: the leaf that differs inside it, when there is
+        // one, is what the template writes from a value.
+        let leaf = changed_leaf(change);
+        let change = leaf.as_ref().unwrap_or(change);
         let trace = trace_change(
             &files.templates,
             &source,
@@ -342,6 +346,66 @@ pub(crate) fn advice(
         ));
     }
     Some(out)
+}
+
+/// The one scalar that differs inside a change of a list or map (an atomic list's item field:
+/// `/spec/rules` -> `/spec/rules/0/host`), as a change of its own; `None` when the change is of
+/// a scalar, when items or keys are added or removed, or when more than one leaf differs.
+fn changed_leaf(change: &crate::ownership::Change) -> Option<crate::ownership::Change> {
+    fn leaves(
+        chart: &Value,
+        requested: &Value,
+        path: &mut String,
+        out: &mut Vec<(String, Value, Value)>,
+    ) -> bool {
+        let len = path.len();
+        let mut descend = |key: &str, a: &Value, b: &Value, out: &mut Vec<_>| {
+            path.push('/');
+            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            let ok = leaves(a, b, path, out);
+            path.truncate(len);
+            ok
+        };
+        match (chart, requested) {
+            (Value::Object(a), Value::Object(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .all(|(k, v)| b.get(k).is_some_and(|w| descend(k, v, w, out)))
+            }
+            (Value::Array(a), Value::Array(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .enumerate()
+                        .all(|(i, (v, w))| descend(&i.to_string(), v, w, out))
+            }
+            (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => {
+                false
+            }
+            (a, b) => {
+                if a != b {
+                    out.push((path.clone(), a.clone(), b.clone()));
+                }
+                true
+            }
+        }
+    }
+    let requested = change.requested.as_ref()?;
+    if !(change.chart.is_array() || change.chart.is_object()) {
+        return None;
+    }
+    let mut found = Vec::new();
+    if !leaves(&change.chart, requested, &mut String::new(), &mut found) {
+        return None;
+    }
+    match found.as_slice() {
+        [(path, chart, requested)] => Some(crate::ownership::Change {
+            path: format!("{}{path}", change.path),
+            chart: chart.clone(),
+            requested: Some(requested.clone()),
+        }),
+        _ => None,
+    }
 }
 
 /// A scalar as `--set` takes it; lists and maps are not given on the command line.
@@ -2113,6 +2177,55 @@ spec:
             "/spec/rules/0/host",
         );
         assert_eq!(plain.keys, ["host"]);
+    }
+
+    /// A host changed inside an atomic list (an Ingress's `rules`, no merge key): the denial
+    /// follows the one changed leaf to the value it is written from.
+    #[test]
+    fn a_value_inside_an_atomic_list_names_its_key_and_the_set() {
+        let templates = graf(Some(graf_values()));
+        let manifest = "---\n# Source: graf/templates/ingress.yaml\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: graf\nspec:\n  rules:\n  - host: grafana.example.com\n    http:\n      paths:\n      - path: /\n        pathType: Prefix\n";
+        let files = crate::chart::ChartFiles {
+            chart: "graf".into(),
+            manifest: manifest.into(),
+            templates,
+            ..Default::default()
+        };
+        let release = crate::release::ReleaseKey::new("mon", "graf");
+        let rule = |host: &str| serde_json::json!([{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix"}]}}]);
+        let change = crate::ownership::Change {
+            path: "/spec/rules".into(),
+            chart: rule("grafana.example.com"),
+            requested: Some(rule("evil.example.com")),
+        };
+        let advice = advice(
+            &files,
+            &release,
+            "Ingress",
+            "graf",
+            std::slice::from_ref(&change),
+            false,
+        )
+        .unwrap();
+        assert!(
+            advice.contains("/spec/rules/0/host comes from values host"),
+            "{advice}"
+        );
+        assert!(
+            advice.ends_with("--reuse-values --set host=evil.example.com"),
+            "{advice}"
+        );
+        // Two leaves changed, or an item added: the list as a whole, as before.
+        let mut two = rule("evil.example.com");
+        two[0]["http"]["paths"][0]["path"] = serde_json::json!("/x");
+        let added = serde_json::json!([rule("a")[0], rule("b")[0]]);
+        for requested in [two, added] {
+            let whole = crate::ownership::Change {
+                requested: Some(requested),
+                ..change.clone()
+            };
+            assert_eq!(changed_leaf(&whole), None);
+        }
     }
 
     /// A key not in the release's values, or whose value there is not the field's, is not
