@@ -637,9 +637,7 @@ impl Reverter {
                     ignore.extend(held);
                 }
                 Some((held, _)) => ignore.extend(held),
-                None => {
-                    self.held().remove(&ObjectKey::of(locked));
-                }
+                None => self.release_hold(locked),
             }
         }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
@@ -697,13 +695,25 @@ impl Reverter {
             }
         }
         let paths = revert_plan::held_paths(&drift());
-        held.insert(key, (newest.revision, paths.clone()));
-        let count = held.values().filter(|(_, p)| !p.is_empty()).count();
-        self.metrics.held_objects.set(count as i64);
+        let before = held.insert(key, (newest.revision, paths.clone()));
+        let was_held = before.is_some_and(|(_, p)| !p.is_empty());
+        match (was_held, !paths.is_empty()) {
+            (false, true) => self.metrics.held_objects.inc(),
+            (true, false) => self.metrics.held_objects.dec(),
+            _ => 0,
+        };
         if !paths.is_empty() {
             tracing::warn!(object = %object.describe(), release = %object.release, revision = newest.revision, author = %newest.author, paths = %paths.join(", "), "differs from a revision whose author is not known: held at what is live, never written from it");
         }
         Some((paths, true))
+    }
+
+    /// The author of the object's release is known (again): nothing of it is held.
+    fn release_hold(&self, object: &LockedObject) {
+        let released = self.held().remove(&ObjectKey::of(object));
+        if released.is_some_and(|(_, p)| !p.is_empty()) {
+            self.metrics.held_objects.dec();
+        }
     }
 
     /// What the reverter may do for the newest revision when its author is not known
