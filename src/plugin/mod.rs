@@ -246,7 +246,7 @@ pub(crate) fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -
     let mode = policy.mode.as_str().to_string();
     let reason = if newest.status.is_helm_at_work() {
         Some(format!(
-            "Helm is at work ({}): its objects are open until it finishes",
+            "Helm is at work ({}): its objects are open until it finishes (no helm command running for it: stuck, helm rollback)",
             newest.status
         ))
     } else if !newest.status.locks() {

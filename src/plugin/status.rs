@@ -224,7 +224,7 @@ pub(crate) fn render_text(report: &StatusReport) -> String {
         }
         if r.refused_objects > 0 {
             drift.push_str(&format!(
-                " ({} not reverted: the revision's author may not write them)",
+                " ({} not reverted: the revision's author may not write them or is not known)",
                 r.refused_objects
             ));
         }
@@ -483,7 +483,7 @@ mod tests {
         assert_eq!((r.refused_objects, r.fights), (1, 1));
         let text = render_text(&report);
         assert!(
-            text.contains("(1 not reverted: the revision's author may not write them) (1 left to another writer)"),
+            text.contains("(1 not reverted: the revision's author may not write them or is not known) (1 left to another writer)"),
             "{text}"
         );
     }

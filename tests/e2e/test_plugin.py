@@ -165,7 +165,7 @@ class KubectlLocker(unittest.TestCase):
         self.k("apply", "-f", "-", input=json.dumps(release_secret("pd", "pd", [cm], status="pending-upgrade", revision=2)))
         out = self.locker("status", "-n", "pd")
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn("Helm is at work (pending-upgrade): its objects are open until it finishes", out.stdout)
+        self.assertIn("Helm is at work (pending-upgrade): its objects are open until it finishes (no helm command running for it: stuck, helm rollback)", out.stdout)
         self.assertEqual(out.stdout.splitlines()[1].split()[:6], ["pd", "pd", "2", "pending-upgrade", "no", "deny"])
 
     def test_5_the_lockers_policy_and_helmrelease_registrations_are_honoured(self):
