@@ -5,7 +5,7 @@ node-up), and the webhook reached by the API server through the chart's Service.
 The order is a user's: install and wait for both replicas (probes), the caBundle a pod wrote, a
 chart of ours denied and upgraded, drift reverted by the leader, the leader pod deleted, a rolling
 `helm upgrade helm-locker` under a stream of writes, a drain (the PodDisruptionBudget), a
-certificate renewed by a pod. Start-to-Ready times and memory are written to
+certificate renewed by a pod, and the emergency bypass holding against the locker's own pods. Start-to-Ready times and memory are written to
 <node dir>/measurements.json and printed (docs/performance.md).
 
 Skipped, with the reason, only when this machine cannot run a node (kube-testenv.sh node-check);
@@ -473,6 +473,25 @@ class NodeInstall(unittest.TestCase):
         # Both replicas answer through the Service with their certificates: the old one's CA and
         # the new one's are both in the bundle. Each call lands on either; ten in a row all deny.
         self.assertTrue(all(self.denied_dry_run() for _ in range(10)))
+
+    def test_9_the_emergency_bypass_holds_against_the_lockers_own_pods(self):
+        # As the README and NOTES.txt say, with the chart's pods running and reverting.
+        self.node.must("delete", "validatingwebhookconfiguration", RELEASE)
+        self.node.must("delete", "mutatingwebhookconfiguration", f"{RELEASE}-author")
+        self.node.must("-n", NS, "scale", "deploy", RELEASE, "--replicas=0")
+        exists = lambda *what: self.node.kubectl("get", *what).returncode == 0  # noqa: E731
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            self.assertFalse(exists("validatingwebhookconfiguration", RELEASE))
+            self.assertFalse(exists("mutatingwebhookconfiguration", f"{RELEASE}-author"))
+            self.assertEqual(self.node.get_json("deploy", "-n", NS, RELEASE)["spec"]["replicas"], 0)
+            time.sleep(1)
+        # Writes go through unchecked meanwhile; helm upgrade brings it all back.
+        self.node.must("-n", "shop", "scale", "deploy", "shop-web", "--replicas=2")
+        self.locker.upgrade(CHART, RELEASE, {"podAnnotations": {"rolled": "1"}})
+        self.wait_two_ready()
+        self.assertTrue(exists("validatingwebhookconfiguration", RELEASE))
+        self.assertTrue(eventually(self.denied_dry_run, 60, 0.5), "not locking again after the upgrade")
 
 
 if __name__ == "__main__":
