@@ -121,7 +121,7 @@ class Locker:
         self.env = env or plane.env
         # The author webhook (webhook-config/author.yaml) of this locker is registered once it
         # is ready, and removed when it stops: without it, a release written meanwhile has no
-        # known author and the reverter writes nothing from it (docs/security.md).
+        # known author and the reverter writes none of its content (docs/security.md).
         self.stamping = False
         self.certs = os.path.join(plane.dir, f"certs-{name}")
         self.log_path = os.path.join(plane.dir, f"helm-locker-{name}.log")
