@@ -36,6 +36,18 @@ OPS = "ops"
 SETTLE = 30.0
 
 
+def widen(o):
+    """alice's changes: the ClusterRole widened to everything, herself added to both bindings,
+    the ConfigMap changed."""
+    if o["kind"] == "ClusterRole":
+        o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+        o["subjects"].append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"})
+    if o["kind"] == "ConfigMap":
+        o["data"]["setting"] = "from-alice"
+    return o
+
+
 def decode(secret):
     return json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
 
@@ -134,14 +146,6 @@ class Authors(unittest.TestCase):
         # (RBAC takes a moment to see the binding made in setUpClass.)
         self.assertTrue(eventually(lambda: self.can_i("patch", "configmaps", "-n", NS) == "yes", 10))
 
-        def widen(o):
-            if o["kind"] == "ClusterRole":
-                o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-            if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
-                o["subjects"].append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"})
-            if o["kind"] == "ConfigMap":
-                o["data"]["setting"] = "from-alice"
-            return o
 
         forged_at = time.time()
         self.forge(RELEASE, 2, widen)
@@ -257,14 +261,6 @@ class Authors(unittest.TestCase):
                           self.can_i("create", "rolebindings", "-n", NS))
         self.assertEqual(rights(), ("no", "no"))
 
-        def widen(o):
-            if o["kind"] == "ClusterRole":
-                o["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-            if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
-                o["subjects"].append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"})
-            if o["kind"] == "ConfigMap":
-                o["data"]["setting"] = "from-alice"
-            return o
 
         self.forge("early", 2, widen)
         secret = "sh.helm.release.v1.early.v2"

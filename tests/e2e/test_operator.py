@@ -19,7 +19,7 @@ import os
 import time
 import unittest
 
-from harness import (CHART as SHOP, DENIED, ROOT, ControlPlane, Locker, eventually,
+from harness import (BIN, CHART as SHOP, DENIED, ROOT, ControlPlane, Locker, eventually,
                      register_webhook, unregister_webhook)
 
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -113,14 +113,9 @@ class OperatorWins(unittest.TestCase):
         status = self.plane.get_json("-n", NS, "secret", f"sh.helm.release.v1.{RELEASE}.v2")
         self.assertEqual(status["metadata"]["labels"]["status"], "deployed")
         # kubectl locker status says why it is open.
-        out = self.plane.run([locker_bin(), "kubectl", "status", "-n", NS])
+        out = self.plane.run([BIN, "kubectl", "status", "-n", NS])
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("own release", out.stdout)
-
-
-def locker_bin():
-    from harness import BIN
-    return BIN
 
 
 if __name__ == "__main__":
