@@ -201,8 +201,10 @@ pub(crate) type LiveObjects = HashMap<ObjectId, Live>;
 
 /// The release that declares itself helm-locker's own, as the chart does: it renders a
 /// Deployment whose container passes `HELM_LOCKER_OWN_RELEASE` naming that very release.
+/// Anyone who may write a release Secret can make one declare so: only when exactly one
+/// release does is it taken (a display hint; the server follows its own flag alone).
 pub(crate) fn declared_own_release(index: &Index) -> Option<crate::core::ReleaseKey> {
-    index.releases().into_iter().find_map(|state| {
+    let mut declared = index.releases().into_iter().filter_map(|state| {
         let declared = state.objects.iter().flatten().any(|object| {
             if object.kind.as_ref() != "Deployment" {
                 return false;
@@ -221,7 +223,11 @@ pub(crate) fn declared_own_release(index: &Index) -> Option<crate::core::Release
             })
         });
         declared.then(|| state.key.clone())
-    })
+    });
+    match (declared.next(), declared.next()) {
+        (Some(own), None) => Some(own),
+        _ => None,
+    }
 }
 
 /// Whether a release is locked now, its mode, and why not.
