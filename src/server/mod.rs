@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod http_admission;
 pub(crate) mod listen;
+pub(crate) mod pending_clock;
 pub mod self_managed;
 pub mod state;
 pub mod tls;

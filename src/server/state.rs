@@ -45,5 +45,5 @@ pub(crate) struct AppState {
     /// The author stamp's key, once loaded (never, without the API server).
     pub stamping: crate::source::author_key::StampingRx,
     /// Since when each release has been pending (for `helm_locker_pending_release_oldest_seconds`).
-    pub pending: std::sync::Mutex<crate::server::admin::PendingClock>,
+    pub pending: std::sync::Mutex<crate::server::pending_clock::PendingClock>,
 }
