@@ -9,7 +9,15 @@ of what the code defines, read from the code with regexes:
 - its alert table names every alert of the chart's PrometheusRule, and no other;
 - docs/cli.md's flag table has a row with each `serve` flag and its environment variable
   (clap's `env = ...` in src/app.rs), and every HELM_LOCKER_* variable the docs name exists
-  in src/ (or is one the test scripts read, such as HELM_LOCKER_BIN).
+  in src/ (or is one the test scripts read, such as HELM_LOCKER_BIN);
+- docs/design.md's "Where the code is" names every module: each `mod NAME;` of core/src/lib.rs
+  and src/lib.rs, and of the shell's folder modules one level down (src/*/mod.rs), by its path
+  in backticks, as a file (`src/controller/reverter.rs`) or a folder (`src/controller/reverter/`).
+  Deeper modules (core/src/decide/..., src/controller/reverter/...) are not required.
+
+A module's path may name either form: a backticked `X.rs` that is gone is accepted while `X/`
+exists, and `X/` while `X.rs` does, so a module moving between a file and a folder does not
+break the book (links are still checked as written).
 
 Exits 1 naming each problem. Run by scripts/test.sh."""
 
@@ -60,6 +68,49 @@ def differences(what, code, docs, where, table):
     missing = [f"{where}: {what} {n} is in the code but not in the {table}" for n in code - docs]
     extra = [f"{where}: {what} {n} is in the {table} but not in the code" for n in docs - code]
     return sorted(missing) + sorted(extra)
+
+
+def module_problems():
+    """The modules design.md's "Where the code is" must name (see the docstring at the top)."""
+    roots = ["core/src/lib.rs", "src/lib.rs"]
+    roots += sorted(os.path.relpath(os.path.join(ROOT, "src", d, "mod.rs"), ROOT)
+                    for d in os.listdir(os.path.join(ROOT, "src"))
+                    if os.path.isfile(os.path.join(ROOT, "src", d, "mod.rs")))
+    declared = []
+    for root in roots:
+        # `mod name;` (any visibility, any attribute) declares a module in a file of its own;
+        # `#[cfg(test)] mod tests;` is a test module, not part of the design.
+        for attrs, name in re.findall(r"(?m)((?:^\s*#\[[^\]]*\]\s*\n)*)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;",
+                                      read(root)):
+            if "#[cfg(test)]" not in attrs:
+                declared.append((os.path.dirname(root), name))
+    if not declared:
+        return ["core/src/lib.rs, src/lib.rs: no `mod` declarations found; update scripts/check-docs.py"]
+    design = read("docs/design.md")
+    section = re.search(r"(?ms)^## Where the code is\n(.*?)(?=^## |\Z)", design)
+    if not section:
+        return ['docs/design.md: no section "## Where the code is"']
+    named = {n.rstrip(".,;:)") for n in CODE.findall(section.group(1))}
+    problems = []
+    for folder, name in declared:
+        forms = {f"{folder}/{name}.rs", f"{folder}/{name}/", f"{folder}/{name}/mod.rs"}
+        if not forms & named:
+            problems.append(f'docs/design.md: "Where the code is" does not name module {folder}/{name}.rs '
+                            f"(or {folder}/{name}/), declared in {folder}/"
+                            f'{"lib.rs" if folder.endswith("src") else "mod.rs"}')
+    return problems
+
+
+def exists(path):
+    """A repository path named in the docs exists; a module's other form counts (see the top)."""
+    full = os.path.join(ROOT, path)
+    if os.path.exists(full):
+        return True
+    if path.endswith(".rs"):
+        return os.path.isdir(full[:-3])
+    if path.endswith("/"):
+        return os.path.isfile(full.rstrip("/") + ".rs")
+    return False
 
 
 def list_problems():
@@ -115,7 +166,7 @@ def list_problems():
 
 
 def main():
-    broken = list_problems()
+    broken = list_problems() + module_problems()
     for doc in documents():
         with open(doc) as f:
             text = f.read()
@@ -135,7 +186,7 @@ def main():
             if not name.startswith(PATH_PREFIXES) or any(c in name for c in "*{}<>$"):
                 continue
             path = name.split(":")[0].split("#")[0]
-            if not os.path.exists(os.path.join(ROOT, path)):
+            if not exists(path):
                 broken.append(f"{where}: names {name}, which does not exist")
     for line in broken:
         print(line, file=sys.stderr)
