@@ -124,11 +124,26 @@ class MatchConditions(unittest.TestCase):
         def build(path):
             out = subprocess.run([kubectl, "kustomize", os.path.join(ROOT, path)], capture_output=True, text=True)
             self.assertEqual(out.returncode, 0, out.stderr)
-            return sorted(documents(out.stdout), key=lambda d: d["kind"])
+            return sorted(documents(out.stdout), key=lambda d: (d["kind"], d["metadata"]["name"]))
+
+        def build_own(components):
+            """A kustomization of a user's own, as webhook-config/kustomization.yaml shows one:
+            webhook-config and these Components (kustomize takes relative paths only)."""
+            with tempfile.TemporaryDirectory() as own:
+                rel = lambda path: os.path.relpath(os.path.join(ROOT, path), own)  # noqa: E731
+                with open(os.path.join(own, "kustomization.yaml"), "w") as f:
+                    f.write(json.dumps({"resources": [rel("webhook-config")],
+                                        "components": [rel(c) for c in components]}))
+                return build(own)
 
         base, newer = build("webhook-config"), build("webhook-config-1.28")
         self.assertEqual([d["kind"] for d in newer], [d["kind"] for d in base],
                          "the conditions' own object is not applied")
+        # By default the lock and the author stamp only: the repair webhook would be a second
+        # call per write in modes deny and warn.
+        self.assertEqual([(d["kind"], d["metadata"]["name"]) for d in base],
+                         [("MutatingWebhookConfiguration", "helm-locker-author"),
+                          ("ValidatingWebhookConfiguration", "helm-locker")])
         want = shipped_conditions()
         for old, new in zip(base, newer):
             for before, after in zip(old["webhooks"], new["webhooks"]):
@@ -136,10 +151,22 @@ class MatchConditions(unittest.TestCase):
                                  after["name"])
                 self.assertEqual(after, before)
         self.assertEqual(len(author_webhooks(newer)), 1)
-        # The chart renders for 1.28 what webhook-config-1.28 holds.
+        # Repair mode: the Component webhook-config/repair adds the mutating configuration as
+        # shipped; listed before match-conditions, its webhook gets the conditions too.
+        with open(os.path.join(ROOT, "webhook-config", "mutating.yaml")) as f:
+            mutating = documents(f.read())
+        self.assertEqual(build_own(["webhook-config/repair"]), sorted(base + mutating, key=lambda d: (
+            d["kind"], d["metadata"]["name"])))
+        repair = build_own(["webhook-config/repair", "webhook-config/match-conditions"])
+        self.assertTrue(all(w.get("matchConditions") == want for _, w in webhooks(repair)))
+        self.assertEqual(len(author_webhooks(repair)), 1)
+        # The chart renders for 1.28 what webhook-config-1.28 (and, in repair mode, the
+        # kustomization above) holds.
         chart = {w["name"]: w["matchConditions"] for _, w in webhooks(render("v1.28.0", {"mode": "repair"}))}
-        self.assertEqual(set(chart), {w["name"] for _, w in webhooks(base)})
+        self.assertEqual(set(chart), {w["name"] for _, w in webhooks(repair)})
         self.assertTrue(all(c == want for c in chart.values()))
+        chart = {w["name"] for _, w in webhooks(render("v1.28.0"))}
+        self.assertEqual(chart, {w["name"] for _, w in webhooks(base)})
 
     def test_certs_gen_writes_them_for_1_28_and_the_chart_renders_the_same(self):
         binary = CERTS_GEN
