@@ -14,7 +14,9 @@ process start-up (kubectl's ~100 ms) does not drown the difference.
 
     scripts/e2e.sh builds everything; then:
     cargo build --release --bin helm-locker --example baseline_server
-    cd tests/e2e && HELM_LOCKER_BIN=../../target/release/helm-locker ../../.venv-e2e/bin/python bench_webhook_overhead.py [N]
+    cd tests/e2e && target=$(../../scripts/target-dir.sh) && HELM_LOCKER_BIN=$target/release/helm-locker \
+      BASELINE_BIN=$target/release/examples/baseline_server ../../.venv-e2e/bin/python bench_webhook_overhead.py [N]
+    (scripts/target-dir.sh prints where cargo builds, CARGO_TARGET_DIR included.)
 """
 
 import http.client

@@ -21,8 +21,10 @@ the legitimate writes through the same door still go through:
 And who tried (issue 18): each denial is a Warning Event on the object naming the user; a
 retry loop is one Event, a dry run none.
 Run through scripts/e2e.sh, or alone:
-  HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest \
-      discover -s tests/e2e -p test_identity.py -v
+  HELM_LOCKER_BIN="$(scripts/target-dir.sh)/debug/helm-locker" \
+      .venv-e2e/bin/python -m unittest discover -s tests/e2e -p test_identity.py -v
+(from the repository's root; scripts/target-dir.sh prints where cargo builds, CARGO_TARGET_DIR
+included).
 """
 
 import json

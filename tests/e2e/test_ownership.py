@@ -37,8 +37,10 @@ disagrees with a rule as first written, the row's note says so. What the API ser
     through autoscaling/v1), so the same field has another path;
   - a server-side apply that changes no value still makes its manager a co-owner (test_5).
 Run through scripts/e2e.sh, or alone:
-  HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest \
-      discover -s tests/e2e -p test_ownership.py -v
+  HELM_LOCKER_BIN="$(scripts/target-dir.sh)/debug/helm-locker" \
+      .venv-e2e/bin/python -m unittest discover -s tests/e2e -p test_ownership.py -v
+(from the repository's root; scripts/target-dir.sh prints where cargo builds, CARGO_TARGET_DIR
+included).
 """
 
 import base64

@@ -7,7 +7,10 @@ API server's schema), and drift is written with plain kubectl, as it would get p
 (an exempt user, the locker down).
 
 Run through scripts/e2e.sh (it builds helm-locker and sets HELM_LOCKER_BIN), or alone:
-  HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest tests/e2e/test_plugin.py -v
+  HELM_LOCKER_BIN="$(scripts/target-dir.sh)/debug/helm-locker" \
+      .venv-e2e/bin/python -m unittest discover -s tests/e2e -p test_plugin.py -v
+(from the repository's root; scripts/target-dir.sh prints where cargo builds, CARGO_TARGET_DIR
+included).
 """
 
 import json

@@ -5,7 +5,10 @@ installed by real Helm (charts/webapp, written in this repository: values on the
 suggested upgrade done and found to work.
 
 Run through scripts/e2e.sh, or alone:
-  HELM_LOCKER_BIN=$PWD/target/debug/helm-locker .venv-e2e/bin/python -m unittest tests/e2e/test_values_trace.py -v
+  HELM_LOCKER_BIN="$(scripts/target-dir.sh)/debug/helm-locker" \
+      .venv-e2e/bin/python -m unittest discover -s tests/e2e -p test_values_trace.py -v
+(from the repository's root; scripts/target-dir.sh prints where cargo builds, CARGO_TARGET_DIR
+included).
 """
 
 import json
