@@ -1,0 +1,140 @@
+//! How one attempt at a revert ends: its outcome, or why it failed (an error, a conflict with a
+//! concurrent write).
+
+pub(super) enum Outcome {
+    InSync,
+    Skipped(&'static str),
+    /// The revision's author may not make the write, or is not known.
+    Refused,
+    Reverted,
+    Recreated,
+    /// Fields another manager co-owned with the chart's values are Helm's alone again.
+    OwnershipReturned,
+}
+
+/// Why a revert failed: its retry waits a backoff.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RevertError {
+    #[error("cannot find the API resource of {kind}")]
+    Discovery {
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the API server refused")]
+    Api(#[from] kube::Error),
+    #[error("an object that does not read as JSON")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Confirm(#[from] crate::confirm::ConfirmError),
+    #[error("cannot ask the API server what the revision's author may do")]
+    Author(#[source] kube::Error),
+    #[error("the object changed under each of {tries} writes")]
+    Raced {
+        tries: usize,
+        #[source]
+        source: Option<kube::Error>,
+    },
+}
+
+/// Why one attempt at a revert did not happen.
+#[derive(Debug)]
+pub(super) enum Failure {
+    Error(RevertError),
+    /// The object changed since it was read.
+    Conflict(Conflict),
+    /// A guarded write failed, and a fresh read shows the object unchanged: the failure was
+    /// the write's own, not a concurrent write's.
+    Unchanged,
+}
+
+impl From<RevertError> for Failure {
+    fn from(error: RevertError) -> Self {
+        Failure::Error(error)
+    }
+}
+
+impl From<kube::Error> for Failure {
+    fn from(error: kube::Error) -> Self {
+        Failure::Error(RevertError::Api(error))
+    }
+}
+
+impl From<serde_json::Error> for Failure {
+    fn from(error: serde_json::Error) -> Self {
+        Failure::Error(RevertError::Json(error))
+    }
+}
+
+impl From<crate::confirm::ConfirmError> for Failure {
+    fn from(error: crate::confirm::ConfirmError) -> Self {
+        Failure::Error(RevertError::Confirm(error))
+    }
+}
+
+impl Failure {
+    /// A write's error; `guarded`: the resourceVersion its JSON patch tested. A failed test
+    /// (422) or a change the API server saw under the write (409) means someone wrote since
+    /// the read: a conflict, not an error of the revert.
+    pub(super) fn of(error: kube::Error, guarded: Option<&str>) -> Failure {
+        match guarded {
+            Some(rv) if matches!(&error, kube::Error::Api(s) if s.code == 422 || s.code == 409) => {
+                Failure::Conflict(Conflict {
+                    resource_version: rv.to_string(),
+                    error,
+                })
+            }
+            _ => Failure::Error(RevertError::Api(error)),
+        }
+    }
+}
+
+/// A resourceVersion-guarded write that failed: the version it tested, and the API server's answer.
+#[derive(Debug)]
+pub(super) struct Conflict {
+    pub(super) resource_version: String,
+    pub(super) error: kube::Error,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: message.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn a_failed_resource_version_guard_is_a_conflict_and_other_errors_are_errors() {
+        // kube-apiserver 1.20's answer to a JSON patch whose `test` op failed.
+        let test_failed = || {
+            api_error(
+                422,
+                "the server rejected our request due to an error in our request",
+            )
+        };
+        match Failure::of(test_failed(), Some("42")) {
+            Failure::Conflict(c) => {
+                assert_eq!(c.resource_version, "42");
+                assert!(c.error.to_string().contains("rejected our request"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            Failure::of(api_error(409, "the object has been modified"), Some("42")),
+            Failure::Conflict(_)
+        ));
+        // No guard (a forced apply): a 422 is the revert's own error.
+        assert!(matches!(
+            Failure::of(test_failed(), None),
+            Failure::Error(_)
+        ));
+        assert!(matches!(
+            Failure::of(api_error(403, "forbidden"), Some("42")),
+            Failure::Error(_)
+        ));
+    }
+}

@@ -1,0 +1,191 @@
+//! Whether the revision's author may make the write (RBAC, asked of the API server), and the
+//! report of a write refused for its author.
+
+use kube::core::ApiResource;
+use kube::runtime::events::{Event, EventType};
+use serde_json::Value;
+
+use crate::core::author;
+use crate::core::index::{Index, LockedObject, ReleaseState};
+
+use super::attempt::{Failure, Outcome, RevertError};
+use super::key::ObjectKey;
+use super::Reverter;
+
+/// The chart's own Role or ClusterRole that a binding of the same release refers to: writing
+/// the binding is as much as granting that role's rules.
+pub(super) fn referenced_role(
+    index: &Index,
+    object: &LockedObject,
+    desired: &Value,
+) -> Option<Value> {
+    if object.group != "rbac.authorization.k8s.io" || !object.kind.ends_with("Binding") {
+        return None;
+    }
+    let name = desired.pointer("/roleRef/name")?.as_str()?;
+    let (kind, namespace) = match desired.pointer("/roleRef/kind")?.as_str()? {
+        "Role" => ("Role", object.namespace.as_deref()),
+        "ClusterRole" => ("ClusterRole", None),
+        _ => return None,
+    };
+    let role = index.lookup("rbac.authorization.k8s.io", kind, namespace, name)?;
+    (role.release == object.release).then(|| role.content().to_json())
+}
+
+/// Why the reverter leaves a drifted object as it is, for its author.
+pub(super) enum Refusal<'a> {
+    /// The revision's author lacks these accesses.
+    Lacks(&'a [author::Access]),
+    /// The author is not known, and the object is out of what is held for such a revision.
+    NotKnown(author::Unknown, author::OutOfScope),
+    /// The author is not known: these paths are held at what was live.
+    Held(author::Unknown, &'a [String]),
+}
+
+impl Reverter {
+    /// Whether the newest revision's author may make the write (docs/security.md): `None`
+    /// when granted, else the refusal, reported.
+    pub(super) async fn authorize(
+        &self,
+        index: &Index,
+        state: &ReleaseState,
+        object: &LockedObject,
+        ar: &ApiResource,
+        exists: bool,
+        desired: &Value,
+    ) -> Result<Option<Outcome>, Failure> {
+        let key = ObjectKey::of(object);
+        let write = if exists {
+            author::Write::Patch
+        } else {
+            author::Write::Create
+        };
+        let role = referenced_role(index, object, desired);
+        let needed = author::needs(
+            write,
+            &key.group,
+            &ar.plural,
+            key.namespace.as_deref(),
+            &key.name,
+            desired,
+            role.as_ref(),
+        );
+        let Some(newest) = state.newest() else {
+            return Ok(Some(Outcome::Skipped("release not revertable")));
+        };
+        let permission = self
+            .authors
+            .permission(&newest.author, &needed)
+            .await
+            .map_err(RevertError::Author)?;
+        let refusal = match &permission {
+            author::Permission::Granted => None,
+            author::Permission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
+            author::Permission::NoAuthor(why) => {
+                Some(Refusal::NotKnown(*why, author::OutOfScope::NotHeld(*why)))
+            }
+        };
+        if let Some(refusal) = refusal {
+            self.report_refusal(newest, object, refusal).await;
+            return Ok(Some(Outcome::Refused));
+        }
+        self.clear_refusal(&key);
+        Ok(None)
+    }
+
+    /// A write refused for the revision's author: a warning log line and a Warning Event on the
+    /// revision's Secret (`AuthorLacksRights` naming the author and what they may not do, or
+    /// `UnknownAuthor`), once per object and revision; counted in `author_refused_objects`.
+    pub(super) async fn report_refusal(
+        &self,
+        revision: &crate::core::index::Revision,
+        object: &LockedObject,
+        refusal: Refusal<'_>,
+    ) {
+        let key = ObjectKey::of(object);
+        let secret = revision.secret.to_string();
+        {
+            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let new = refused.insert(key, secret.clone()).as_ref() != Some(&secret);
+            self.metrics
+                .author_refused_objects
+                .set(refused.len() as i64);
+            if !new {
+                return;
+            }
+        }
+        let (object_name, release, number) =
+            (object.describe(), &object.release, revision.revision);
+        let (reason, note) = match refusal {
+            Refusal::Lacks(accesses) => {
+                let refused: Vec<String> = accesses.iter().map(ToString::to_string).collect();
+                tracing::warn!(object = %object_name, release = %release, revision = number, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
+                (
+                    "AuthorLacksRights",
+                    format!(
+                        "helm-locker does not write {object_name} from release {release} revision {number}: its author {} may not {}. A revision acts only with its author's rights; helm upgrade by someone who may makes the release's objects locked and reverted again.",
+                        revision.author,
+                        refused.join(", ")
+                    ),
+                )
+            }
+            Refusal::NotKnown(why, out) => {
+                tracing::warn!(object = %object_name, release = %release, revision = number, why = why.as_str(), scope = out.as_str(), "drift not reverted: the revision's author is not known");
+                (
+                    "UnknownAuthor",
+                    format!(
+                        "helm-locker does not write {object_name} from release {release} revision {number}: the revision's author is not known ({}), and {}. helm upgrade makes the release's objects reverted again.",
+                        why.as_str(),
+                        out.as_str()
+                    ),
+                )
+            }
+            Refusal::Held(why, paths) => (
+                "UnknownAuthor",
+                format!(
+                    "helm-locker holds {object_name} at what was live when it first saw it under release {release} revision {number}, and never writes that revision's {}: its author is not known ({}). helm upgrade makes the release's objects reverted to the chart again.",
+                    paths.join(", "),
+                    why.as_str()
+                ),
+            ),
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Secret".into()),
+            namespace: Some(revision.secret.namespace.clone()),
+            name: Some(revision.secret.name.clone()),
+            ..Default::default()
+        };
+        // The object as the related one: one Event per object refused, not one series per Secret.
+        let related = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(if object.group.is_empty() {
+                object.version.to_string()
+            } else {
+                format!("{}/{}", object.group, object.version)
+            }),
+            kind: Some(object.kind.to_string()),
+            namespace: object.namespace.as_deref().map(str::to_string),
+            name: Some(object.name.to_string()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Refuse".into(),
+            secondary: Some(related),
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record the {reason} event");
+        }
+    }
+
+    pub(super) fn clear_refusal(&self, key: &ObjectKey) {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.remove(key).is_some() {
+            self.metrics
+                .author_refused_objects
+                .set(refused.len() as i64);
+        }
+    }
+}

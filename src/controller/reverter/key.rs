@@ -1,0 +1,41 @@
+//! What the reverter queues: one object as the index keys it, and a job to reconcile it.
+
+use kube::core::GroupVersionKind;
+
+use crate::core::index::LockedObject;
+use crate::core::revert_plan::HelmWriter;
+
+/// One object, as the index keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ObjectKey {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub(super) fn of(object: &LockedObject) -> ObjectKey {
+        ObjectKey {
+            group: object.group.to_string(),
+            version: object.version.to_string(),
+            kind: object.kind.to_string(),
+            namespace: object.namespace.as_deref().map(str::to_string),
+            name: object.name.to_string(),
+        }
+    }
+
+    pub(super) fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::gvk(&self.group, &self.version, &self.kind)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Job {
+    pub(super) key: ObjectKey,
+    /// Helm's writer as last seen (a Delete event carries the object's managedFields).
+    pub(super) writer: Option<HelmWriter>,
+    /// Already waited its backoff.
+    pub(super) delayed: bool,
+}

@@ -1,0 +1,357 @@
+//! The watches: one per kind the locked releases own, following the index; each queues the
+//! locked objects that drifted or went, and records what it saw of their ownership.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{pinned_kind, Scope};
+use kube::runtime::watcher::{self, Event as WatchEvent};
+use kube::runtime::WatchStreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::core::index::{Index, LockedObject};
+use crate::core::revert_plan;
+
+use super::attempt::RevertError;
+use super::key::{Job, ObjectKey};
+use super::proofs::Proofs;
+use super::{revertable, Reverter};
+
+impl Reverter {
+    /// Starts and stops one watch per kind the releases own, and queues the objects of
+    /// releases that just became revertable or changed (a deleted object shows up here).
+    pub(super) async fn follow_index(self: Arc<Self>, tx: mpsc::UnboundedSender<Job>) {
+        let mut updates = self.index.subscribe();
+        let mut watches: HashMap<(String, String), (String, tokio::task::JoinHandle<()>)> =
+            HashMap::new();
+        let mut previous = self.index.snapshot();
+        loop {
+            let index = self.index.snapshot();
+            let mut wanted: HashMap<(String, String), String> = HashMap::new();
+            for state in index.releases() {
+                for object in state.objects.iter().flatten() {
+                    wanted
+                        .entry((object.group.to_string(), object.kind.to_string()))
+                        .or_insert_with(|| object.version.to_string());
+                }
+            }
+            watches.retain(|kind, (_, task)| {
+                let keep = wanted.contains_key(kind);
+                if !keep {
+                    task.abort();
+                    tracing::debug!(group = %kind.0, kind = %kind.1, "no release owns this kind any more: watch stopped");
+                }
+                keep
+            });
+            for (kind, version) in wanted {
+                if let std::collections::hash_map::Entry::Vacant(slot) = watches.entry(kind) {
+                    let (group, kind) = slot.key().clone();
+                    let task = tokio::spawn(
+                        self.clone()
+                            .watch_kind(GroupVersionKind::gvk(&group, &version, &kind), tx.clone()),
+                    );
+                    slot.insert((version, task));
+                }
+            }
+            for state in index.releases() {
+                let before = previous.release(&state.key);
+                // A LockException that opens or closes changes what is left alone: when one
+                // closes, the drift it left behind is reverted.
+                let changed = before.is_none_or(|b| !Arc::ptr_eq(b, state))
+                    || previous.registration(&state.key) != index.registration(&state.key)
+                    || previous.exceptions(&state.key) != index.exceptions(&state.key);
+                if !changed {
+                    continue;
+                }
+                for object in state.objects.iter().flatten() {
+                    if revertable(&self.config, &index, object).is_some() {
+                        let _ = tx.send(Job {
+                            key: ObjectKey::of(object),
+                            writer: None,
+                            delayed: false,
+                        });
+                    }
+                }
+            }
+            previous = index;
+            if updates.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    pub(super) async fn resource(
+        &self,
+        gvk: &GroupVersionKind,
+    ) -> Result<(ApiResource, bool), RevertError> {
+        if let Some(found) = self.resources.lock().expect("not poisoned").get(gvk) {
+            return Ok(found.clone());
+        }
+        let (ar, caps) =
+            pinned_kind(&self.client, gvk)
+                .await
+                .map_err(|source| RevertError::Discovery {
+                    kind: format!("{}/{} {}", gvk.group, gvk.version, gvk.kind),
+                    source,
+                })?;
+        let found = (ar, caps.scope == Scope::Namespaced);
+        self.resources
+            .lock()
+            .expect("not poisoned")
+            .insert(gvk.clone(), found.clone());
+        Ok(found)
+    }
+
+    pub(super) fn api(
+        &self,
+        ar: &ApiResource,
+        namespaced: bool,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        match (namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
+            _ => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Watches one kind cluster-wide and queues locked objects that drifted or vanished.
+    pub(super) async fn watch_kind(
+        self: Arc<Self>,
+        gvk: GroupVersionKind,
+        tx: mpsc::UnboundedSender<Job>,
+    ) {
+        let mut wait = Duration::from_millis(500);
+        let (ar, _) = loop {
+            match self.resource(&gvk).await {
+                Ok(found) => break found,
+                Err(e) => {
+                    tracing::debug!(group = %gvk.group, kind = %gvk.kind, error = %crate::error_chain::with_causes(&e), "kind not served (yet); retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+            }
+        };
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut listed: HashSet<(Option<String>, String)> = HashSet::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Init) => listed.clear(),
+                Ok(WatchEvent::InitApply(object)) => {
+                    listed.insert((
+                        object.metadata.namespace.clone(),
+                        object.metadata.name.clone().unwrap_or_default(),
+                    ));
+                    self.check_live(&gvk, &object, &tx);
+                }
+                Ok(WatchEvent::Apply(object)) => self.check_live(&gvk, &object, &tx),
+                Ok(WatchEvent::InitDone) => {
+                    // Locked objects missing from the full list were deleted.
+                    let index = self.index.snapshot();
+                    for state in index.releases() {
+                        for object in state.objects.iter().flatten() {
+                            if object.group == gvk.group
+                                && object.kind == gvk.kind
+                                && !listed.contains(&(
+                                    object.namespace.as_deref().map(str::to_string),
+                                    object.name.to_string(),
+                                ))
+                                && revertable(&self.config, &index, object).is_some()
+                            {
+                                let _ = tx.send(Job {
+                                    key: ObjectKey::of(object),
+                                    writer: None,
+                                    delayed: false,
+                                });
+                            }
+                        }
+                    }
+                    listed.clear();
+                }
+                Ok(WatchEvent::Delete(object)) => {
+                    let index = self.index.snapshot();
+                    if let Some(locked) = self.locked(&index, &gvk, &object) {
+                        let live = serde_json::to_value(&object).ok();
+                        if let Some(live) = &live {
+                            // Seen carrying the release's annotations as it went: it was the
+                            // release's, and may be created again.
+                            let mut proofs = self.proofs();
+                            proofs.observe(&ObjectKey::of(locked), &locked.release, live);
+                            proofs.unproven.remove(&ObjectKey::of(locked));
+                            self.metrics
+                                .unproven_objects
+                                .set(proofs.unproven.len() as i64);
+                        }
+                        if revertable(&self.config, &index, locked).is_some() {
+                            let apply_method = index
+                                .release(&locked.release)
+                                .and_then(|s| s.newest())
+                                .and_then(|r| r.apply_method.clone());
+                            let _ = tx.send(Job {
+                                key: ObjectKey::of(locked),
+                                writer: Some(revert_plan::helm_writer(
+                                    live.as_ref(),
+                                    apply_method.as_deref(),
+                                )),
+                                delayed: false,
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.metrics.watch_restarts.inc();
+                    tracing::warn!(group = %gvk.group, kind = %gvk.kind, error = %e, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    pub(super) fn locked<'i>(
+        &self,
+        index: &'i Index,
+        gvk: &GroupVersionKind,
+        object: &DynamicObject,
+    ) -> Option<&'i Arc<LockedObject>> {
+        let name = object.metadata.name.as_deref()?;
+        index.lookup(
+            &gvk.group,
+            &gvk.kind,
+            object.metadata.namespace.as_deref(),
+            name,
+        )
+    }
+
+    /// Queues a watched object when it is locked and differs from the chart.
+    pub(super) fn check_live(
+        &self,
+        gvk: &GroupVersionKind,
+        object: &DynamicObject,
+        tx: &mpsc::UnboundedSender<Job>,
+    ) {
+        let index = self.index.snapshot();
+        let Some(locked) = self.locked(&index, gvk, object) else {
+            return;
+        };
+        if revertable(&self.config, &index, locked).is_none() {
+            return;
+        }
+        let Ok(live) = serde_json::to_value(object) else {
+            return;
+        };
+        if !self.observe(locked, &live) {
+            return;
+        }
+        let schema = self.schema.load();
+        self.check_attribution(&schema, locked, &live);
+        let mut ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
+        if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
+            let seen = |ignore: &[String]| {
+                let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+                revert_plan::drift(&schema, locked, &live, &ignore)
+            };
+            match self.held_paths(locked, newest, || seen(&ignore)) {
+                // Newly held: reported by the worker.
+                Some((held, true)) if !held.is_empty() => {
+                    let _ = tx.send(Job {
+                        key: ObjectKey::of(locked),
+                        writer: None,
+                        delayed: false,
+                    });
+                    ignore.extend(held);
+                }
+                Some((held, _)) => ignore.extend(held),
+                None => self.release_hold(locked),
+            }
+        }
+        let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+        let drifted = !revert_plan::drift(&schema, locked, &live, &ignore).is_empty();
+        // Without drift, a server-side release's fields may still be co-owned by another
+        // manager (a restore by kubectl apply): handed back so Helm's next upgrade does not
+        // conflict.
+        let co_owned = || {
+            let apply_method = index
+                .release(&locked.release)
+                .and_then(|s| s.newest())
+                .and_then(|r| r.apply_method.as_deref());
+            if apply_method != Some("ssa") {
+                return false;
+            }
+            // A restore by another manager alone: the worker knows Helm's writer.
+            let Some((helm, _)) = crate::core::fields_v1::helm_fields(&live, None) else {
+                return true;
+            };
+            revert_plan::ownership_return(&schema, locked, &live, helm, &ignore).is_some()
+        };
+        if drifted || co_owned() {
+            let _ = tx.send(Job {
+                key: ObjectKey::of(locked),
+                writer: None,
+                delayed: false,
+            });
+        }
+    }
+
+    pub(super) fn proofs(&self) -> std::sync::MutexGuard<'_, Proofs> {
+        self.proofs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a live locked object is proven to be its release's ([`Proofs::observe`]); keeps
+    /// the gauges current.
+    pub(super) fn observe(&self, locked: &LockedObject, live: &Value) -> bool {
+        let mut proofs = self.proofs();
+        let proven = proofs.observe(&ObjectKey::of(locked), &locked.release, live);
+        self.metrics
+            .unproven_objects
+            .set(proofs.unproven.len() as i64);
+        self.metrics
+            .missing_objects
+            .set(proofs.missing.len() as i64);
+        if !proven {
+            tracing::debug!(object = %locked.describe(), release = %locked.release, "does not carry the release's meta.helm.sh annotations; neither locked nor reverted");
+        }
+        proven
+    }
+
+    /// Compares the lock with the managedFields entry the API server wrote for Helm, once per
+    /// entry: a difference is a schema gap (a field locked that Helm does not own, or the
+    /// reverse), counted and logged so it shows in production rather than as a bypass.
+    pub(super) fn check_attribution(
+        &self,
+        schema: &crate::core::schema::Schema,
+        locked: &LockedObject,
+        live: &Value,
+    ) {
+        // Re-compared only when Helm's entry changes (a new apply), not on every status update.
+        let Some((_, fields)) = crate::core::fields_v1::helm_fields(live, None) else {
+            return;
+        };
+        let stamp = fields.to_string();
+        let key = ObjectKey::of(locked);
+        {
+            let mut seen = self.attributions.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.get(&key) == Some(&stamp) {
+                return;
+            }
+            seen.insert(key, stamp);
+        }
+        if let Some(attribution) = revert_plan::attribution(schema, locked, live) {
+            if !attribution.matches() {
+                self.metrics.ownership_mismatches.inc();
+                tracing::warn!(
+                    object = %locked.describe(),
+                    manager = %attribution.manager,
+                    missing = ?attribution.missing,
+                    extra = ?attribution.extra,
+                    "what helm-locker locks differs from what the API server attributes to Helm"
+                );
+            }
+        }
+    }
+}
