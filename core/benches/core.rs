@@ -11,11 +11,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use helm_locker_core::decide::decide;
 use helm_locker_core::index::Index;
 use helm_locker_core::policy::Config;
 use helm_locker_core::release::{ReleaseSecret, Status};
 use helm_locker_core::review::parse_review;
+use helm_locker_core::{decide, decide_found, find};
 use serde_json::json;
 
 fn manifest(release: &str, objects: usize) -> String {
@@ -213,15 +213,15 @@ fn benches(c: &mut Criterion) {
                 for body in &go_ordered {
                     let body = black_box(body.as_bytes());
                     let head = helm_locker_core::review::read_head(body).unwrap();
-                    assert!(helm_locker_core::decide::decide_head(
-                        &recorded_index,
-                        &schema,
-                        &head.review.request
-                    )
-                    .unwrap()
-                    .is_none());
+                    let found = find(&recorded_index, &schema, &head.review.request);
+                    assert!(found
+                        .answer(&recorded_index, &head.review.request)
+                        .is_none());
                     let review = head.rest().unwrap();
-                    black_box(decide(&recorded_index, &schema, &config, &review.request).unwrap());
+                    black_box(
+                        decide_found(&recorded_index, &schema, &config, &review.request, found)
+                            .unwrap(),
+                    );
                 }
             })
         },
@@ -234,19 +234,16 @@ fn benches(c: &mut Criterion) {
         .map(|b| helm_locker_core::test_util::go_order(&b))
         .filter(|body| {
             helm_locker_core::review::read_head(body.as_bytes()).is_some_and(|head| {
-                helm_locker_core::decide::decide_head(
-                    &recorded_index,
-                    &schema,
-                    &head.review.request,
-                )
-                .is_ok_and(|d| d.is_some())
+                find(&recorded_index, &schema, &head.review.request)
+                    .answer(&recorded_index, &head.review.request)
+                    .is_some()
             })
         })
         .collect();
     group.throughput(Throughput::Elements(answered_by_head.len() as u64));
     group.bench_function(
         format!(
-            "server path: {} recorded unowned writes, head + decide_head",
+            "server path: {} recorded unowned writes, head + find + answer",
             answered_by_head.len()
         ),
         |b| {
@@ -254,13 +251,9 @@ fn benches(c: &mut Criterion) {
                 for body in &answered_by_head {
                     let head =
                         helm_locker_core::review::read_head(black_box(body.as_bytes())).unwrap();
+                    let request = &head.review.request;
                     black_box(
-                        helm_locker_core::decide::decide_head(
-                            &recorded_index,
-                            &schema,
-                            &head.review.request,
-                        )
-                        .unwrap(),
+                        find(&recorded_index, &schema, request).answer(&recorded_index, request),
                     );
                 }
             })

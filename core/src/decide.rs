@@ -19,7 +19,10 @@ use crate::release::{describe_json_error, Status};
 use crate::review::{Operation, Request};
 use crate::schema::Schema;
 
+mod find;
 mod message;
+use find::{annotated_release, Door, Resolved, Ruled};
+pub use find::{find, Found};
 use message::{
     co_owner_message, creator_message, headline, message, other_version_message,
     scale_co_owner_message, Wording,
@@ -337,153 +340,40 @@ pub enum DecideError {
     BadObject { field: &'static str, reason: String },
 }
 
-/// Which part of a locked object a request writes.
-#[derive(Clone, Copy)]
-struct Door {
-    /// `scale`: the parent's replicas.
-    scale: bool,
-    /// `status`: compared on metadata.
-    status: bool,
-    /// `pods/eviction`: a delete.
-    evict: bool,
-}
-
-enum Located<'i> {
-    /// Decided before reading the object.
-    Answered(Allowed),
-    Locked(&'i std::sync::Arc<LockedObject>, Door),
-}
-
-/// The locked object a request writes, and through which door; or the answer when there is
-/// none to find.
-fn locate<'i>(
-    index: &'i Index,
-    schema: &Schema,
-    request: &Request<'_>,
-) -> Result<Located<'i>, DecideError> {
-    if request.operation == Operation::Connect {
-        return Ok(Located::Answered(Allowed::NotOwned));
-    }
-    // `scale` writes the parent's /spec/replicas; `status` keeps the metadata it is sent for
-    // several kinds (measured on kube-apiserver 1.20: a Service's and a Namespace's labels and
-    // annotations, a Deployment's annotations), so metadata is compared there (the review's
-    // object already holds what will be stored); an eviction deletes the Pod.
-    let door = |scale, status, evict| Door {
-        scale,
-        status,
-        evict,
-    };
-    let door = match request.sub_resource() {
-        // `namespaces/finalize` keeps all metadata and `spec.finalizers` it is sent (measured on
-        // 1.20, docs/subresources.md): compared like a write of the object itself.
-        None | Some("finalize") => door(false, false, false),
-        // `pods/resize` (Kubernetes 1.33+, in-place resize) writes the containers' `resources`
-        // (and `resizePolicy`) of a Pod; a chart's bare Pod sets them. The Pod's own update may
-        // not change them, so the next `helm upgrade` that applies the chart's would fail: a
-        // write of the Pod itself, compared as one (its strategy keeps nothing else it is sent).
-        Some("resize")
-            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
-        {
-            door(false, false, false)
-        }
-        Some("scale") => door(true, false, false),
-        Some("status") => door(false, true, false),
-        Some("eviction")
-            if request.resource.group.is_empty() && request.resource.resource == "pods" =>
-        {
-            door(false, false, true)
-        }
-        Some(_) => return Ok(Located::Answered(Allowed::Subresource)),
-    };
-    let found = if door.evict {
-        let name = request.name().unwrap_or_default();
-        index.lookup("", "Pod", request.namespace(), name)
-    } else {
-        find_object(index, schema, request, door.scale)?
-    };
-    Ok(match found {
-        Some(object) => Located::Locked(object, door),
-        None => Located::Answered(Allowed::NotOwned),
-    })
-}
-
-/// What a review's head (everything but `object` and `oldObject`) decides on its own: an
-/// object no release owns, or a subresource never locked (the fast path). `None` when the
-/// object is locked and the whole review is needed.
-///
-/// A write that names no object (the namespace controller's collection DELETEs name each
-/// object only in `oldObject`, which the head does not hold) is answered only when no release
-/// renders anything in its namespace.
-pub fn decide_head(
-    index: &Index,
-    schema: &Schema,
-    request: &Request<'_>,
-) -> Result<Option<Decision>, DecideError> {
-    if request.name().is_none() && request.operation != Operation::Connect {
-        let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
-        let elsewhere = match request.namespace() {
-            Some(namespace) if !is_namespace => !index.holds_objects_in(namespace),
-            _ => false,
-        };
-        return Ok(elsewhere.then_some(Decision::Allow(Allowed::NotOwned)));
-    }
-    Ok(match locate(index, schema, request)? {
-        Located::Answered(allowed) => Some(Decision::Allow(allowed)),
-        Located::Locked(..) => None,
-    })
-}
-
-/// What a review's head and its user decide about a locked object, without reading either
-/// object: rules 2 to 4 (Helm at work, a release not locked, an exempt user such as the
-/// deployment controller writing a chart's Deployment's status), and all that [`decide_head`]
-/// decides. `None` when the whole review is needed. `request` is a head with its user
-/// ([`crate::review::Head::read_user`]); a whole review is decided the same way.
-pub fn decide_user(
-    index: &Index,
-    schema: &Schema,
-    config: &Config,
-    request: &Request<'_>,
-) -> Result<Option<Decision>, DecideError> {
-    if request.name().is_none() {
-        return decide_head(index, schema, request);
-    }
-    Ok(match locate(index, schema, request)? {
-        Located::Answered(allowed) => Some(Decision::Allow(allowed)),
-        // Two releases render the object (`helm install --take-ownership`): the one that holds
-        // it is named in the stored object's annotations, which only the whole review has.
-        Located::Locked(object, _)
-            if index
-                .claims(
-                    &object.group,
-                    &object.kind,
-                    object.namespace.as_deref(),
-                    &object.name,
-                )
-                .nth(1)
-                .is_some() =>
-        {
-            None
-        }
-        Located::Locked(object, _) => Lock::rules(index, config, request, object)
-            .err()
-            .map(|allowed| Decision::Allow(*allowed)),
-    })
-}
-
-/// Decides one admission request: finds the locked object ([`locate`]), the lock on it (rules
-/// 2 to 4 and the owner's proof, [`Lock::of`]), then what the write changes of what Helm owns
-/// ([`Lock::changes`]) and the verdict.
+/// Decides one admission request: finds the locked object ([`find`]), then [`decide_found`].
 pub fn decide(
     index: &Index,
     schema: &Schema,
     config: &Config,
     request: &Request<'_>,
 ) -> Result<Decision, DecideError> {
-    let (object, door) = match locate(index, schema, request)? {
-        Located::Answered(allowed) => return Ok(Decision::Allow(allowed)),
-        Located::Locked(object, door) => (object, door),
+    decide_found(index, schema, config, request, find(index, schema, request))
+}
+
+/// Decides a whole review about what [`find`] found from its head: the lock on the object
+/// (rules 2 to 4, unless [`Found::check_user`] checked them already, and the owner's proof,
+/// [`Lock::of`]), then what the write changes of what Helm owns ([`Lock::changes`]) and the
+/// verdict.
+pub fn decide_found<'i>(
+    index: &'i Index,
+    schema: &Schema,
+    config: &'i Config,
+    request: &Request<'_>,
+    found: Found<'i>,
+) -> Result<Decision, DecideError> {
+    let (object, door, ruled) = match found.resolve(index, schema, request)? {
+        Resolved::Free(allowed) => return Ok(Decision::Allow(allowed)),
+        Resolved::Object {
+            object,
+            door,
+            ruled,
+        } => (object, door, ruled),
     };
-    let lock = match Lock::of(index, config, request, object, door) {
+    let ruled = match ruled.map_or_else(|| Lock::rules(index, config, request, object), Ok) {
+        Ok(ruled) => ruled,
+        Err(allowed) => return Ok(Decision::Allow(*allowed)),
+    };
+    let lock = match Lock::of(config, request, object, door, ruled) {
         Ok(lock) => lock,
         Err(allowed) => return Ok(Decision::Allow(*allowed)),
     };
@@ -570,13 +460,12 @@ impl<'a> Lock<'a> {
     /// Rules 2 to 4, and the object's proof that it is the release's: the lock, or why the
     /// write is free.
     fn of(
-        index: &'a Index,
         config: &'a Config,
         request: &'a Request<'a>,
         object: &'a std::sync::Arc<LockedObject>,
         door: Door,
+        (release, newest, policy): Ruled<'a>,
     ) -> Result<Lock<'a>, Box<Allowed>> {
-        let (release, newest, policy) = Self::rules(index, config, request, object)?;
         // The object proves its owner: only an object that carries the release's annotations
         // is the release's (Helm's own rule for adoption). A CREATE has no stored object: the
         // new one claims the release, or is made in the release's own namespace, where the
@@ -620,14 +509,7 @@ impl<'a> Lock<'a> {
         config: &'a Config,
         request: &Request<'_>,
         object: &std::sync::Arc<LockedObject>,
-    ) -> Result<
-        (
-            ReleaseKey,
-            &'a crate::index::Revision,
-            crate::policy::Policy<'a>,
-        ),
-        Box<Allowed>,
-    > {
+    ) -> Result<Ruled<'a>, Box<Allowed>> {
         let release = ReleaseKey::clone(&object.release);
         let newest = index
             .release(&release)
@@ -1071,92 +953,6 @@ fn co_owner_claims(
     crate::fields_v1::co_owned_paths(schema, root, chart, helm, &claimed.field_set(), &before)
 }
 
-/// The request's object in the index: a `scale` request names the parent by resource, and a
-/// DELETE issued by a collection delete (namespace controller) has its name only in `oldObject`.
-fn find_object<'i>(
-    index: &'i Index,
-    schema: &Schema,
-    request: &Request<'_>,
-    scale: bool,
-) -> Result<Option<&'i std::sync::Arc<LockedObject>>, DecideError> {
-    // For a Namespace the API server sets `request.namespace` to the Namespace's own name; it is
-    // cluster-scoped, and indexed without a namespace.
-    let is_namespace = request.kind.group.is_empty() && request.kind.kind == "Namespace";
-    let namespace = if is_namespace {
-        None
-    } else {
-        request.namespace()
-    };
-    let name_from_old;
-    let name = match request.name() {
-        Some(name) => name,
-        None => {
-            #[derive(serde::Deserialize)]
-            struct Meta {
-                #[serde(default)]
-                name: String,
-            }
-            #[derive(serde::Deserialize)]
-            struct Named {
-                metadata: Option<Meta>,
-            }
-            let Some(old) = request.old_object().or(request.object()) else {
-                return Ok(None);
-            };
-            // The scanner steps to the name without reading the rest of the object; serde
-            // reads what it does not take (a null `metadata`, a name that is not a string)
-            // and says what is wrong.
-            let scanned = crate::scan::member_at(old.get(), &["metadata", "name"])
-                .map(|name| name.map(crate::scan::string));
-            name_from_old = match scanned {
-                Some(None) => String::new(),
-                Some(Some(Some(name))) => name.into_owned(),
-                _ => {
-                    let named: Named =
-                        serde_json::from_str(old.get()).map_err(|e| DecideError::BadObject {
-                            field: "oldObject",
-                            reason: describe_json_error(&e),
-                        })?;
-                    named.metadata.map(|m| m.name).unwrap_or_default()
-                }
-            };
-            if name_from_old.is_empty() {
-                return Ok(None);
-            }
-            &name_from_old
-        }
-    };
-    if !scale {
-        let (group, kind) = (&request.kind.group, &request.kind.kind);
-        let first = index.lookup(group, kind, namespace, name);
-        // Two releases render the object (`helm install --take-ownership`): it belongs to the
-        // release its Helm annotations name (Helm's own rule for adoption), so a pending
-        // release cannot open an object another release holds.
-        if first.is_some() && index.claims(group, kind, namespace, name).nth(1).is_some() {
-            if let Some(owner) = annotated_release(request.old_object().or(request.object())) {
-                let named = index.claims(group, kind, namespace, name).find(|c| {
-                    c.release.namespace == owner.namespace && c.release.name == owner.name
-                });
-                if named.is_some() {
-                    return Ok(named);
-                }
-            }
-        }
-        return Ok(first);
-    }
-    // A Scale names its parent by resource: the API server's schema (and each CRD's `names`)
-    // says which kind that is.
-    let (group, plural) = (&request.resource.group, request.resource.resource.as_ref());
-    if let Some(kind) = schema.kind_of_resource(group, plural) {
-        return Ok(index.lookup(group, kind, namespace, name));
-    }
-    // Nothing says (an offline decision about a custom resource whose CRD was not given): the
-    // kinds the plural may stand for.
-    Ok(singular_candidates(plural)
-        .into_iter()
-        .find_map(|kind| index.lookup(group, &kind, namespace, name)))
-}
-
 /// Whether an object's Helm annotations name `release`. Read with the scanner up to
 /// `metadata.annotations` (near the start of what the API server sends); serde reads the
 /// whole object only when the scanner gives up.
@@ -1200,37 +996,6 @@ fn names_release(object: Option<crate::review::RawObject<'_>>, release: &Release
         }
         None => annotated_release(Some(object)).as_ref() == Some(release),
     }
-}
-
-/// The release an object's `meta.helm.sh/release-name` and `-namespace` annotations name.
-fn annotated_release(object: Option<crate::review::RawObject<'_>>) -> Option<ReleaseKey> {
-    #[derive(serde::Deserialize)]
-    struct Annotated {
-        metadata: Option<Meta>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        annotations: Option<std::collections::BTreeMap<String, String>>,
-    }
-    let object: Annotated = serde_json::from_str(object?.get()).ok()?;
-    crate::release::annotated_release_key(&object.metadata?.annotations?)
-}
-
-/// Kinds a plural resource name may stand for (`deployments` -> `deployment`, `registries` ->
-/// `registry`; the index compares kinds without case), the inverse of the usual English plural
-/// CRDs are given; only when nothing states the kind.
-fn singular_candidates(plural: &str) -> Vec<Cow<'_, str>> {
-    let mut out = Vec::with_capacity(3);
-    if let Some(stem) = plural.strip_suffix("ies") {
-        out.push(Cow::Owned(format!("{stem}y")));
-    }
-    if let Some(stem) = plural.strip_suffix("es") {
-        out.push(Cow::Borrowed(stem));
-    }
-    if let Some(stem) = plural.strip_suffix('s') {
-        out.push(Cow::Borrowed(stem));
-    }
-    out
 }
 
 /// What a locked write gets when nothing can repair it: a warning in `warn` mode, else a deny.

@@ -69,23 +69,23 @@ struct Claim {
 
 /// The claims on one identity hash: nearly always one, kept without an allocation of its own.
 #[derive(Clone, Debug)]
-enum Claims {
+enum ClaimSet {
     One(Claim),
     Many(Arc<[Claim]>),
 }
 
-impl Claims {
-    fn from_vec(claims: Vec<Claim>) -> Claims {
+impl ClaimSet {
+    fn from_vec(claims: Vec<Claim>) -> ClaimSet {
         match <[Claim; 1]>::try_from(claims) {
-            Ok([claim]) => Claims::One(claim),
-            Err(claims) => Claims::Many(claims.into()),
+            Ok([claim]) => ClaimSet::One(claim),
+            Err(claims) => ClaimSet::Many(claims.into()),
         }
     }
 
     fn as_slice(&self) -> &[Claim] {
         match self {
-            Claims::One(claim) => std::slice::from_ref(claim),
-            Claims::Many(claims) => claims,
+            ClaimSet::One(claim) => std::slice::from_ref(claim),
+            ClaimSet::Many(claims) => claims,
         }
     }
 }
@@ -113,7 +113,7 @@ pub struct UpdateReport {
 #[derive(Clone, Default)]
 pub struct Index {
     releases: imbl::OrdMap<ReleaseKey, Arc<ReleaseState>>,
-    objects: imbl::OrdMap<u64, Claims>,
+    objects: imbl::OrdMap<u64, ClaimSet>,
     secrets: imbl::OrdMap<SecretRef, (ReleaseKey, u64)>,
     /// HelmReleases by the release they register (only with a registration namespace).
     registrations: imbl::HashMap<ReleaseKey, Arc<Registration>>,
@@ -580,7 +580,7 @@ impl Index {
             .unwrap_or_default();
         claims.push(claim);
         claims.sort_by(|a, b| (a.alias, &a.object.release).cmp(&(b.alias, &b.object.release)));
-        self.objects.insert(hash, Claims::from_vec(claims));
+        self.objects.insert(hash, ClaimSet::from_vec(claims));
     }
 
     fn unclaim(&mut self, state: &ReleaseState) {
@@ -601,7 +601,7 @@ impl Index {
                     if kept.is_empty() {
                         self.objects.remove(&hash);
                     } else if kept.len() != claims.as_slice().len() {
-                        self.objects.insert(hash, Claims::from_vec(kept));
+                        self.objects.insert(hash, ClaimSet::from_vec(kept));
                     }
                 }
             }
@@ -670,36 +670,80 @@ impl Index {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<&Arc<LockedObject>> {
-        let claims = self
-            .objects
-            .get(&object_hash(group, kind, namespace, name))?;
-        claims
-            .as_slice()
-            .iter()
-            .find(|c| {
-                c.object
-                    .matches_request(group, kind, namespace, name, c.alias)
-            })
-            .map(|c| &c.object)
+        self.find(group, kind, namespace, name)
+            .map(|claims| claims.first)
     }
 
-    /// Every release's claim on an object, the one [`lookup`](Self::lookup) returns first.
-    pub fn claims<'s, 'q>(
-        &'s self,
-        group: &'q str,
-        kind: &'q str,
-        namespace: Option<&'q str>,
-        name: &'q str,
-    ) -> impl Iterator<Item = &'s Arc<LockedObject>> + use<'s, 'q> {
-        self.objects
-            .get(&object_hash(group, kind, namespace, name))
-            .into_iter()
-            .flat_map(|claims| claims.as_slice().iter())
-            .filter(move |c| {
+    /// Every release's claim on the object with this identity, found with one lookup; `None`
+    /// when no release renders it. Allocates only when two releases claim it.
+    pub fn find(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Claims<'_>> {
+        let mut matching = self
+            .objects
+            .get(&object_hash(group, kind, namespace, name))?
+            .as_slice()
+            .iter()
+            .filter(|c| {
                 c.object
                     .matches_request(group, kind, namespace, name, c.alias)
             })
-            .map(|c| &c.object)
+            .map(|c| &c.object);
+        let first = matching.next()?;
+        Some(Claims {
+            first,
+            others: matching.collect(),
+        })
+    }
+}
+
+/// Every release's claim on one object: nearly always one. Two releases render it after
+/// `helm install --take-ownership`; which of them holds it is decided here, once.
+#[derive(Clone, Debug)]
+pub struct Claims<'i> {
+    first: &'i Arc<LockedObject>,
+    others: Vec<&'i Arc<LockedObject>>,
+}
+
+impl<'i> Claims<'i> {
+    /// Whether more than one release claims the object: then the object's own annotations say
+    /// which holds it, and a review's head alone cannot tell.
+    pub fn contested(&self) -> bool {
+        !self.others.is_empty()
+    }
+
+    /// The claim of the release that holds the object: when two releases claim it, the one its
+    /// Helm annotations name (Helm's own rule for adoption, so a pending release cannot open
+    /// an object another release holds), else the index's first. `annotated` is read only then.
+    pub fn owner(&self, annotated: impl FnOnce() -> Option<ReleaseKey>) -> &'i Arc<LockedObject> {
+        if !self.contested() {
+            return self.first;
+        }
+        let Some(owner) = annotated() else {
+            return self.first;
+        };
+        self.all()
+            .find(|c| *c.release == owner)
+            .unwrap_or(self.first)
+    }
+
+    /// Every claim, the owner's first (as [`owner`](Self::owner) decides), then the index's order.
+    pub fn by_owner(
+        &self,
+        annotated: impl FnOnce() -> Option<ReleaseKey>,
+    ) -> Vec<&'i Arc<LockedObject>> {
+        let owner = self.owner(annotated);
+        std::iter::once(owner)
+            .chain(self.all().filter(|c| !Arc::ptr_eq(c, owner)))
+            .collect()
+    }
+
+    fn all(&self) -> impl Iterator<Item = &'i Arc<LockedObject>> + '_ {
+        std::iter::once(self.first).chain(self.others.iter().copied())
     }
 }
 

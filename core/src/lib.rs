@@ -19,7 +19,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
-pub use decide::{decide, decide_head, decide_user, Decision};
+pub use decide::{decide, decide_found, find, Decision, Found};
 pub use index::{Index, LockedObject, ReleaseKey, ReleaseState};
 pub use policy::{Config, Mode};
 pub use release::{ReleaseSecret, Status};

@@ -420,28 +420,34 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         let go = helm_locker_core::test_util::go_order(&review.body);
         let mut head = read_head(go.as_bytes()).expect("a head");
         assert!(head.read_user(), "{}", review.file);
-        if let Some(fast) = helm_locker_core::decide::decide_user(
-            &index,
-            &helm_locker_core::schema::Schema::builtin(),
-            &config,
-            &head.review.request,
-        )
-        .unwrap()
-        {
+        // What the server carries from the head and the user to the whole review decides as
+        // a decision from the start does.
+        let schema = helm_locker_core::schema::Schema::builtin();
+        let request = &head.review.request;
+        let mut found = helm_locker_core::find(&index, &schema, request);
+        let fast = found
+            .answer(&index, request)
+            .or_else(|| found.check_user(&index, &config, request));
+        if let Some(fast) = fast {
             assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
             assert!(matches!(fast, Decision::Allow(_)));
             decided_by_user += 1;
+        } else {
+            let whole = head.rest().unwrap();
+            let carried =
+                helm_locker_core::decide_found(&index, &schema, &config, &whole.request, found)
+                    .unwrap();
+            assert_eq!(carried, decision, "{}", review.file);
         }
         // The server's fast path (the review's head only) answers only what the full review
         // would, and only for objects no release owns.
         if let Some(head) = parse_head(review.body.as_bytes()) {
             assert_eq!(head.request.uid, parsed.request.uid);
             assert_eq!(head.api_version, parsed.api_version);
-            if let Ok(Some(fast)) = helm_locker_core::decide::decide_head(
-                &index,
-                &helm_locker_core::schema::Schema::builtin(),
-                &head.request,
-            ) {
+            let schema = helm_locker_core::schema::Schema::builtin();
+            if let Some(fast) =
+                helm_locker_core::find(&index, &schema, &head.request).answer(&index, &head.request)
+            {
                 assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
                 fast_path += 1;
             }
@@ -707,8 +713,8 @@ fn every_review_recorded_on_1_36_gets_the_decision_a_user_expects() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(&index, &schema, &config, &parsed.request).unwrap();
         if let Some(head) = parse_head(review.body.as_bytes()) {
-            if let Ok(Some(fast)) =
-                helm_locker_core::decide::decide_head(&index, &schema, &head.request)
+            if let Some(fast) =
+                helm_locker_core::find(&index, &schema, &head.request).answer(&index, &head.request)
             {
                 assert_eq!(fast.explain(), decision.explain(), "{}", review.file);
             }

@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker_core::decide::{confirm, decide, Decision};
+use helm_locker_core::decide::{confirm, decide, decide_found, find, Decision, Found};
 use helm_locker_core::index::Index;
 use helm_locker_core::manifest::{parse_manifest, split_documents};
 use helm_locker_core::policy::{Config, Mode};
@@ -56,37 +56,38 @@ fn configs() -> &'static [Config; 2] {
 /// `parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`.
 /// What the fast path allows, the full path must not deny, warn about or repair.
 pub fn review(data: &[u8]) {
+    let schema = helm_locker_core::schema::Schema::builtin();
     let head = parse_head(data);
     let mut fast = [false; 2];
     if let Some(head) = &head {
-        for (config, fast) in configs().iter().zip(&mut fast) {
-            if let Ok(Some(decision)) = helm_locker_core::decide::decide_head(
-                index(),
-                &helm_locker_core::schema::Schema::builtin(),
-                &head.request,
-            ) {
-                let _ = config;
-                *fast = true;
-                let body =
-                    render_response(&head.api_version, &head.request.uid, decision.verdict());
-                let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
-                assert_eq!(parsed["response"]["allowed"], true);
-            }
+        let found = find(index(), &schema, &head.request);
+        if let Some(decision) = found.answer(index(), &head.request) {
+            fast = [true; 2];
+            let body = render_response(&head.api_version, &head.request.uid, decision.verdict());
+            let parsed: Value = serde_json::from_slice(&body).expect("the response is JSON");
+            assert_eq!(parsed["response"]["allowed"], true);
         }
     }
-    // With the user read after the head, rules 2 to 4 only ever allow.
+    // With the user read after the head, rules 2 to 4 only ever allow; what they leave locked,
+    // the whole review decides from what was found and checked (as the server carries it).
     let mut with_user = read_head(data);
+    let mut carried: [Option<Found<'static>>; 2] = [None, None];
     if let Some(head) = with_user.as_mut() {
         let read = head.read_user();
-        for (config, fast) in configs().iter().zip(&mut fast).filter(|_| read) {
-            if let Ok(Some(decision)) = helm_locker_core::decide::decide_user(
-                index(),
-                &helm_locker_core::schema::Schema::builtin(),
-                config,
-                &head.review.request,
-            ) {
-                assert!(decision.is_allowed() && matches!(decision, Decision::Allow(_)));
-                *fast = true;
+        for ((config, fast), carried) in configs()
+            .iter()
+            .zip(&mut fast)
+            .zip(&mut carried)
+            .filter(|_| read)
+        {
+            let request = &head.review.request;
+            let mut found = find(index(), &schema, request);
+            match found.check_user(index(), config, request) {
+                Some(decision) => {
+                    assert!(decision.is_allowed() && matches!(decision, Decision::Allow(_)));
+                    *fast = true;
+                }
+                None => *carried = Some(found),
             }
         }
     }
@@ -105,13 +106,15 @@ pub fn review(data: &[u8]) {
     };
     let request = &review.request;
     let _ = request.field_manager();
-    for (config, fast) in configs().iter().zip(fast) {
-        let decision = match decide(
-            index(),
-            &helm_locker_core::schema::Schema::builtin(),
-            config,
-            request,
-        ) {
+    for ((config, fast), carried) in configs().iter().zip(fast).zip(carried) {
+        let decided = decide(index(), &schema, config, request);
+        // What the server carries from the head and the user decides what a decision from the
+        // start decides.
+        if let Some(found) = carried {
+            let carried = decide_found(index(), &schema, config, request, found);
+            assert_eq!(format!("{carried:?}"), format!("{decided:?}"));
+        }
+        let decision = match decided {
             Ok(decision) => decision,
             Err(e) => {
                 let _ = e.to_string();

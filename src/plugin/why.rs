@@ -79,19 +79,15 @@ pub(crate) fn claims<'i>(
     wanted: &Wanted,
     live: Option<&Value>,
 ) -> Vec<&'i Arc<LockedObject>> {
-    let ns = wanted.namespace.as_deref();
-    let mut claims: Vec<_> = index
-        .claims(&wanted.group, &wanted.kind, ns, &wanted.name)
-        .collect();
-    let first = index.lookup(&wanted.group, &wanted.kind, ns, &wanted.name);
-    let annotated = live.and_then(crate::core::release::live_owner);
-    claims.sort_by_key(|c| {
-        (
-            Some(&*c.release) != annotated.as_ref(),
-            first.is_none_or(|f| !Arc::ptr_eq(f, *c)),
-        )
-    });
-    claims
+    let claims = index.find(
+        &wanted.group,
+        &wanted.kind,
+        wanted.namespace.as_deref(),
+        &wanted.name,
+    );
+    claims.map_or_else(Vec::new, |claims| {
+        claims.by_owner(|| live.and_then(crate::core::release::live_owner))
+    })
 }
 
 /// `chart`: the owning revision's chart files, to say which values key sets each field.

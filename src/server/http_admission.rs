@@ -13,7 +13,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use crate::confirm::StoredObject;
-use crate::core::decide::{confirm, decide, decide_head, decide_user, prove, Decision, OwnerProof};
+use crate::core::decide::{confirm, decide_found, find, prove, Decision, OwnerProof};
 use crate::core::review::{parse_review, read_head, render_response, Head, Review};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::server::state::AppState;
@@ -204,26 +204,28 @@ async fn admit(
         }
     };
     let started = Instant::now();
-    // The fast path: an object no release owns, known from the review's head; then rules 2
-    // to 4 (Helm at work, a release not locked, an exempt user), known from the head and the
-    // user, which the API server writes before the objects.
+    // Which object the review writes is found once, from its head, and carried on: the fast
+    // path answers an object no release owns from the head; then rules 2 to 4 (Helm at work,
+    // a release not locked, an exempt user), known from the head and the user, which the API
+    // server writes before the objects; then the whole review. One index for all three.
+    let index = state.index.current();
+    let schema = state.schema.load();
     let mut head = read_head(&body);
+    let mut found = None;
     if let Some(head) = &mut head {
-        let index = state.index.current();
-        let schema = state.schema.load();
-        match decide_head(&index, &schema, &head.review.request) {
-            Ok(Some(decision)) => {
-                return respond(state, endpoint, &head.review, &decision, started)
-            }
-            Ok(None) if head.read_user() => {
-                let request = &head.review.request;
-                if let Ok(Some(decision)) = decide_user(&index, &schema, &state.config, request) {
-                    tracing::debug!(uid = %request.uid, "{}", decision.explain());
-                    return respond(state, endpoint, &head.review, &decision, started);
-                }
-            }
-            _ => {}
+        let request = &head.review.request;
+        let mut at = find(&index, &schema, request);
+        if let Some(decision) = at.answer(&index, request) {
+            return respond(state, endpoint, &head.review, &decision, started);
         }
+        if head.read_user() {
+            let request = &head.review.request;
+            if let Some(decision) = at.check_user(&index, &state.config, request) {
+                tracing::debug!(uid = %request.uid, "{}", decision.explain());
+                return respond(state, endpoint, &head.review, &decision, started);
+            }
+        }
+        found = Some(at);
     }
     // Otherwise the whole review, read on from where the head stopped.
     let review = match head.map_or_else(|| parse_review(&body), Head::rest) {
@@ -235,8 +237,8 @@ async fn admit(
         }
     };
     let request = &review.request;
-    let index = state.index.snapshot();
-    let decision = match decide(&index, &state.schema.load(), &state.config, request) {
+    let found = found.unwrap_or_else(|| find(&index, &schema, request));
+    let decision = match decide_found(&index, &schema, &state.config, request, found) {
         Ok(decision) => decision,
         Err(e) => {
             state.metrics.bad_requests.inc();
@@ -249,6 +251,8 @@ async fn admit(
         Endpoint::Mutate => decision.for_mutation(),
     };
     let decision = excuse_if_open(state, &index, request, decision);
+    // Not held across the waits below (a guard is for short reads).
+    drop((index, schema));
     let decision = confirm_if_needed(state, decision).await;
     let decision = prove_if_needed(state, request, decision).await;
     let decision = with_values_advice(state, decision).await;

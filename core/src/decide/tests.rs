@@ -274,16 +274,19 @@ fn a_pending_release_cannot_take_over_an_object_another_release_holds() {
     let body = crate::test_util::go_order(&deploy_update("admin", takeover.clone(), old.clone()));
     let mut head = crate::review::read_head(body.as_bytes()).unwrap();
     assert!(head.read_user());
-    assert_eq!(
-        decide_user(
-            &index,
-            &Schema::builtin(),
-            &Config::default(),
-            &head.review.request
-        )
-        .unwrap(),
-        None
-    );
+    let schema = Schema::builtin();
+    let config = Config::default();
+    let request = &head.review.request;
+    let mut found = find(&index, &schema, request);
+    assert_eq!(found.answer(&index, request), None);
+    assert_eq!(found.check_user(&index, &config, request), None);
+    // Carried on to the whole review, the annotations decide: `shop` holds it.
+    let whole = head.rest().unwrap();
+    let carried = decide_found(&index, &schema, &config, &whole.request, found).unwrap();
+    let Decision::Deny(locked) = &carried else {
+        panic!("{carried:?}")
+    };
+    assert_eq!(locked.release, ReleaseKey::new("shop", "shop"));
     let d = decide_json(
         &index,
         &Config::default(),
@@ -531,7 +534,7 @@ fn a_delete_naming_no_object_is_answered_from_the_head_only_where_no_release_ren
     let head_of = |body: &str, index: &Index| {
         let head = crate::review::parse_head(body.as_bytes()).expect("a head without a name");
         assert_eq!(head.request.name(), None);
-        decide_head(index, &schema, &head.request).unwrap()
+        find(index, &schema, &head.request).answer(index, &head.request)
     };
     let (kind, resource) = deployments();
     let chart_web = delete(kind, resource, Some("shop"), deployment(3, "nginx:1.25"));
@@ -928,7 +931,7 @@ fn every_subresource_served_from_1_20_to_1_36_is_decided_on_purpose() {
             json!({}),
         );
         let review = parse_review(body.as_bytes()).unwrap();
-        let head = decide_head(&index, &schema, &review.request).unwrap();
+        let head = find(&index, &schema, &review.request).answer(&index, &review.request);
         let never = matches!(head, Some(Decision::Allow(Allowed::Subresource)));
         assert_eq!(!never, locked, "{path}");
     }
@@ -1659,9 +1662,9 @@ fn a_scale_finds_its_parent_by_the_kind_the_api_server_names() {
     // The fast path reads the same schema.
     let head = body("zoo.example.com", "mice", "m");
     let request = parse_review(head.as_bytes()).unwrap().request;
-    assert_eq!(decide_head(&idx, &served, &request).unwrap(), None);
-    assert!(decide_head(&idx, &Schema::empty(), &request)
-        .unwrap()
+    assert_eq!(find(&idx, &served, &request).answer(&idx, &request), None);
+    assert!(find(&idx, &Schema::empty(), &request)
+        .answer(&idx, &request)
         .is_some());
 }
 
