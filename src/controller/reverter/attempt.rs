@@ -1,5 +1,56 @@
-//! How one attempt at a revert ends: its outcome, or why it failed (an error, a conflict with a
-//! concurrent write).
+//! One attempt at reconciling a queued object: what it works with ([`Attempt`]), how it ends
+//! ([`Outcome`]), or why it failed (an error, a conflict with a concurrent write).
+
+use std::sync::Arc;
+
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use serde_json::Value;
+
+use crate::core::index::{Index, LockedObject, ReleaseState};
+use crate::core::revert_plan::HelmWriter;
+
+use super::key::{Job, ObjectKey};
+
+/// What one attempt at reconciling one object works with, read once as it begins: the job, the
+/// index as it then stood, the object and its release, its API, and the object as the API
+/// server has it now. What lasts from one attempt to the next (the client, the config, the
+/// metrics, what the watches saw) is the [`Reverter`](super::Reverter)'s.
+pub(super) struct Attempt<'a> {
+    pub(super) job: &'a Job,
+    /// A write of this job just failed on a resourceVersion read before: if the object still
+    /// has it, the failure was not a concurrent write.
+    pub(super) stale: Option<&'a Conflict>,
+    /// The index as the attempt began.
+    pub(super) index: &'a Index,
+    /// The object's release, revertable.
+    pub(super) state: &'a ReleaseState,
+    pub(super) object: Arc<LockedObject>,
+    /// The release's newest revision: the one written from.
+    pub(super) revision: u64,
+    pub(super) ar: ApiResource,
+    pub(super) api: Api<DynamicObject>,
+    /// The fresh read; `None`: the object is gone.
+    pub(super) live: Option<Value>,
+    /// Helm's field manager, as the write speaks.
+    pub(super) writer: HelmWriter,
+    /// Paths left as they are: opened by a LockException, or held for an unknown author.
+    pub(super) ignore: Vec<String>,
+    /// The newest revision's author is not known: it writes none of its content, only what was
+    /// live where it holds.
+    pub(super) unknown_author: bool,
+}
+
+impl Attempt<'_> {
+    pub(super) fn key(&self) -> &ObjectKey {
+        &self.job.key
+    }
+
+    /// [`Attempt::ignore`] as the comparisons take it.
+    pub(super) fn ignored(&self) -> Vec<&str> {
+        self.ignore.iter().map(String::as_str).collect()
+    }
+}
 
 pub(super) enum Outcome {
     InSync,

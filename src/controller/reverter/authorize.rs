@@ -1,14 +1,13 @@
 //! Whether the revision's author may make the write (RBAC, asked of the API server), and the
 //! report of a write refused for its author.
 
-use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::author;
-use crate::core::index::{Index, LockedObject, ReleaseState};
+use crate::core::index::{Index, LockedObject};
 
-use super::attempt::{Failure, Outcome, RevertError};
+use super::attempt::{Attempt, Failure, Outcome, RevertError};
 use super::key::ObjectKey;
 use super::Reverter;
 
@@ -47,20 +46,17 @@ impl Reverter {
     /// when granted, else the refusal, reported.
     pub(super) async fn authorize(
         &self,
-        index: &Index,
-        state: &ReleaseState,
-        object: &LockedObject,
-        ar: &ApiResource,
-        exists: bool,
+        attempt: &Attempt<'_>,
         desired: &Value,
     ) -> Result<Option<Outcome>, Failure> {
+        let (object, ar) = (&*attempt.object, &attempt.ar);
         let key = ObjectKey::of(object);
-        let write = if exists {
+        let write = if attempt.live.is_some() {
             author::Write::Patch
         } else {
             author::Write::Create
         };
-        let role = referenced_role(index, object, desired);
+        let role = referenced_role(attempt.index, object, desired);
         let needed = author::needs(
             write,
             &key.group,
@@ -70,7 +66,7 @@ impl Reverter {
             desired,
             role.as_ref(),
         );
-        let Some(newest) = state.newest() else {
+        let Some(newest) = attempt.state.newest() else {
             return Ok(Some(Outcome::Skipped("release not revertable")));
         };
         let permission = self

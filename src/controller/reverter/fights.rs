@@ -4,17 +4,13 @@
 use std::time::Instant;
 
 use kube::api::DynamicObject;
-use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType};
 use kube::Resource;
-use serde_json::Value;
 
 use crate::core::fight;
-use crate::core::index::LockedObject;
-use crate::core::revert_plan::HelmWriter;
 
-use super::attempt::{Conflict, Outcome};
-use super::key::{Job, ObjectKey};
+use super::attempt::{Attempt, Outcome};
+use super::key::ObjectKey;
 use super::work::Worker;
 use super::Reverter;
 
@@ -25,22 +21,16 @@ impl Reverter {
 
     /// Why the write waits or does not happen: a backoff after recent reverts, a fight with
     /// another writer (stopped, [`crate::core::fight`]), a lost lease. `None`: write now.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn hold(
+    /// `fought`: what the write puts back ([`super::plan::Plan::fought`]).
+    pub(super) async fn wait_or_stop(
         &self,
         worker: &mut Worker,
-        job: &Job,
-        stale: Option<&Conflict>,
-        object: &LockedObject,
-        ar: &ApiResource,
-        live: Option<&Value>,
-        writer: &HelmWriter,
-        revision: u64,
+        attempt: &Attempt<'_>,
         fought: &str,
     ) -> Option<Outcome> {
-        let key = &job.key;
+        let (job, key) = (attempt.job, attempt.key());
         // A retry after a conflict is the same revert, already counted by the backoff.
-        if !job.delayed && stale.is_none() {
+        if !job.delayed && attempt.stale.is_none() {
             let delay = worker.backoff.next_delay(key, Instant::now());
             if !delay.is_zero() {
                 tracing::info!(kind = %key.kind, namespace = ?key.namespace, name = %key.name, ?delay, "drifted again soon after a revert; backing off");
@@ -48,17 +38,20 @@ impl Reverter {
                 return Some(Outcome::Skipped("backing off"));
             }
         }
-        let next = self.fights().next(key, revision, fought, Instant::now());
+        let next = self
+            .fights()
+            .next(key, attempt.revision, fought, Instant::now());
         match next {
             fight::Next::Revert => {}
             fight::Next::Stopped => {
                 return Some(Outcome::Skipped("a fight with another writer; left to it"))
             }
             fight::Next::Stop(stopped) => {
-                let live: Option<DynamicObject> =
-                    live.and_then(|l| serde_json::from_value(l.clone()).ok());
-                self.report_fight(object, ar, live.as_ref(), writer, &stopped)
-                    .await;
+                let live: Option<DynamicObject> = attempt
+                    .live
+                    .as_ref()
+                    .and_then(|l| serde_json::from_value(l.clone()).ok());
+                self.report_fight(attempt, live.as_ref(), &stopped).await;
                 return Some(Outcome::Skipped("a fight with another writer; stopped"));
             }
         }
@@ -73,12 +66,11 @@ impl Reverter {
     /// naming the other writer, and the `revert_fights` gauge.
     pub(super) async fn report_fight(
         &self,
-        object: &LockedObject,
-        ar: &ApiResource,
+        attempt: &Attempt<'_>,
         live: Option<&DynamicObject>,
-        writer: &HelmWriter,
         stopped: &fight::Fight,
     ) {
+        let (object, ar, writer) = (&attempt.object, &attempt.ar, &attempt.writer);
         let stopped_now = self.fights().stopped();
         self.metrics.revert_fights.set(stopped_now as i64);
         let other = live

@@ -3,14 +3,12 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use crate::core::author;
-use crate::core::index::{LockedObject, ReleaseState};
+use crate::core::index::LockedObject;
 use crate::core::ownership::Change;
 use crate::core::revert_plan;
 
-use super::attempt::Outcome;
+use super::attempt::{Attempt, Outcome};
 use super::authorize::Refusal;
 use super::key::ObjectKey;
 use super::Reverter;
@@ -69,11 +67,9 @@ impl Reverter {
     /// paths at what is live; `Err` when nothing is written (reported).
     pub(super) async fn unknown_author(
         &self,
-        state: &ReleaseState,
-        object: &LockedObject,
-        live: Option<&Value>,
-        ignore: &[String],
+        attempt: &Attempt<'_>,
     ) -> Result<Option<Vec<String>>, Outcome> {
+        let (state, object) = (attempt.state, &*attempt.object);
         let Some(newest) = state.newest() else {
             return Ok(None);
         };
@@ -88,16 +84,13 @@ impl Reverter {
                 .await;
             return Err(Outcome::Refused);
         }
-        let Some(live) = live else {
+        let Some(live) = &attempt.live else {
             let why = "its release's newest revision has no known author, and helm-locker creates nothing for it";
             self.report_missing(state, object, why).await;
             return Err(Outcome::Skipped("missing; left to helm upgrade"));
         };
         let schema = self.schema.load();
-        let drift = || {
-            let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-            revert_plan::drift(&schema, object, live, &ignore)
-        };
+        let drift = || revert_plan::drift(&schema, object, live, &attempt.ignored());
         let Some((paths, _)) = self.held_paths(object, newest, drift) else {
             return Ok(None);
         };

@@ -93,7 +93,9 @@ pub(crate) struct Reverter {
 }
 
 impl Reverter {
-    // The reverter's collaborators, each shared with the server; a struct would only rename them.
+    // The reverter's long-lived collaborators, each built by the server (src/server/mod.rs) and
+    // shared with it: a struct of them would only be this one again under another name. What
+    // changes per reconcile travels in an `Attempt`, not here.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         client: Client,

@@ -1,19 +1,15 @@
 //! One reconcile of a queued object: a fresh read, a plan, the checks, and the write; again at
 //! once when the object changed under a guarded write.
 
-use std::time::Instant;
-
 use kube::api::{Api, DynamicObject};
-use kube::runtime::events::{Event, EventType};
-use kube::Resource;
 use serde_json::Value;
 
+use crate::core::index::Index;
 use crate::core::release::Status;
 use crate::core::revert_plan;
 
-use super::attempt::{Conflict, Failure, Outcome, RevertError};
+use super::attempt::{Attempt, Conflict, Failure, Outcome, RevertError};
 use super::key::Job;
-use super::plan::Plan;
 use super::work::Worker;
 use super::{revertable, Reverter};
 
@@ -56,165 +52,121 @@ impl Reverter {
         })
     }
 
-    /// One read, plan and write. `stale`: the write just failed on a resourceVersion read
-    /// before; if the object still has it, the failure was not a concurrent write.
+    /// One read, plan and write, step by step; each step may end the attempt with its outcome.
+    /// `stale`: the write just failed on a resourceVersion read before; if the object still has
+    /// it, the failure was not a concurrent write.
     pub(super) async fn reconcile_once(
         &self,
         worker: &mut Worker,
         job: &Job,
         stale: Option<&Conflict>,
     ) -> Result<Outcome, Failure> {
-        let key = &job.key;
         let index = self.index.snapshot();
+        let attempt = match self.begin(&index, worker, job, stale).await? {
+            Ok(attempt) => attempt,
+            Err(outcome) => return Ok(outcome),
+        };
+        let plan = match self.plan(worker, &attempt).await {
+            Ok(plan) => plan,
+            Err(outcome) => return Ok(outcome),
+        };
+        if let Some(changed) = self.confirm_revision(&attempt).await? {
+            return Ok(changed);
+        }
+        worker
+            .last_writer
+            .insert(job.key.clone(), attempt.writer.clone());
+        let desired =
+            revert_plan::desired_object(&attempt.object, attempt.live.as_ref(), &attempt.ignored());
+        // The revision speaks only with its author's rights (docs/security.md); one whose
+        // author is not known writes only what was live, held in `begin`.
+        if !attempt.unknown_author {
+            if let Some(refused) = self.authorize(&attempt, &desired).await? {
+                return Ok(refused);
+            }
+        }
+        let Some(fixed) = self.preview(worker, &attempt, &plan, &desired).await? else {
+            return Ok(Outcome::InSync);
+        };
+        let fought = plan.fought(attempt.live.is_some());
+        if let Some(held) = self.wait_or_stop(worker, &attempt, &fought).await {
+            return Ok(held);
+        }
+        let (written, outcome, note) = self.write_plan(&attempt, &plan, desired, &fixed).await?;
+        self.written(worker, &attempt, &fought, &written, note)
+            .await;
+        Ok(outcome)
+    }
+
+    /// The attempt's first step: the object and its release as the index has them, a fresh
+    /// read of the object, and what is left as it is (LockExceptions, an unknown author's
+    /// hold); or the outcome when there is nothing to write.
+    async fn begin<'a>(
+        &self,
+        index: &'a Index,
+        worker: &Worker,
+        job: &'a Job,
+        stale: Option<&'a Conflict>,
+    ) -> Result<Result<Attempt<'a>, Outcome>, Failure> {
+        let key = &job.key;
         let Some(object) = index
             .lookup(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
             .cloned()
         else {
-            return Ok(Outcome::Skipped("no longer locked"));
+            return Ok(Err(Outcome::Skipped("no longer locked")));
         };
-        let Some((state, revision)) = revertable(&self.config, &index, &object) else {
-            return Ok(Outcome::Skipped("release not revertable"));
+        let Some((state, revision)) = revertable(&self.config, index, &object) else {
+            return Ok(Err(Outcome::Skipped("release not revertable")));
         };
-        let apply_method = state.newest().and_then(|r| r.apply_method.clone());
+        let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
         let (ar, namespaced) = self.resource(&key.gvk()).await?;
         let api = self.api(&ar, namespaced, key.namespace.as_deref());
         let live = self.read(&api, &key.name, stale).await?;
-        let mut ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
+        let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
         if ignore.iter().any(String::is_empty) {
-            return Ok(Outcome::Skipped("opened by a LockException"));
+            return Ok(Err(Outcome::Skipped("opened by a LockException")));
         }
+        let writer =
+            revert_plan::helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
+        let mut attempt = Attempt {
+            job,
+            stale,
+            index,
+            state,
+            object,
+            revision,
+            ar,
+            api,
+            live,
+            writer,
+            ignore,
+            unknown_author: false,
+        };
         // A revision whose author is not known writes none of its content (docs/security.md).
-        let unknown_author = match self
-            .unknown_author(state, &object, live.as_ref(), &ignore)
-            .await
+        match self.unknown_author(&attempt).await {
+            Ok(Some(held)) => {
+                attempt.ignore.extend(held);
+                attempt.unknown_author = true;
+            }
+            Ok(None) => {}
+            Err(outcome) => return Ok(Err(outcome)),
+        }
+        Ok(Ok(attempt))
+    }
+
+    /// Helm may be at work, or the index behind: the API server has the last word. `Some`: the
+    /// release's newest revision is not the attempt's, deployed.
+    async fn confirm_revision(&self, attempt: &Attempt<'_>) -> Result<Option<Outcome>, Failure> {
+        match self
+            .confirm
+            .newest_revision(&attempt.object.release)
+            .await?
         {
-            Ok(held) => held.is_some_and(|held| {
-                ignore.extend(held);
-                true
-            }),
-            Err(outcome) => return Ok(outcome),
-        };
-        let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        let writer = revert_plan::helm_writer_seen(
-            live.as_ref(),
-            apply_method.as_deref(),
-            worker.last_writer.get(key),
-        );
-        let plan = self
-            .plan(
-                worker,
-                &index,
-                state,
-                &object,
-                revision,
-                live.as_ref(),
-                &writer,
-                &ignore,
-            )
-            .await;
-        let plan = match plan {
-            Ok(plan) => plan,
-            Err(outcome) => return Ok(outcome),
-        };
-        // Helm may be at work, or the index behind: the API server has the last word.
-        match self.confirm.newest_revision(&object.release).await? {
-            Some((fresh, Status::Deployed)) if fresh == revision => {}
-            _ => {
-                return Ok(Outcome::Skipped(
-                    "the release changed; waiting for the index",
-                ))
-            }
+            Some((fresh, Status::Deployed)) if fresh == attempt.revision => Ok(None),
+            _ => Ok(Some(Outcome::Skipped(
+                "the release changed; waiting for the index",
+            ))),
         }
-        worker.last_writer.insert(key.clone(), writer.clone());
-        let desired = revert_plan::desired_object(&object, live.as_ref(), &ignore);
-        // The revision speaks only with its author's rights (docs/security.md); one whose
-        // author is not known writes only what was live, held above.
-        if !unknown_author {
-            if let Some(refused) = self
-                .authorize(&index, state, &object, &ar, live.is_some(), &desired)
-                .await?
-            {
-                return Ok(refused);
-            }
-        }
-        let fixed = match (&plan, &live) {
-            (Plan::Revert(changes), Some(live)) => {
-                let preview = self
-                    .preview(&api, &object, &writer, &desired, changes, live, &ignore)
-                    .await?;
-                match preview {
-                    Some(fixed) => fixed,
-                    None => {
-                        worker
-                            .not_stored
-                            .insert(key.clone(), (revision, changes.clone()));
-                        return Ok(Outcome::InSync);
-                    }
-                }
-            }
-            _ => String::new(),
-        };
-        let fought = match (&plan, &live) {
-            (Plan::Revert(changes), Some(_)) => revert_plan::describe_paths(changes),
-            (Plan::Revert(_), None) => "(the whole object, created again)".to_string(),
-            (Plan::ReturnOwnership(back), _) => format!("(ownership of {})", back.describe()),
-        };
-        if let Some(held) = self
-            .hold(
-                worker,
-                job,
-                stale,
-                &object,
-                &ar,
-                live.as_ref(),
-                &writer,
-                revision,
-                &fought,
-            )
-            .await
-        {
-            return Ok(held);
-        }
-        let (written, outcome, note) = match (&plan, &live) {
-            (Plan::Revert(changes), Some(live)) => {
-                let written = self
-                    .write(&api, &key.name, &writer, &desired, changes, live, false)
-                    .await?;
-                tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %fixed, manager = writer.manager(), "drift reverted");
-                let note = format!("helm-locker put back {fixed} to the values of release {} revision {revision}, as field manager {}", object.release, writer.manager());
-                (written, Outcome::Reverted, note)
-            }
-            (Plan::Revert(_), None) => {
-                let written = self.recreate(&api, &key.name, &writer, desired).await?;
-                tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), "deleted object recreated");
-                let note = format!(
-                    "helm-locker recreated this object from release {} revision {revision}",
-                    object.release
-                );
-                (written, Outcome::Recreated, note)
-            }
-            (Plan::ReturnOwnership(back), live) => {
-                let written = self
-                    .return_ownership(&api, &object, back, live.as_ref(), &writer, revision)
-                    .await?;
-                let note = format!("helm-locker handed back to Helm's field manager {} what another manager co-owned with the values of release {} revision {revision}: {}", writer.manager(), object.release, back.describe());
-                (written, Outcome::OwnershipReturned, note)
-            }
-        };
-        worker.not_stored.remove(key);
-        self.fights()
-            .reverted(key, revision, &fought, Instant::now());
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Reverted".into(),
-            note: Some(note),
-            action: "Revert".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.publish(&event, &written.object_ref(&ar)).await {
-            tracing::debug!(error = %e, "could not record the Reverted event");
-        }
-        Ok(outcome)
     }
 
     /// A fresh read of the object (`None`: it is gone). `stale`: a write failed on the

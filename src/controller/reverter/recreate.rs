@@ -1,26 +1,51 @@
 //! Deleted objects: created again as Helm would, or reported once as missing.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::index::{LockedObject, ReleaseState};
-use crate::core::revert_plan::HelmWriter;
+use crate::core::revert_plan::{self, HelmWriter};
 
-use super::attempt::Failure;
+use super::attempt::{Attempt, Failure, Outcome};
 use super::key::ObjectKey;
 use super::Reverter;
 
 impl Reverter {
+    /// Whether a deleted object is created again: not when the chart gives it owners (the
+    /// garbage collector deleted it with them), not with `--recreate=false`, and only when the
+    /// watches saw it carry the release's annotations or a HelmRelease vouches for the release.
+    /// `Err`: why not, reported.
+    pub(super) async fn may_recreate(&self, attempt: &Attempt<'_>) -> Result<(), Outcome> {
+        let object = &attempt.object;
+        let key = ObjectKey::of(object);
+        if !revert_plan::recreate_when_deleted(object) {
+            return Err(Outcome::Skipped("deleted with its owner"));
+        }
+        let seen = self.proofs().carried.contains_key(&key);
+        let vouched = attempt.index.registration(&object.release).is_some();
+        let why = if !self.recreate {
+            Some("recreation is off (--recreate=false)")
+        } else if !seen && !vouched {
+            Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.report_missing(attempt.state, object, why).await;
+            return Err(Outcome::Skipped("missing; left to helm upgrade"));
+        }
+        Ok(())
+    }
+
     /// Creates a deleted object again: by server-side apply when Helm applies, else by a create.
     pub(super) async fn recreate(
         &self,
-        api: &Api<DynamicObject>,
-        name: &str,
-        writer: &HelmWriter,
+        attempt: &Attempt<'_>,
         desired: Value,
     ) -> Result<DynamicObject, Failure> {
-        Ok(match writer {
+        let (api, name) = (&attempt.api, attempt.key().name.as_str());
+        Ok(match &attempt.writer {
             HelmWriter::Apply(manager) => {
                 api.patch(
                     name,
