@@ -29,6 +29,11 @@
 //! What cannot be followed (a field computed in a helper from several values, `tpl`, a
 //! template that builds YAML as text, an item whose position is uncertain) names the template
 //! and, when certain, its line.
+//!
+//! This file holds what the crate calls: [`trace`], [`trace_change`], the denial's advice and
+//! the keys an object reads. Beneath it: `search` (the line that writes a field), `yaml_lines`
+//! (a template as YAML lines), `actions` (Go template actions and their scopes), `path` (what
+//! is looked for) and `values` (the release's values).
 
 mod actions;
 mod path;
