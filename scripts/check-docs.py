@@ -4,8 +4,9 @@ at a heading that exists, for links with an #anchor), and every repository path 
 backticks (`src/server/mod.rs`, `tests/e2e/test_trust.py`) exists. And the lists the docs keep
 of what the code defines, read from the code with regexes:
 
-- docs/operations.md's metrics table names every metric src/metrics.rs registers, as /metrics
-  names it (`helm_locker_` and, for counters, `_total`), and no other;
+- docs/operations.md's metrics table has a row for every row of src/metrics.rs's TABLE (the
+  metrics /metrics exports), as /metrics names it (`helm_locker_`, `_total` for counters, the
+  `{labels}`), with its kind, and no other;
 - its alert table names every alert of the chart's PrometheusRule, and no other;
 - docs/cli.md's flag table has a row with each `serve` flag and its environment variable
   (clap's `env = ...` in src/app.rs), and every HELM_LOCKER_* variable the docs name exists
@@ -116,16 +117,20 @@ def exists(path):
 def list_problems():
     """The metrics, alerts and flags the docs list, against the code that defines them."""
     problems = []
-    # Metrics: `registry.register("name", "help", variable.clone())`; a variable whose type
-    # (`let variable = ...;`) is a counter is exported with `_total`.
+    # Metrics: the rows of src/metrics.rs's TABLE (`Row { name: "x", kind: Kind::Counter,
+    # labels: &["a", "b"], ... }`), each a row of docs/operations.md's metrics table as /metrics
+    # names it (`helm_locker_x_total{a,b}`: a counter with `_total`) with its kind beside it.
     code = read("src/metrics.rs")
-    types = dict(re.findall(r"let (\w+) = ([^;]+);", code))
-    registered = re.findall(r'register\(\s*"(\w+)",\s*"[^"]*",\s*(\w+)\.clone\(\)', code)
-    if len(registered) != code.count("registry.register("):
-        problems.append("src/metrics.rs: a registration this script cannot read; update it")
-    metrics = {f"helm_locker_{name}" + ("_total" if "Counter" in types.get(var, "") else "")
-               for name, var in registered}
-    documented = {n for n in first_cells("docs/operations.md") if n.startswith("helm_locker_")}
+    rows = re.findall(r'Row \{\s*name: "(\w+)",\s*kind: Kind::(\w+),\s*labels: &\[([^\]]*)\]', code)
+    if not rows or len(rows) != code.count("Row {") - 1:
+        problems.append("src/metrics.rs: a row of TABLE this script cannot read; update it")
+    metrics = set()
+    for name, kind, labels in rows:
+        labels = ",".join(re.findall(r'"(\w+)"', labels))
+        metrics.add(f"helm_locker_{name}" + ("_total" if kind == "Counter" else "")
+                    + (f"{{{labels}}}" if labels else "") + f" {kind.lower()}")
+    documented = {f"{name} {kind}" for name, kind in re.findall(
+        r"(?m)^\s*\| `(helm_locker_[^`]+)` \| (\w+) \|", read("docs/operations.md"))}
     problems += differences("metric", metrics, documented, "docs/operations.md", "metrics table")
     # Alerts: `- alert: Name` in the chart's PrometheusRule.
     rules = read("charts/helm-locker/templates/prometheusrule.yaml")

@@ -41,6 +41,265 @@ const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 const DECISIONS: [&str; 4] = ["allow", "deny", "warn", "repair"];
 const ADMISSION_SERIES: usize = ENDPOINTS.len() * OPERATIONS.len() * DECISIONS.len();
 
+/// What kind of metric a row is, as `/metrics` types it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Exported with `_total`.
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric `/metrics` exports: its name without `helm_locker_` (and without a counter's
+/// `_total`), its kind, its labels and its help. docs/operations.md's metrics table is checked
+/// against these rows (scripts/check-docs.py), and the registry against them (the tests below).
+#[derive(Debug)]
+#[cfg_attr(
+    not(test),
+    allow(
+        dead_code,
+        reason = "kind and labels are read by the tests and scripts/check-docs.py"
+    )
+)]
+pub(crate) struct Row {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// Every metric, one row each.
+pub(crate) const TABLE: &[Row] = &[
+    Row {
+        name: "admissions",
+        kind: Kind::Counter,
+        labels: &["endpoint", "operation", "decision"],
+        help: "Admission reviews answered, by endpoint, operation and decision",
+    },
+    Row {
+        name: "admission_duration_seconds",
+        kind: Kind::Histogram,
+        labels: &[],
+        help: "Time to answer an admission review, body read excluded",
+    },
+    Row {
+        name: "bad_requests",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Requests refused as malformed, oversized or too slow",
+    },
+    Row {
+        name: "releases_indexed",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Helm releases in the index",
+    },
+    Row {
+        name: "releases_by_status",
+        kind: Kind::Gauge,
+        labels: &["status"],
+        help: "Indexed Helm releases by the status of their newest revision; deployed and failed ones are locked (failed: the last install, upgrade or rollback failed; locked at that revision, not reverted, until one succeeds)",
+    },
+    Row {
+        name: "certificate_expiry_timestamp_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "When the serving certificate being served expires (Unix time); set when it is loaded or reloaded",
+    },
+    Row {
+        name: "objects_indexed",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Objects owned by the newest revision of indexed releases",
+    },
+    Row {
+        name: "claim_conflicts",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Objects rendered by more than one release (`helm-locker inspect` lists them); the release the object's meta.helm.sh annotations name owns it",
+    },
+    Row {
+        name: "denials",
+        kind: Kind::Counter,
+        labels: &["release", "decision"],
+        help: "Writes to locked objects denied, warned about or repaired, by release and decision (dry runs included)",
+    },
+    Row {
+        name: "attempt_events",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Denials, warnings and repairs offered as Kubernetes Events, by result (published, held_back: within the window of an earlier one, dropped: the queue was full, failed)",
+    },
+    Row {
+        name: "schema_kinds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Kinds whose list and map semantics are known (embedded, then the API server's /openapi/v2)",
+    },
+    Row {
+        name: "schema_refreshes",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Reads of the API server's /openapi/v2, by result (changed, unchanged, error)",
+    },
+    Row {
+        name: "ownership_mismatches",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Live objects whose managedFields entry for Helm differs from what helm-locker locks (a schema gap; see the log)",
+    },
+    Row {
+        name: "foreign_release_secrets",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
+    },
+    Row {
+        name: "unproven_claims_allowed",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Writes allowed because the object a release renders does not carry that release's meta.helm.sh annotations (Helm neither made nor adopted it)",
+    },
+    Row {
+        name: "unproven_objects",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Live objects that releases render but that do not carry the release's meta.helm.sh annotations: neither locked nor reverted (seen by the reverter's watches)",
+    },
+    Row {
+        name: "missing_objects",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
+    },
+    Row {
+        name: "author_stamps",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secret writes stamped with their author by the author webhook (POST /stamp)",
+    },
+    Row {
+        name: "author_refused_objects",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
+    },
+    Row {
+        name: "held_objects",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Objects of releases whose newest revision has no known author (written without the author stamp: before helm-locker was installed, or while it was away) that differ from that revision where the reverter first saw them: held at what was live then, never written from the revision; each gets an UnknownAuthor Warning Event on the release Secret",
+    },
+    Row {
+        name: "pending_release_oldest_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none); its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback)",
+    },
+    Row {
+        name: "revert_fights",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Objects whose fields the reverter stopped reverting: it put them back 3 times within 10 minutes at the same revision and another writer changed them again each time (a RevertFight Warning Event names it); a new revision or a restart resumes",
+    },
+    Row {
+        name: "exceptions_open",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "LockExceptions open now (each opens a release, or objects or paths of it, to named users until a time)",
+    },
+    Row {
+        name: "exception_longest_open_seconds",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "How long the longest-open LockException has been open (0 when none is)",
+    },
+    Row {
+        name: "exceptions_used",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Writes to locked objects let through by an open LockException (each is also an Event naming it, the user and the reason)",
+    },
+    Row {
+        name: "watch_restarts",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secret watch errors followed by a reconnect",
+    },
+    Row {
+        name: "release_decode_errors",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secrets that could not be decoded (skipped)",
+    },
+    Row {
+        name: "release_secrets_decoded",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secrets decoded, from lists and watch events (superseded revisions are not watched)",
+    },
+    Row {
+        name: "release_secrets_unchanged",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secrets a list again (after a watch expired) found unchanged and kept without decoding them",
+    },
+    Row {
+        name: "release_secret_lists",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Complete lists of release Secrets: one per watched scope at start-up, and one after each watch expiry",
+    },
+    Row {
+        name: "confirmations",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Fresh reads of a release before a deny (rule 7), by result",
+    },
+    Row {
+        name: "reverts",
+        kind: Kind::Counter,
+        labels: &["result"],
+        help: "Drift put back by the reverter, by result (reverted, recreated, failed; refused: the revision's author may not make the write, or is not known)",
+    },
+    Row {
+        name: "leader",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "1 while this replica holds the Lease (and reverts), else 0",
+    },
+];
+
+/// Registers each metric under its row's name and help.
+struct Registrar {
+    registry: Registry,
+}
+
+impl Default for Registrar {
+    fn default() -> Self {
+        Registrar {
+            registry: Registry::with_prefix("helm_locker"),
+        }
+    }
+}
+
+impl Registrar {
+    /// Registers `metric` with the help of `name`'s row; every metric has one (the tests build
+    /// [`Metrics`], so a row missing is found there, never in production).
+    fn add<M: prometheus_client::registry::Metric + Clone>(
+        &mut self,
+        name: &'static str,
+        metric: M,
+    ) -> M {
+        let row = TABLE
+            .iter()
+            .find(|row| row.name == name)
+            .unwrap_or_else(|| panic!("metric {name} has no row in metrics::TABLE"));
+        self.registry.register(name, row.help, metric.clone());
+        metric
+    }
+}
+
 pub(crate) struct Metrics {
     registry: Registry,
     admissions: Family<AdmissionLabels, ShardedCounter>,
@@ -109,267 +368,78 @@ impl Metrics {
     }
 
     pub(crate) fn new() -> Self {
-        let mut registry = Registry::with_prefix("helm_locker");
-        let admissions = Family::<AdmissionLabels, ShardedCounter>::default();
-        registry.register(
-            "admissions",
-            "Admission reviews answered, by endpoint, operation and decision",
-            admissions.clone(),
-        );
-        // 50 µs .. ~3.3 s
-        let admission_seconds = ShardedHistogram::new(
-            prometheus_client::metrics::histogram::exponential_buckets(0.00005, 2.0, 17),
-        );
-        registry.register(
-            "admission_duration_seconds",
-            "Time to answer an admission review, body read excluded",
-            admission_seconds.clone(),
-        );
-        let bad_requests = Counter::default();
-        registry.register(
-            "bad_requests",
-            "Requests refused as malformed, oversized or too slow",
-            bad_requests.clone(),
-        );
-        let releases = Gauge::default();
-        registry.register(
-            "releases_indexed",
-            "Helm releases in the index",
-            releases.clone(),
-        );
-        let releases_by_status = Family::<StatusLabels, Gauge>::default();
-        registry.register(
-            "releases_by_status",
-            "Indexed Helm releases by the status of their newest revision; deployed and failed ones are locked (failed: the last install, upgrade or rollback failed; locked at that revision, not reverted, until one succeeds)",
-            releases_by_status.clone(),
-        );
-        let certificate_expiry = Gauge::default();
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "When the serving certificate being served expires (Unix time); set when it is loaded or reloaded",
-            certificate_expiry.clone(),
-        );
-        let objects = Gauge::default();
-        registry.register(
-            "objects_indexed",
-            "Objects owned by the newest revision of indexed releases",
-            objects.clone(),
-        );
-        let claim_conflicts = Gauge::default();
-        registry.register(
-            "claim_conflicts",
-            "Objects rendered by more than one release (`helm-locker inspect` lists them); the release the object's meta.helm.sh annotations name owns it",
-            claim_conflicts.clone(),
-        );
-        let denials = Family::<DenialLabels, Counter>::default();
-        registry.register(
-            "denials",
-            "Writes to locked objects denied, warned about or repaired, by release and decision (dry runs included)",
-            denials.clone(),
-        );
-        let attempt_events = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "attempt_events",
-            "Denials, warnings and repairs offered as Kubernetes Events, by result (published, held_back: within the window of an earlier one, dropped: the queue was full, failed)",
-            attempt_events.clone(),
-        );
-        let schema_kinds = Gauge::default();
-        registry.register(
-            "schema_kinds",
-            "Kinds whose list and map semantics are known (embedded, then the API server's /openapi/v2)",
-            schema_kinds.clone(),
-        );
-        let schema_refreshes = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "schema_refreshes",
-            "Reads of the API server's /openapi/v2, by result (changed, unchanged, error)",
-            schema_refreshes.clone(),
-        );
-        let ownership_mismatches = Counter::default();
-        registry.register(
-            "ownership_mismatches",
-            "Live objects whose managedFields entry for Helm differs from what helm-locker locks (a schema gap; see the log)",
-            ownership_mismatches.clone(),
-        );
-        let foreign_release_secrets = Counter::default();
-        registry.register(
-            "foreign_release_secrets",
-            "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
-            foreign_release_secrets.clone(),
-        );
-        let unproven_claims_allowed = Counter::default();
-        registry.register(
-            "unproven_claims_allowed",
-            "Writes allowed because the object a release renders does not carry that release's meta.helm.sh annotations (Helm neither made nor adopted it)",
-            unproven_claims_allowed.clone(),
-        );
-        let unproven_objects = Gauge::default();
-        registry.register(
-            "unproven_objects",
-            "Live objects that releases render but that do not carry the release's meta.helm.sh annotations: neither locked nor reverted (seen by the reverter's watches)",
-            unproven_objects.clone(),
-        );
-        let missing_objects = Gauge::default();
-        registry.register(
-            "missing_objects",
-            "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
-            missing_objects.clone(),
-        );
-        let author_stamps = Counter::default();
-        registry.register(
-            "author_stamps",
-            "Release Secret writes stamped with their author by the author webhook (POST /stamp)",
-            author_stamps.clone(),
-        );
-        let author_refused_objects = Gauge::default();
-        registry.register(
-            "author_refused_objects",
-            "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
-            author_refused_objects.clone(),
-        );
-        let held_objects = Gauge::default();
-        registry.register(
-            "held_objects",
-            "Objects of releases whose newest revision has no known author (written without the author stamp: before helm-locker was installed, or while it was away) that differ from that revision where the reverter first saw them: held at what was live then, never written from the revision; each gets an UnknownAuthor Warning Event on the release Secret",
-            held_objects.clone(),
-        );
-        let pending_release_oldest_seconds = Gauge::default();
-        registry.register(
-            "pending_release_oldest_seconds",
-            "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none); its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback)",
-            pending_release_oldest_seconds.clone(),
-        );
-        let revert_fights = Gauge::default();
-        registry.register(
-            "revert_fights",
-            "Objects whose fields the reverter stopped reverting: it put them back 3 times within 10 minutes at the same revision and another writer changed them again each time (a RevertFight Warning Event names it); a new revision or a restart resumes",
-            revert_fights.clone(),
-        );
-        let exceptions_open = Gauge::default();
-        registry.register(
-            "exceptions_open",
-            "LockExceptions open now (each opens a release, or objects or paths of it, to named users until a time)",
-            exceptions_open.clone(),
-        );
-        let exception_longest_open_seconds = Gauge::default();
-        registry.register(
-            "exception_longest_open_seconds",
-            "How long the longest-open LockException has been open (0 when none is)",
-            exception_longest_open_seconds.clone(),
-        );
-        let exceptions_used = Counter::default();
-        registry.register(
-            "exceptions_used",
-            "Writes to locked objects let through by an open LockException (each is also an Event naming it, the user and the reason)",
-            exceptions_used.clone(),
-        );
-        let watch_restarts = Counter::default();
-        registry.register(
-            "watch_restarts",
-            "Release Secret watch errors followed by a reconnect",
-            watch_restarts.clone(),
-        );
-        let release_decode_errors = Counter::default();
-        registry.register(
-            "release_decode_errors",
-            "Release Secrets that could not be decoded (skipped)",
-            release_decode_errors.clone(),
-        );
-        let release_secrets_decoded = Counter::default();
-        registry.register(
-            "release_secrets_decoded",
-            "Release Secrets decoded, from lists and watch events (superseded revisions are not watched)",
-            release_secrets_decoded.clone(),
-        );
-        let release_secrets_unchanged = Counter::default();
-        registry.register(
-            "release_secrets_unchanged",
-            "Release Secrets a list again (after a watch expired) found unchanged and kept without decoding them",
-            release_secrets_unchanged.clone(),
-        );
-        let release_secret_lists = Counter::default();
-        registry.register(
-            "release_secret_lists",
-            "Complete lists of release Secrets: one per watched scope at start-up, and one after each watch expiry",
-            release_secret_lists.clone(),
-        );
-        let confirmations = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "confirmations",
-            "Fresh reads of a release before a deny (rule 7), by result",
-            confirmations.clone(),
-        );
-        let reverts = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "reverts",
-            "Drift put back by the reverter, by result (reverted, recreated, failed; refused: the revision's author may not make the write, or is not known)",
-            reverts.clone(),
-        );
-        let is_leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the Lease (and reverts), else 0",
-            is_leader.clone(),
-        );
+        let mut table = Registrar::default();
+        let metrics = Metrics {
+            admissions: table.add("admissions", Family::default()),
+            admission_series: std::array::from_fn(|_| std::sync::OnceLock::new()),
+            // 50 µs .. ~3.3 s
+            admission_seconds: table.add(
+                "admission_duration_seconds",
+                ShardedHistogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    0.00005, 2.0, 17,
+                )),
+            ),
+            bad_requests: table.add("bad_requests", Counter::default()),
+            releases: table.add("releases_indexed", Gauge::default()),
+            releases_by_status: table.add("releases_by_status", Family::default()),
+            certificate_expiry: table.add("certificate_expiry_timestamp_seconds", Gauge::default()),
+            objects: table.add("objects_indexed", Gauge::default()),
+            claim_conflicts: table.add("claim_conflicts", Gauge::default()),
+            denials: table.add("denials", Family::default()),
+            attempt_events: table.add("attempt_events", Family::default()),
+            schema_kinds: table.add("schema_kinds", Gauge::default()),
+            schema_refreshes: table.add("schema_refreshes", Family::default()),
+            ownership_mismatches: table.add("ownership_mismatches", Counter::default()),
+            foreign_release_secrets: table.add("foreign_release_secrets", Counter::default()),
+            unproven_claims_allowed: table.add("unproven_claims_allowed", Counter::default()),
+            unproven_objects: table.add("unproven_objects", Gauge::default()),
+            missing_objects: table.add("missing_objects", Gauge::default()),
+            author_stamps: table.add("author_stamps", Counter::default()),
+            author_refused_objects: table.add("author_refused_objects", Gauge::default()),
+            held_objects: table.add("held_objects", Gauge::default()),
+            pending_release_oldest_seconds: table
+                .add("pending_release_oldest_seconds", Gauge::default()),
+            revert_fights: table.add("revert_fights", Gauge::default()),
+            exceptions_open: table.add("exceptions_open", Gauge::default()),
+            exception_longest_open_seconds: table
+                .add("exception_longest_open_seconds", Gauge::default()),
+            exceptions_used: table.add("exceptions_used", Counter::default()),
+            watch_restarts: table.add("watch_restarts", Counter::default()),
+            release_decode_errors: table.add("release_decode_errors", Counter::default()),
+            release_secrets_decoded: table.add("release_secrets_decoded", Counter::default()),
+            release_secrets_unchanged: table.add("release_secrets_unchanged", Counter::default()),
+            release_secret_lists: table.add("release_secret_lists", Counter::default()),
+            confirmations: table.add("confirmations", Family::default()),
+            reverts: table.add("reverts", Family::default()),
+            is_leader: table.add("leader", Gauge::default()),
+            registry: table.registry,
+        };
         // Known results start at 0: a counter first seen at 1 gives increase() nothing, so the
         // first failed revert would not fire HelmLockerRevertsFailing; and the series exist for
         // dashboards before anything happened.
         for (family, results) in [
             (
-                &reverts,
+                &metrics.reverts,
                 &["reverted", "recreated", "failed", "refused"][..],
             ),
             (
-                &confirmations,
+                &metrics.confirmations,
                 &["pending", "unchanged", "error", "timeout"],
             ),
             (
-                &attempt_events,
+                &metrics.attempt_events,
                 &["published", "held_back", "dropped", "failed"],
             ),
-            (&schema_refreshes, &["changed", "unchanged", "error"]),
+            (
+                &metrics.schema_refreshes,
+                &["changed", "unchanged", "error"],
+            ),
         ] {
             for result in results {
                 drop(family.get_or_create(&ResultLabels { result }));
             }
         }
-        Metrics {
-            registry,
-            reverts,
-            is_leader,
-            schema_kinds,
-            schema_refreshes,
-            ownership_mismatches,
-            foreign_release_secrets,
-            unproven_claims_allowed,
-            unproven_objects,
-            missing_objects,
-            author_stamps,
-            author_refused_objects,
-            held_objects,
-            pending_release_oldest_seconds,
-            revert_fights,
-            exceptions_open,
-            exception_longest_open_seconds,
-            exceptions_used,
-            admissions,
-            admission_series: std::array::from_fn(|_| std::sync::OnceLock::new()),
-            admission_seconds,
-            bad_requests,
-            releases,
-            releases_by_status,
-            certificate_expiry,
-            objects,
-            claim_conflicts,
-            denials,
-            attempt_events,
-            watch_restarts,
-            release_decode_errors,
-            release_secrets_decoded,
-            release_secrets_unchanged,
-            release_secret_lists,
-            confirmations,
-        }
+        metrics
     }
 
     pub(crate) fn render(&self) -> String {
@@ -432,6 +502,74 @@ mod tests {
             "# TYPE helm_locker_admission_duration_seconds histogram",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
+        }
+    }
+
+    /// Each row of the table is exported with its kind and help, under labels that are the
+    /// row's, and nothing is exported without a row.
+    #[test]
+    fn every_metric_is_exported_as_its_row_says() {
+        let metrics = Metrics::new();
+        // A family shows its labels once it has a series.
+        metrics.admitted(AdmissionLabels {
+            endpoint: "validate",
+            operation: "UPDATE",
+            decision: "deny",
+        });
+        metrics
+            .denials
+            .get_or_create(&DenialLabels {
+                release: "shop/shop".into(),
+                decision: "deny",
+            })
+            .inc();
+        metrics
+            .releases_by_status
+            .get_or_create(&StatusLabels { status: "deployed" })
+            .set(1);
+        let text = metrics.render();
+        let typed: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("# TYPE "))
+            .collect();
+        assert_eq!(typed.len(), TABLE.len(), "{text}");
+        for row in TABLE {
+            let name = format!("helm_locker_{}", row.name);
+            let kind = match row.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            assert!(
+                typed.contains(&format!("# TYPE {name} {kind}").as_str()),
+                "{name}"
+            );
+            assert!(
+                text.contains(&format!("# HELP {name} {}", row.help)),
+                "{name}"
+            );
+            let series = match row.kind {
+                Kind::Counter => format!("{name}_total"),
+                Kind::Gauge => name.clone(),
+                Kind::Histogram => format!("{name}_count"),
+            };
+            for line in text
+                .lines()
+                .filter(|l| l.starts_with(&format!("{series}{{")))
+            {
+                let inside = &line[series.len() + 1..line.find('}').unwrap()];
+                let labels: Vec<&str> = inside
+                    .split(',')
+                    .map(|pair| pair.split('=').next().unwrap())
+                    .collect();
+                assert_eq!(labels, row.labels, "{line}");
+            }
+            if !row.labels.is_empty() {
+                assert!(
+                    text.lines().any(|l| l.starts_with(&format!("{series}{{"))),
+                    "{name} has a series in this test"
+                );
+            }
         }
     }
 }
