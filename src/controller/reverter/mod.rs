@@ -16,6 +16,13 @@
 //! right before each write. A write happens only after a fresh read of the release's newest
 //! revision from the API server agrees with the index (deployed, same revision), so the
 //! reverter never fights Helm mid-operation or with an index that lags behind an upgrade.
+//!
+//! Its rooms, in the order a queued object passes them: `watches` (one watch per kind; queues
+//! drift and deletes), `work` (the worker: leadership, pacing, retries), `reconcile` (one
+//! attempt, step by step, carried in an `attempt::Attempt`), `hold` (a revision whose author is
+//! not known), `plan` (what to write, and its dry run), `authorize` (the author's rights),
+//! `fights` (backoff, fights, a lost lease), `write` and `recreate` (the writes and their
+//! Events). `key` and `proofs` hold what the others share.
 
 mod attempt;
 mod authorize;
@@ -86,7 +93,7 @@ pub(crate) struct Reverter {
     refused: Mutex<HashMap<ObjectKey, String>>,
     /// Objects of releases whose newest revision's author is not known: the revision the
     /// reverter first saw each under, and the paths where it then differed from that revision
-    /// (held at what is live, never written from it: [`revert_plan::held_paths`]).
+    /// (held at what is live, never written from it: [`crate::core::revert_plan::held_paths`]).
     held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
     /// Reverts of the same fields, and the fights with another writer stopped.
     fights: Mutex<crate::core::fight::Fights<ObjectKey>>,
