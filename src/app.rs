@@ -7,12 +7,10 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::core::decide::decide;
-use crate::core::index::Index;
-use crate::core::inspect;
-use crate::core::policy::{self, Config, Mode};
-use crate::core::review::{parse_review, render_response};
-use crate::core::schema::{KubeVersion, Schema};
+use crate::core::{
+    decide, inspect, inspect_text, parse_review, render_response, validate_config,
+    ChartsByRevision, Config, Index, KubeVersion, Mode, Schema,
+};
 use crate::source::files;
 
 /// Makes Helm the only way to change what Helm installed.
@@ -204,7 +202,7 @@ struct ServeArgs {
     own_release: Option<crate::core::ReleaseKey>,
     /// Lock only releases whose Secret labels match (k=v,k!=v,k,!k).
     #[arg(long, env = "HELM_LOCKER_RELEASE_SELECTOR")]
-    release_selector: Option<crate::core::policy::LabelSelector>,
+    release_selector: Option<crate::core::LabelSelector>,
     /// Users whose writes are never blocked (in addition to the control plane's).
     #[arg(
         long = "exempt-user",
@@ -559,8 +557,7 @@ fn run_owned_fields(
     openapi: SchemaChoice<'_>,
     manager: Option<&str>,
 ) -> Result<bool, String> {
-    use crate::core::fields_v1::{attribution_of, helm_fields, owned_fields};
-    use crate::core::ownership::applied_object;
+    use crate::core::{applied_object, attribution_of, helm_fields, owned_fields};
     let index = load_index(releases)?;
     let schema = load_schema(openapi)?;
     let mut all_match = true;
@@ -618,11 +615,11 @@ fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
     let index = load_index(paths)?;
     let charts = inspected_charts(paths, &index);
     match output {
-        Output::Text => print!("{}", inspect::render_text(&index, &charts)),
+        Output::Text => print!("{}", inspect_text(&index, &charts)),
         Output::Json => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&inspect::inspect(&index, &charts))
+                serde_json::to_string_pretty(&inspect(&index, &charts))
                     .map_err(|e| e.to_string())?
             )
         }
@@ -632,7 +629,7 @@ fn run_inspect(paths: &[PathBuf], output: Output) -> Result<(), String> {
 
 /// The chart files of each release's newest revision, from the same files (not standard input,
 /// which was read once already).
-fn inspected_charts(paths: &[PathBuf], index: &crate::core::index::Index) -> inspect::Charts {
+fn inspected_charts(paths: &[PathBuf], index: &crate::core::Index) -> ChartsByRevision {
     // Every Secret's data, read once by name; decoded only for the revisions listed.
     let mut by_name = std::collections::HashMap::new();
     for file in files::release_files(paths).unwrap_or_default() {
@@ -642,13 +639,13 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::core::index::Index) -> ins
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        for entry in crate::core::release::release_data(&text) {
+        for entry in crate::core::release_data(&text) {
             if let Some(secret) = entry.secret {
                 by_name.insert((secret.namespace, secret.name), entry.data);
             }
         }
     }
-    let mut charts = inspect::Charts::new();
+    let mut charts = ChartsByRevision::new();
     for state in index.releases() {
         let Some(revision) = state.newest().map(|r| r.revision) else {
             continue;
@@ -657,7 +654,7 @@ fn inspected_charts(paths: &[PathBuf], index: &crate::core::index::Index) -> ins
         let data = by_name
             .get(&(state.key.namespace.clone(), name.clone()))
             .or_else(|| by_name.get(&(String::new(), name)));
-        if let Some(files) = data.and_then(|d| crate::core::chart::decode_chart_files(d).ok()) {
+        if let Some(files) = data.and_then(|d| crate::core::decode_chart_files(d).ok()) {
             charts.insert((state.key.clone(), revision), files);
         }
     }
@@ -679,7 +676,7 @@ fn review_config(
     }
     config.ownership_returned = revert;
     config.own_release = own_release;
-    policy::validate(&config)?;
+    validate_config(&config)?;
     Ok(config)
 }
 
@@ -741,14 +738,14 @@ fn run_review(
 
 /// For `review`: where the chart sets the denied fields, read from the chart stored in the
 /// release files given (the server reads it from the release Secret).
-fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::core::decide::Decision) {
+fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::core::Decision) {
     let Some(locked) = decision.traceable() else {
         return;
     };
     let files = files::release_files(releases).ok().and_then(|found| {
         found.iter().find_map(|file| {
             let text = std::fs::read_to_string(file).ok()?;
-            crate::core::chart::find_chart_files(&text, &locked.release, locked.revision)
+            crate::core::find_chart_files(&text, &locked.release, locked.revision)
         })
     });
     if let Some(files) = files {
@@ -828,7 +825,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     }
     config.ownership_returned = args.revert;
     config.own_release = args.own_release;
-    policy::validate(&config)?;
+    validate_config(&config)?;
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err("--lease-duration must be at least 1 second".into());

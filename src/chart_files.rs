@@ -1,5 +1,5 @@
 //! The chart's templates of a release revision, read on demand to tell a denied user which
-//! values key sets a field ([`crate::core::trace`]). The index never keeps templates (they would
+//! values key sets a field ([`crate::core::trace_change`]). The index never keeps templates (they would
 //! double its memory); a denial reads the revision's Secret once, and a revision never changes,
 //! so what was read (or found missing) is kept for the next denial.
 
@@ -11,9 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
 use crate::confirm::BoxFuture;
-use crate::core::chart::ChartFiles;
-use crate::core::decide::Locked;
-use crate::core::index::ReleaseKey;
+use crate::core::{ChartFiles, Locked, ReleaseKey};
 
 /// A revision's chart files that could not be read (a denial then names no values key).
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +19,7 @@ pub(crate) enum ChartFilesError {
     #[error("cannot read the release Secret")]
     Api(#[from] kube::Error),
     #[error("the release does not decode")]
-    Decode(#[from] crate::core::release::DecodeError),
+    Decode(#[from] crate::core::DecodeError),
     #[error("cannot read the release folder")]
     Folder(#[from] std::io::Error),
     #[error("the read stopped")]
@@ -60,7 +58,7 @@ impl ReadChartFiles for KubeChartFiles {
             // A client hands `data` over with the Secret's base64 undone: Helm's layer remains.
             let helm_layer = data.0.clone();
             tokio::task::spawn_blocking(move || {
-                crate::core::chart::decode_chart_files_payload(&helm_layer)
+                crate::core::decode_chart_files_payload(&helm_layer)
             })
             .await?
             .map(Some)
@@ -87,7 +85,7 @@ impl ReadChartFiles for FolderChartFiles {
                 let files = crate::source::files::release_files(&[dir])?;
                 Ok::<_, ChartFilesError>(files.iter().find_map(|file| {
                     let text = std::fs::read_to_string(file).ok()?;
-                    crate::core::chart::find_chart_files(&text, &release, revision)
+                    crate::core::find_chart_files(&text, &release, revision)
                 }))
             })
             .await?
@@ -314,9 +312,7 @@ mod tests {
     /// message, and another requested value its own `--set`.
     #[tokio::test]
     async fn advice_is_kept_per_change_and_value() {
-        use crate::core::decide::{OwnerProof, Target};
-        use crate::core::ownership::Change;
-        use crate::core::release::Status;
+        use crate::core::{Change, DecisionTarget, OwnerProof, Status};
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/cluster-capture/releases");
         let cache = ChartFilesCache::new(Box::new(FolderChartFiles { dir }));
@@ -328,7 +324,7 @@ mod tests {
             revision: 2,
             status: Status::Deployed,
             object: "Deployment shop/shop-web".into(),
-            target: Target {
+            target: DecisionTarget {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 namespace: Some("shop".into()),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::core::policy::{self, Config};
+use crate::core::{validate_config, Config};
 
 /// Why the policy file cannot be used; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub(crate) fn load(path: Option<&Path>) -> Result<Config, ConfigFileError> {
         path: path.to_path_buf(),
         source: Box::new(source),
     })?;
-    policy::validate(&config).map_err(|reason| ConfigFileError::Invalid {
+    validate_config(&config).map_err(|reason| ConfigFileError::Invalid {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     })?;

@@ -7,8 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::core::index::ReleaseKey;
-use crate::core::release::Status;
+use crate::core::{ReleaseKey, Status};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -13,9 +13,9 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::core::index::{ReleaseKey, ReleaseState};
-use crate::core::policy::{Exemptions, IgnoreRule, Mode, Registration, Target};
-use crate::core::release::Status;
+use crate::core::{
+    Exemptions, IgnoreRule, Mode, Registration, ReleaseKey, ReleaseState, RuleTarget, Status,
+};
 
 /// Locks one Helm release: writes to its objects by anyone but Helm are denied (or warned
 /// about, or repaired, per `mode`), and drift is reverted.
@@ -201,7 +201,7 @@ pub(crate) fn registration(hr: &HelmRelease) -> Result<Registration, String> {
         let target = rule.target.clone().unwrap_or_default();
         ignore.push(IgnoreRule {
             paths: rule.paths.clone(),
-            target: Target {
+            target: RuleTarget {
                 group: target.group,
                 kind: target.kind,
                 namespace: target.namespace,
@@ -379,7 +379,7 @@ pub(crate) fn transition_event(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::index::Index;
+    use crate::core::Index;
 
     fn hr(ns: &str, name: &str, spec: HelmReleaseSpec) -> HelmRelease {
         let mut hr = HelmRelease::new(name, spec);

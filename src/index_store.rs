@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::core::index::Index;
+use crate::core::Index;
 
 /// The index, shared between its writers (the sources, the HelmRelease controller) and many
 /// readers (requests). Background tasks (the reverter, the HelmRelease status)
@@ -83,7 +83,7 @@ impl IndexStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::release::{ReleaseSecret, Status};
+    use crate::core::{ReleaseSecret, Status};
 
     use std::time::Duration;
 
@@ -136,7 +136,7 @@ mod tests {
                 store
                     .update(move |index| {
                         index.set_registration(
-                            crate::core::index::ReleaseKey::new("a", format!("r{i}")),
+                            crate::core::ReleaseKey::new("a", format!("r{i}")),
                             Some(Default::default()),
                         )
                     })
@@ -150,7 +150,7 @@ mod tests {
         let index = store.snapshot();
         assert_eq!(index.release_count(), 220, "a writer's releases were lost");
         for i in 0..20 {
-            let key = crate::core::index::ReleaseKey::new("a", format!("r{i}"));
+            let key = crate::core::ReleaseKey::new("a", format!("r{i}"));
             assert!(
                 index.registration(&key).is_some(),
                 "registration of {key} lost"

@@ -12,8 +12,7 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::core::exception::Exception;
-use crate::core::index::ReleaseKey;
+use crate::core::{Exception, ReleaseKey};
 
 /// Opens a Helm release of this namespace, or some of its objects or paths, to the users and
 /// groups named, until a time.

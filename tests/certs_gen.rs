@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use helm_locker::core::policy::Config;
+use helm_locker::core::Config;
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 
@@ -88,7 +88,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         author_key: Default::default(),
-        kube_version: helm_locker::core::schema::KubeVersion::V1_20,
+        kube_version: helm_locker::core::KubeVersion::V1_20,
     };
     let server = BoundServer::bind(settings).await.unwrap();
     let addr = server.addr;

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 mod common;
 
 use common::Http;
-use helm_locker::core::policy::{Config, Mode};
+use helm_locker::core::{Config, Mode};
 use helm_locker::server::state::HttpSettings;
 use helm_locker::server::{BoundServer, Certificate, ReleaseSource, Settings};
 
@@ -93,7 +93,7 @@ async fn start(config: Config) -> Running {
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         author_key: Default::default(),
-        kube_version: helm_locker::core::schema::KubeVersion::V1_20,
+        kube_version: helm_locker::core::KubeVersion::V1_20,
     };
     let server = BoundServer::bind(settings).await.unwrap();
     let (addr, admin) = (server.addr, server.admin_addr);
@@ -456,7 +456,7 @@ async fn a_changed_release_folder_is_picked_up() {
         "shop",
         "shop",
         3,
-        helm_locker::core::release::Status::PendingUpgrade,
+        helm_locker::core::Status::PendingUpgrade,
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop-web}\nspec: {replicas: 3}\n",
     );
     std::fs::write(

@@ -11,11 +11,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use helm_locker_core::index::Index;
-use helm_locker_core::policy::Config;
-use helm_locker_core::release::{ReleaseSecret, Status};
-use helm_locker_core::review::parse_review;
-use helm_locker_core::{decide, decide_found, find};
+use helm_locker_core::{
+    decide, decide_found, find, parse_review, Config, Index, ReleaseSecret, Status,
+};
 use serde_json::json;
 
 fn manifest(release: &str, objects: usize) -> String {
@@ -64,7 +62,7 @@ fn review(
     object: serde_json::Value,
     old: serde_json::Value,
 ) -> String {
-    let api_version = helm_locker_core::manifest::api_version(group, "v1");
+    let api_version = helm_locker_core::api_version(group, "v1");
     let review = helm_locker_core::test_util::review("UPDATE", &api_version, kind, "x")
         .uid("u")
         .name(Some("ns1"), name)
@@ -83,7 +81,7 @@ const RECORDED_LOCKED: &[&str] = &[
 fn benches(c: &mut Criterion) {
     let index = cluster(1_000, 30);
     let config = Config::default();
-    let schema = helm_locker_core::schema::Schema::builtin();
+    let schema = helm_locker_core::Schema::builtin();
 
     let unowned = review(
         "ConfigMap",
@@ -161,7 +159,7 @@ fn benches(c: &mut Criterion) {
     let root =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/cluster-capture");
     let recorded_index = Index::from_secrets(
-        helm_locker_core::release::parse_release_file(
+        helm_locker_core::parse_release_file(
             &std::fs::read_to_string(root.join("releases/02-after-upgrade.json")).unwrap(),
         )
         .unwrap()
@@ -212,7 +210,7 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 for body in &go_ordered {
                     let body = black_box(body.as_bytes());
-                    let head = helm_locker_core::review::read_head(body).unwrap();
+                    let head = helm_locker_core::read_head(body).unwrap();
                     let found = find(&recorded_index, &schema, &head.review.request);
                     assert!(found
                         .answer(&recorded_index, &head.review.request)
@@ -233,7 +231,7 @@ fn benches(c: &mut Criterion) {
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
         .map(|b| helm_locker_core::test_util::go_order(&b))
         .filter(|body| {
-            helm_locker_core::review::read_head(body.as_bytes()).is_some_and(|head| {
+            helm_locker_core::read_head(body.as_bytes()).is_some_and(|head| {
                 find(&recorded_index, &schema, &head.review.request)
                     .answer(&recorded_index, &head.review.request)
                     .is_some()
@@ -249,8 +247,7 @@ fn benches(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 for body in &answered_by_head {
-                    let head =
-                        helm_locker_core::review::read_head(black_box(body.as_bytes())).unwrap();
+                    let head = helm_locker_core::read_head(black_box(body.as_bytes())).unwrap();
                     let request = &head.review.request;
                     black_box(
                         find(&recorded_index, &schema, request).answer(&recorded_index, request),
@@ -267,9 +264,7 @@ fn benches(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 for body in &answered_by_head {
-                    black_box(helm_locker_core::review::read_head(black_box(
-                        body.as_bytes(),
-                    )));
+                    black_box(helm_locker_core::read_head(black_box(body.as_bytes())));
                 }
             })
         },
@@ -278,9 +273,7 @@ fn benches(c: &mut Criterion) {
     group.bench_function("server path: the heads of the 17", |b| {
         b.iter(|| {
             for body in &go_ordered {
-                black_box(helm_locker_core::review::parse_head(black_box(
-                    body.as_bytes(),
-                )));
+                black_box(helm_locker_core::parse_head(black_box(body.as_bytes())));
             }
         })
     });
@@ -306,7 +299,7 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("index");
     let text = big_release.release.manifest.clone();
     group.bench_function("parse the manifest of 200 objects (YAML only)", |b| {
-        b.iter(|| helm_locker_core::manifest::parse_manifest(black_box(&text)))
+        b.iter(|| helm_locker_core::parse_manifest(black_box(&text)))
     });
     group.bench_function("re-index one release of 200 objects", |b| {
         b.iter_batched(
@@ -366,8 +359,7 @@ fn benches(c: &mut Criterion) {
         let index = cluster(releases, 30);
         group.bench_function(format!("head + unowned, {releases} releases x 30"), |b| {
             b.iter(|| {
-                let head =
-                    helm_locker_core::review::parse_head(black_box(unowned_go.as_bytes())).unwrap();
+                let head = helm_locker_core::parse_head(black_box(unowned_go.as_bytes())).unwrap();
                 decide(&index, &schema, &config, &head.request)
                     .unwrap()
                     .is_allowed()
@@ -401,10 +393,10 @@ fn benches(c: &mut Criterion) {
 
 /// What the author stamp adds to reading a release Secret (docs/performance.md).
 fn author_benches(c: &mut Criterion) {
-    use helm_locker_core::author::{
-        authorship, stamp_annotations, Author, AuthorKey, Stamping, StoredSecret,
+    use helm_locker_core::{
+        authorship, release_secret_from_parts, stamp_annotations, Author, AuthorKey, SecretRef,
+        Stamping, StoredSecret,
     };
-    use helm_locker_core::release::{release_secret_from_parts, SecretRef};
     let release = helm_locker_core::test_util::release_json(
         "team",
         "ops",

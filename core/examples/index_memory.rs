@@ -47,7 +47,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let secrets: Vec<_> = match helm_locker_core::release::parse_release_file(&text) {
+    let secrets: Vec<_> = match helm_locker_core::parse_release_file(&text) {
         Ok(results) => results.into_iter().filter_map(Result::ok).collect(),
         Err(e) => {
             eprintln!("index_memory: {path}: {e}");

@@ -19,12 +19,72 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
-pub use decide::{decide, decide_found, find, Decision, Found};
-pub use index::{Index, LockedObject, ReleaseKey, ReleaseState};
-pub use policy::{Config, Mode};
-pub use release::{ReleaseSecret, Status};
-pub use review::{parse_review, render_response, Request};
+// Release Secrets and their decoding: a Secret (or a file of them) into a release.
+pub use release::{
+    annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
+    decode_secret, each_release_secret, live_owner, parse_release_file, release_data,
+    release_secret_from_parts, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef,
+    Status,
+};
+// A release's manifest, the YAML it is written in, and the tree chart content is kept in.
+pub use manifest::{api_version, parse_manifest, split_documents};
+pub use tree::Tree;
+pub use yaml::block::parse as parse_yaml_block;
+pub use yaml::{parse_document as parse_yaml, reference as parse_yaml_reference};
+
+// The index: every release's revisions and every object the newest one owns.
+pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, UpdateReport};
+
+// A review and its decision: the AdmissionReview in, the decision, the response out.
+pub use decide::{
+    confirm, decide, decide_found, excuse, find, prove, Allowed, Decision, Found, Locked,
+    OwnerProof, Target as DecisionTarget,
+};
+pub use review::{
+    parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
+    Review,
+};
+
+// Policy: the configuration (modes, exemptions, ignore rules, selectors) and LockExceptions.
+pub use exception::Exception;
+pub use policy::{
+    validate as validate_config, Config, Exemptions, IgnoreRule, LabelSelector, Mode, Registration,
+    Target as RuleTarget,
+};
+
+// What Helm owns in an object: the API's schema, the kinds known before it is read, the field
+// comparison, server-side apply's field sets, quantities.
+pub use fields_v1::{attribution_of, helm_fields, owned_fields};
+pub use kinds::{scope_of, Scope as KindScope};
+pub use ownership::{applied_object, drifted_fields, locked_changes, Change};
+pub use quantity::Quantity;
 pub use schema::{KubeVersion, Schema};
+
+// The reverter's plan: what drifted, what to write back, and when to stop fighting a writer.
+pub use fight::{other_writer, Fight, Fights, Next as FightNext, FIGHT_REVERTS, FIGHT_WINDOW};
+pub use revert_plan::{
+    attribution as helm_attribution, describe_paths, desired_object, drift, fixed_by_write,
+    held_paths, helm_writer, helm_writer_seen, locked_values, ownership_return,
+    recreate_when_deleted, revert_patch, write_would_fix, Backoff, HelmWriter, OwnershipReturn,
+};
+
+// The author stamp: who wrote a revision, and what the reverter may write for that author.
+pub use author::{
+    authorship, needs as author_needs, permission as author_permission, stamp_annotations,
+    unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
+    Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
+    Stamping, StoredSecret, Unknown as UnknownAuthor, Write as ReverterWrite,
+    MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
+};
+pub use stamp::stamp as stamp_review;
+
+// Chart files and tracing: which template and values key set a field; `inspect`'s report.
+pub use chart::{decode_chart_files, decode_chart_files_payload, find_chart_files, ChartFiles};
+pub use inspect::{inspect, render_text as inspect_text, Charts as ChartsByRevision};
+pub use trace::{rendered_object, trace_change};
+
+// Helpers.
+pub use parallel::map as parallel_map;
 
 pub mod author;
 pub mod chart;

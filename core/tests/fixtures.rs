@@ -6,11 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use helm_locker_core::decide::{decide, Allowed, Decision};
-use helm_locker_core::index::Index;
-use helm_locker_core::policy::Config;
-use helm_locker_core::release::{decode_secret, parse_release_file, SecretRef};
-use helm_locker_core::review::{parse_head, parse_review, read_head};
+use helm_locker_core::{
+    decide, decode_secret, parse_head, parse_release_file, parse_review, read_head, Allowed,
+    Config, Decision, Index, SecretRef,
+};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -28,7 +27,7 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn every_release_fixture_decodes() {
-    use helm_locker_core::release::{decode_data_release, release_data};
+    use helm_locker_core::{decode_data_release, release_data};
     let mut decoded = 0;
     for dir in [
         "helm3-style",
@@ -46,7 +45,7 @@ fn every_release_fixture_decodes() {
             for data in &payloads {
                 let release = decode_data_release(&data.data)
                     .unwrap_or_else(|e| panic!("{}: {:?}: {e}", file.display(), data.secret));
-                let manifest = helm_locker_core::manifest::parse_manifest(&release.manifest);
+                let manifest = helm_locker_core::parse_manifest(&release.manifest);
                 assert!(!manifest.objects.is_empty(), "{}", file.display());
                 assert_eq!(manifest.skipped, [], "{}", file.display());
                 decoded += 1;
@@ -75,7 +74,7 @@ fn every_release_fixture_decodes() {
 
 /// The Secrets of `tests/fixtures/helm3-style/<name>` (made by scripts/make-release-fixtures.py;
 /// its README says which quirk each file carries).
-fn helm3_style(name: &str) -> Vec<helm_locker_core::release::ReleaseSecret> {
+fn helm3_style(name: &str) -> Vec<helm_locker_core::ReleaseSecret> {
     let text = std::fs::read_to_string(fixtures().join("helm3-style").join(name)).unwrap();
     parse_release_file(&text)
         .unwrap()
@@ -97,7 +96,7 @@ fn locked_content(
 
 #[test]
 fn helm3_fixtures_have_the_documented_content() {
-    use helm_locker_core::release::{decode_data_release, release_data, Status};
+    use helm_locker_core::{decode_data_release, release_data, Status};
     use serde_json::json;
 
     // Helm 3 wrote every one: no `apply_method` (Helm 4's), whatever else differs.
@@ -171,9 +170,7 @@ fn helm3_fixtures_have_the_documented_content() {
     );
     let index = Index::from_secrets(tally);
     let state = index
-        .release(&helm_locker_core::release::ReleaseKey::new(
-            "counting", "tally",
-        ))
+        .release(&helm_locker_core::ReleaseKey::new("counting", "tally"))
         .unwrap();
     assert_eq!(state.status(), Status::Failed);
     let limits = locked_content(&index, ("", "ConfigMap", Some("counting"), "tally-limits"));
@@ -196,7 +193,7 @@ fn helm3_fixtures_have_the_documented_content() {
 
     // APIs Kubernetes removed are still what the release says.
     let [archive] = <[_; 1]>::try_from(helm3_style("deprecated-apis.yaml")).unwrap();
-    let kinds: Vec<_> = helm_locker_core::manifest::parse_manifest(&archive.release.manifest)
+    let kinds: Vec<_> = helm_locker_core::parse_manifest(&archive.release.manifest)
         .objects
         .iter()
         .map(|o| format!("{}/{} {}", o.group, o.version, o.kind))
@@ -410,7 +407,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(
             &index,
-            &helm_locker_core::schema::Schema::builtin(),
+            &helm_locker_core::Schema::builtin(),
             &config,
             &parsed.request,
         )
@@ -422,7 +419,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         assert!(head.read_user(), "{}", review.file);
         // What the server carries from the head and the user to the whole review decides as
         // a decision from the start does.
-        let schema = helm_locker_core::schema::Schema::builtin();
+        let schema = helm_locker_core::Schema::builtin();
         let request = &head.review.request;
         let mut found = helm_locker_core::find(&index, &schema, request);
         let fast = found
@@ -444,7 +441,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
         if let Some(head) = parse_head(review.body.as_bytes()) {
             assert_eq!(head.request.uid, parsed.request.uid);
             assert_eq!(head.api_version, parsed.api_version);
-            let schema = helm_locker_core::schema::Schema::builtin();
+            let schema = helm_locker_core::Schema::builtin();
             if let Some(fast) =
                 helm_locker_core::find(&index, &schema, &head.request).answer(&index, &head.request)
             {
@@ -464,7 +461,7 @@ fn every_recorded_review_gets_the_decision_a_user_expects() {
                 let whole = parse_review(text.as_bytes()).unwrap();
                 let unpruned = decide(
                     &index,
-                    &helm_locker_core::schema::Schema::builtin(),
+                    &helm_locker_core::Schema::builtin(),
                     &config,
                     &whole.request,
                 )
@@ -607,7 +604,7 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
         ..Config::default()
     };
     let config = Config {
-        exempt: helm_locker_core::policy::Exemptions {
+        exempt: helm_locker_core::Exemptions {
             users: vec![],
             groups: vec![],
             service_account_namespaces: vec![],
@@ -620,7 +617,7 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
         let parsed = parse_review(review.body.as_bytes()).unwrap();
         let decision = decide(
             &index,
-            &helm_locker_core::schema::Schema::builtin(),
+            &helm_locker_core::Schema::builtin(),
             &config,
             &parsed.request,
         )
@@ -635,9 +632,8 @@ fn a_field_the_chart_does_not_set_is_free_even_without_exemptions() {
 
 /// Compares, for every object Helm created in a recording, what helm-locker locks (from the
 /// chart and `schema`) with the `Apply` entry the API server wrote for Helm; the kinds compared.
-fn compare_attributions(capture: &str, schema: &helm_locker_core::schema::Schema) -> Vec<String> {
-    use helm_locker_core::fields_v1::{attribution_of, helm_fields};
-    use helm_locker_core::ownership::applied_object;
+fn compare_attributions(capture: &str, schema: &helm_locker_core::Schema) -> Vec<String> {
+    use helm_locker_core::{applied_object, attribution_of, helm_fields};
     let mut index = Index::new();
     let mut compared = Vec::new();
     for review in reviews_of(capture) {
@@ -674,10 +670,7 @@ fn compare_attributions(capture: &str, schema: &helm_locker_core::schema::Schema
 /// kube-apiserver 1.20; the set computed from the chart and the API's schema must equal it.
 #[test]
 fn owned_fields_equal_what_the_api_server_attributed_to_helm() {
-    let compared = compare_attributions(
-        "cluster-capture",
-        &helm_locker_core::schema::Schema::builtin(),
-    );
+    let compared = compare_attributions("cluster-capture", &helm_locker_core::Schema::builtin());
     // Two installs (shop, tmp) of six objects each, and the Service the failed upgrade
     // created again after `kubectl delete`.
     assert_eq!(compared.len(), 13, "{compared:?}");
@@ -705,8 +698,7 @@ const DENIED_1_36: &[(usize, &str)] = &[
 #[test]
 fn every_review_recorded_on_1_36_gets_the_decision_a_user_expects() {
     let config = Config::default();
-    let schema =
-        helm_locker_core::schema::Schema::embedded(helm_locker_core::schema::KubeVersion::V1_36);
+    let schema = helm_locker_core::Schema::embedded(helm_locker_core::KubeVersion::V1_36);
     let mut index = Index::new();
     let (mut seen, mut report) = (BTreeSet::new(), Vec::new());
     for review in reviews_of("cluster-capture-1.36") {
@@ -808,7 +800,7 @@ fn a_server_side_applys_old_object_carries_the_new_managed_fields_on_1_20_only()
 /// Helm's managedFields entry there too.
 #[test]
 fn owned_fields_equal_what_kube_apiserver_1_36_attributed_to_helm() {
-    use helm_locker_core::schema::{KubeVersion, Schema};
+    use helm_locker_core::{KubeVersion, Schema};
     let compared = compare_attributions(
         "cluster-capture-1.36",
         &Schema::embedded(KubeVersion::V1_36),

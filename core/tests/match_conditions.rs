@@ -28,13 +28,12 @@
 
 use std::path::{Path, PathBuf};
 
-use helm_locker_core::decide::{decide, Decision};
-use helm_locker_core::index::Index;
-use helm_locker_core::policy::{Config, Exemptions};
-use helm_locker_core::release::{decode_secret, parse_release_file, SecretRef, Status};
-use helm_locker_core::review::parse_review;
-use helm_locker_core::schema::{KubeVersion, Schema};
-use helm_locker_core::test_util::{release_secret, review};
+use helm_locker_core::test_util::release_secret;
+use helm_locker_core::test_util::review;
+use helm_locker_core::{
+    decide, decode_secret, parse_release_file, parse_review, Config, Decision, Exemptions, Index,
+    KubeVersion, Schema, SecretRef, Status,
+};
 use serde_json::{json, Value};
 
 fn repo() -> PathBuf {

@@ -14,11 +14,7 @@
 //! Not modelled, because ownership.rs does not claim it: Go's `omitempty` dropping `false`, `0`
 //! and `""` (a chart's `hostNetwork: false` is absent on the server).
 
-use helm_locker_core::manifest::parse_manifest;
-use helm_locker_core::ownership::{self, Change};
-use helm_locker_core::quantity::Quantity;
-use helm_locker_core::schema::Schema;
-use helm_locker_core::tree::Tree;
+use helm_locker_core::{parse_manifest, Change, Quantity, Schema, Tree};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -158,13 +154,13 @@ fn schema_for(chart: &Value) -> Schema {
 fn locked_changes(chart: &Tree, new: &Value, old: Option<&Value>, ignore: &[&str]) -> Vec<Change> {
     let schema = schema_for(&chart.to_json());
     let root = schema.root_or_deduced("v1", "Thing");
-    ownership::locked_changes(&schema, root, chart, new, old, ignore)
+    helm_locker_core::locked_changes(&schema, root, chart, new, old, ignore)
 }
 
 fn drifted_fields(chart: &Tree, live: &Value, ignore: &[&str]) -> Vec<Change> {
     let schema = schema_for(&chart.to_json());
     let root = schema.root_or_deduced("v1", "Thing");
-    ownership::drifted_fields(&schema, root, chart, live, ignore)
+    helm_locker_core::drifted_fields(&schema, root, chart, live, ignore)
 }
 
 // ------------------------------------------------------------------------------------------

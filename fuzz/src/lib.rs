@@ -8,16 +8,12 @@
 use std::sync::OnceLock;
 
 use base64::Engine;
-use helm_locker_core::decide::{confirm, decide, decide_found, find, Decision, Found};
-use helm_locker_core::index::Index;
-use helm_locker_core::manifest::{parse_manifest, split_documents};
-use helm_locker_core::policy::{Config, Mode};
-use helm_locker_core::quantity::Quantity;
-use helm_locker_core::release::{
-    decode_data_release, decode_helm_payload, decode_release_json, parse_release_file,
-    ReleaseSecret, SecretRef, Status,
+use helm_locker_core::{
+    confirm, decide, decide_found, decode_data_release, decode_helm_payload, decode_release_json,
+    find, parse_head, parse_manifest, parse_release_file, parse_review, read_head, render_response,
+    split_documents, Config, Decision, Found, Index, Mode, Quantity, ReleaseSecret, SecretRef,
+    Status,
 };
-use helm_locker_core::review::{parse_head, parse_review, read_head, render_response};
 use serde_json::Value;
 
 /// The `shop` release as recorded after `helm upgrade` (revision 2 deployed: a Deployment,
@@ -56,7 +52,7 @@ fn configs() -> &'static [Config; 2] {
 /// `parse_review`, `decide`, `for_validation`/`for_mutation`, `confirm`, `render_response`.
 /// What the fast path allows, the full path must not deny, warn about or repair.
 pub fn review(data: &[u8]) {
-    let schema = helm_locker_core::schema::Schema::builtin();
+    let schema = helm_locker_core::Schema::builtin();
     let head = parse_head(data);
     let mut fast = [false; 2];
     if let Some(head) = &head {
@@ -154,7 +150,7 @@ pub fn review(data: &[u8]) {
 /// to repair (the API server would reject a patch that does not apply, failing the user's write).
 fn repaired_write_is_allowed(
     config: &Config,
-    request: &helm_locker_core::review::Request<'_>,
+    request: &helm_locker_core::Request<'_>,
     patch: &json_patch::Patch,
 ) {
     let mut object: Value = request
@@ -164,12 +160,11 @@ fn repaired_write_is_allowed(
     json_patch::patch(&mut object, patch).expect("the repair patch applies to the object");
     let text = object.to_string();
     let mut repaired = request.clone();
-    repaired.object = Some(
-        helm_locker_core::review::RawObject::from_json(&text).expect("a Value serializes to JSON"),
-    );
+    repaired.object =
+        Some(helm_locker_core::RawObject::from_json(&text).expect("a Value serializes to JSON"));
     let again = decide(
         index(),
-        &helm_locker_core::schema::Schema::builtin(),
+        &helm_locker_core::Schema::builtin(),
         config,
         &repaired,
     )
@@ -208,8 +203,8 @@ pub fn release(data: &[u8]) {
                     },
                     labels: Default::default(),
                     release,
-                    author: helm_locker_core::author::Authorship::Unknown(
-                        helm_locker_core::author::Unknown::NotRead,
+                    author: helm_locker_core::Authorship::Unknown(
+                        helm_locker_core::UnknownAuthor::NotRead,
                     ),
                 };
                 let _ = Index::from_secrets([secret]).object_count();
@@ -246,13 +241,13 @@ pub fn yaml(data: &[u8]) {
     let Ok(doc) = std::str::from_utf8(data) else {
         return;
     };
-    if let Some(tree) = helm_locker_core::yaml::block::parse(doc) {
-        match helm_locker_core::yaml::reference(doc) {
+    if let Some(tree) = helm_locker_core::parse_yaml_block(doc) {
+        match helm_locker_core::parse_yaml_reference(doc) {
             Ok(reference) => assert_eq!(tree, reference, "block and the reference disagree"),
             Err(e) => panic!("block accepted what the reference rejects: {e:?}"),
         }
     }
-    let _ = helm_locker_core::yaml::parse_document(doc);
+    let _ = helm_locker_core::parse_yaml(doc);
 }
 
 /// (d) The quantity parser, directly and as the comparison uses it (a JSON string or number).
@@ -264,15 +259,13 @@ pub fn quantity(data: &[u8]) {
     let as_json = Value::String(text.to_string());
     assert_eq!(Quantity::from_json(&as_json), parsed);
     // A value always equals itself where the schema says quantity.
-    let chart = helm_locker_core::tree::Tree::from(
+    let chart = helm_locker_core::Tree::from(
         &serde_json::json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": as_json.clone()}}}]}}),
     );
     let live = chart.to_json();
-    let schema = helm_locker_core::schema::Schema::builtin();
+    let schema = helm_locker_core::Schema::builtin();
     let root = schema.root_or_deduced("v1", "Pod");
-    assert!(
-        helm_locker_core::ownership::drifted_fields(&schema, root, &chart, &live, &[]).is_empty()
-    );
+    assert!(helm_locker_core::drifted_fields(&schema, root, &chart, &live, &[]).is_empty());
     if let Ok(number) = serde_json::from_str::<Value>(text) {
         if number.is_number() {
             assert!(

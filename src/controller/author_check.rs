@@ -13,14 +13,16 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use kube::Client;
 
-use crate::core::author::{self, Access, Author, Authorship, Need, Permission};
+use crate::core::{
+    author_permission, Author, AuthorAccess, AuthorNeed, AuthorPermission, Authorship,
+};
 
 /// How long an answer of the authorizer is used.
 pub(crate) const ANSWER_TTL: Duration = Duration::from_secs(30);
 /// Answers kept before expired ones are dropped.
 const PRUNE_AT: usize = 10_000;
 
-type Question = (Arc<Author>, Access);
+type Question = (Arc<Author>, AuthorAccess);
 
 pub(crate) struct AuthorChecks {
     client: Client,
@@ -39,14 +41,18 @@ impl AuthorChecks {
         self.answers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn cached(&self, author: &Arc<Author>, access: &Access) -> Option<bool> {
+    fn cached(&self, author: &Arc<Author>, access: &AuthorAccess) -> Option<bool> {
         let answers = self.answers();
         let (allowed, at) = answers.get(&(author.clone(), access.clone()))?;
         (at.elapsed() < ANSWER_TTL).then_some(*allowed)
     }
 
     /// The authorizer's answer, from the cache or asked now.
-    async fn allowed(&self, author: &Arc<Author>, access: &Access) -> Result<bool, kube::Error> {
+    async fn allowed(
+        &self,
+        author: &Arc<Author>,
+        access: &AuthorAccess,
+    ) -> Result<bool, kube::Error> {
         if let Some(allowed) = self.cached(author, access) {
             return Ok(allowed);
         }
@@ -59,7 +65,7 @@ impl AuthorChecks {
         Ok(allowed)
     }
 
-    async fn review(&self, author: &Author, access: &Access) -> Result<bool, kube::Error> {
+    async fn review(&self, author: &Author, access: &AuthorAccess) -> Result<bool, kube::Error> {
         let (resource_attributes, non_resource_attributes) = match &access.path {
             Some(path) => (
                 None,
@@ -104,8 +110,8 @@ impl AuthorChecks {
     pub(crate) async fn permission(
         &self,
         authorship: &Authorship,
-        needed: &[Need],
-    ) -> Result<Permission, kube::Error> {
+        needed: &[AuthorNeed],
+    ) -> Result<AuthorPermission, kube::Error> {
         if let Authorship::Known(author) = authorship {
             for need in needed {
                 if self.allowed(author, &need.access).await? {
@@ -118,7 +124,7 @@ impl AuthorChecks {
                 }
             }
         }
-        Ok(author::permission(authorship, needed, |author, access| {
+        Ok(author_permission(authorship, needed, |author, access| {
             // Asked just above; an alternative after the first refused one counts as refused.
             self.cached(&Arc::new(author.clone()), access)
                 .unwrap_or(false)

@@ -15,8 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::core::policy::{Config, Mode};
-use crate::core::release::Status;
+use crate::core::{Config, Mode, Status};
 use crate::crd::{desired_status, registrations, target_release, transition_event, HelmRelease};
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;

@@ -5,11 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Live, LiveObjects, ObjectId};
-use crate::core::index::{Index, ReleaseState};
-use crate::core::policy::Config;
-use crate::core::release::Status;
-use crate::core::revert_plan;
-use crate::core::schema::Schema;
+use crate::core::{drift, Config, Index, ReleaseState, Schema, Status};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,7 +124,7 @@ pub(crate) fn diff(
                 Some(Live::Found(value)) => {
                     let ignore = index.ignored_paths(config, object);
                     let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-                    let changes = revert_plan::drift(schema, object, value, &ignore);
+                    let changes = drift(schema, object, value, &ignore);
                     if !changes.is_empty() {
                         report.drift = true;
                         let fields = changes

@@ -15,9 +15,9 @@ use kube::Client;
 use serde::Serialize;
 
 use super::{diff, status, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand};
-use crate::core::index::{Index, LockedObject};
-use crate::core::release::{release_secret_from_parts, ReleaseSecret, SecretRef};
-use crate::core::schema::Schema;
+use crate::core::{
+    release_secret_from_parts, Index, LockedObject, ReleaseSecret, Schema, SecretRef,
+};
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
@@ -250,7 +250,7 @@ fn object_spec(object: &str) -> crate::lock_exception::ObjectSpec {
 async fn why_locked(
     client: &Client,
     namespace: &str,
-    config: &crate::core::policy::Config,
+    config: &crate::core::Config,
     registrations: Option<&str>,
     object: String,
     name: Option<String>,
@@ -324,10 +324,7 @@ async fn why_locked(
 
 /// The LockExceptions in scope, as the locker reads them (its maximum open time is not known
 /// here: a year). None when the CRD is not installed or not readable.
-async fn lock_exceptions(
-    client: &Client,
-    namespace: Option<&str>,
-) -> Vec<crate::core::exception::Exception> {
+async fn lock_exceptions(client: &Client, namespace: Option<&str>) -> Vec<crate::core::Exception> {
     use crate::lock_exception::LockException;
     let api: Api<LockException> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -549,7 +546,7 @@ async fn schema(client: &Client) -> Arc<Schema> {
     match read {
         Ok(schema) => Arc::new(schema),
         Err(e) => {
-            let version = crate::core::schema::KubeVersion::NEWEST;
+            let version = crate::core::KubeVersion::NEWEST;
             eprintln!("kubectl-locker: cannot read /openapi/v2 ({e}); using the embedded schema of Kubernetes {version}");
             Schema::embedded(version)
         }
@@ -722,7 +719,7 @@ pub(crate) fn short_name(type_: &str) -> Option<(&'static str, &'static str)> {
 
 /// (group, kind, namespaced) of TYPE.
 async fn resolve(client: &Client, type_: &str) -> Result<(String, String, bool), PluginError> {
-    use crate::core::kinds::{scope_of, Scope as Known};
+    use crate::core::{scope_of, KindScope as Known};
     if let Some((group, kind)) = short_name(type_) {
         match scope_of(group, kind) {
             Known::Namespaced => return Ok((group.into(), kind.into(), true)),

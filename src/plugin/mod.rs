@@ -21,8 +21,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::core::index::{Index, LockedObject, ReleaseState};
-use crate::core::policy::{Config, Mode};
+use crate::core::{Config, Index, LockedObject, Mode, ReleaseState};
 
 /// What helm-locker locks in this cluster, read-only (a kubectl plugin).
 ///
@@ -239,7 +238,7 @@ pub(crate) struct LockState {
     pub reason: Option<String>,
 }
 
-/// The decision's rules 2 and 3 for a release as a whole (see [`crate::core::decide`]).
+/// The decision's rules 2 and 3 for a release as a whole (see [`crate::core::Allowed`]).
 pub(crate) fn lock_state(index: &Index, config: &Config, state: &ReleaseState) -> LockState {
     let Some(newest) = state.newest() else {
         return LockState {
@@ -328,7 +327,7 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::core::release::Status;
+    use crate::core::Status;
     use helm_locker_core::test_util::release_secret;
     use serde_json::json;
 

@@ -3,10 +3,7 @@
 use serde::Serialize;
 
 use super::{lock_state, Live, LiveObjects, ObjectId};
-use crate::core::index::Index;
-use crate::core::policy::Config;
-use crate::core::revert_plan;
-use crate::core::schema::Schema;
+use crate::core::{drift, Config, Index, Schema};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -96,14 +93,14 @@ pub(crate) fn status(
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
                     Some(Live::Found(value))
-                        if crate::core::release::live_owner(value).as_ref() != Some(&state.key) =>
+                        if crate::core::live_owner(value).as_ref() != Some(&state.key) =>
                     {
                         unproven_objects += 1;
                     }
                     Some(Live::Found(value)) => {
                         let ignore = index.ignored_paths(config, object);
                         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-                        drifted_fields += revert_plan::drift(schema, object, value, &ignore).len();
+                        drifted_fields += drift(schema, object, value, &ignore).len();
                     }
                     Some(Live::Missing) => missing_objects += 1,
                     Some(Live::Unreadable(_)) | None => unreadable_objects += 1,
@@ -280,7 +277,7 @@ pub(crate) fn render_text(report: &StatusReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::release::Status;
+    use crate::core::Status;
     use crate::plugin::tests::{index, live, live_deployment};
 
     #[test]
@@ -342,9 +339,9 @@ mod tests {
     #[test]
     fn open_exceptions_are_listed_with_their_time_left() {
         let mut index = index(Status::Deployed);
-        let exception = |name: &str, until| crate::core::exception::Exception {
+        let exception = |name: &str, until| crate::core::Exception {
             name: format!("shop/{name}"),
-            release: crate::core::index::ReleaseKey::new("shop", "shop"),
+            release: crate::core::ReleaseKey::new("shop", "shop"),
             users: vec!["oncall".into()],
             groups: vec!["sre".into()],
             objects: vec![],

@@ -7,11 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{lock_state, Live};
-use crate::core::chart::ChartFiles;
-use crate::core::index::{Index, LockedObject};
-use crate::core::policy::Config;
-use crate::core::revert_plan;
-use crate::core::schema::Schema;
+use crate::core::{locked_values, ChartFiles, Config, Index, LockedObject, Schema};
 
 /// The object asked about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +82,7 @@ pub(crate) fn claims<'i>(
         &wanted.name,
     );
     claims.map_or_else(Vec::new, |claims| {
-        claims.by_owner(|| live.and_then(crate::core::release::live_owner))
+        claims.by_owner(|| live.and_then(crate::core::live_owner))
     })
 }
 
@@ -138,14 +134,14 @@ pub(crate) fn why(
             // Traced like a denial's hint: list items matched by name and every values key
             // checked against the chart's value, so a key is named only when it is certain.
             let rendered = chart.and_then(|c| {
-                crate::core::trace::rendered_object(&c.manifest, &object.kind, &object.name)
+                crate::core::rendered_object(&c.manifest, &object.kind, &object.name)
                     .map(|(source, rendered)| (c, source, rendered))
             });
-            revert_plan::locked_values(schema, object, value, &ignore)
+            locked_values(schema, object, value, &ignore)
                 .into_iter()
                 .map(|v| LockedField {
                     from: rendered.as_ref().map(|(c, source, rendered)| {
-                        crate::core::trace::trace_change(
+                        crate::core::trace_change(
                             &c.templates,
                             source,
                             &object.kind,
@@ -233,7 +229,7 @@ pub(crate) fn render_text(report: &WhyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::release::Status;
+    use crate::core::Status;
     use crate::plugin::tests::{index, live_deployment};
 
     fn deploy(name: &str) -> Wanted {

@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::core::release::Status;
+use crate::core::Status;
 use crate::metrics::StatusLabels;
 use crate::readiness::ReadyState;
 use crate::server::state::AppState;

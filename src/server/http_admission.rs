@@ -1,5 +1,5 @@
 //! The TLS port's routes: `POST /validate`, `POST /mutate`, and `POST /stamp` (the author
-//! stamp on release Secret writes, [`crate::core::author`]).
+//! stamp on release Secret writes, [`crate::core::stamp_review`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,8 +13,10 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use crate::confirm::StoredObject;
-use crate::core::decide::{confirm, decide_found, find, prove, Decision, OwnerProof};
-use crate::core::review::{parse_review, read_head, render_response, Head, Review};
+use crate::core::{
+    confirm, decide_found, find, parse_review, prove, read_head, render_response, Decision,
+    OwnerProof, Review, ReviewHead,
+};
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::server::state::AppState;
 
@@ -112,7 +114,7 @@ async fn stamp(state: &AppState, headers: &HeaderMap, body: Incoming) -> Respons
             "the author key is not loaded yet".into(),
         );
     };
-    match crate::core::stamp::stamp(&stamping.key, &body) {
+    match crate::core::stamp_review(&stamping.key, &body) {
         Ok(response) => {
             state.metrics.author_stamps.inc();
             json(StatusCode::OK, response)
@@ -228,7 +230,7 @@ async fn admit(
         found = Some(at);
     }
     // Otherwise the whole review, read on from where the head stopped.
-    let review = match head.map_or_else(|| parse_review(&body), Head::rest) {
+    let review = match head.map_or_else(|| parse_review(&body), ReviewHead::rest) {
         Ok(review) => review,
         Err(e) => {
             state.metrics.bad_requests.inc();
@@ -275,7 +277,7 @@ async fn admit(
     } else {
         if matches!(
             decision,
-            Decision::Allow(crate::core::decide::Allowed::Unproven { .. })
+            Decision::Allow(crate::core::Allowed::Unproven { .. })
         ) {
             state.metrics.unproven_claims_allowed.inc();
         }
@@ -289,8 +291,8 @@ async fn admit(
 /// reason (never for a dry run).
 fn excuse_if_open(
     state: &AppState,
-    index: &crate::core::index::Index,
-    request: &crate::core::review::Request<'_>,
+    index: &crate::core::Index,
+    request: &crate::core::Request<'_>,
     decision: Decision,
 ) -> Decision {
     let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = &decision
@@ -311,14 +313,14 @@ fn excuse_if_open(
     } else {
         format!("change {} of {}", paths.join(", "), locked.object)
     };
-    let excused = crate::core::decide::excuse(
+    let excused = crate::core::excuse(
         decision,
         &exceptions,
         &user.username,
         &user.groups,
         crate::lock_exception::now(),
     );
-    if let Decision::Allow(crate::core::decide::Allowed::Excepted {
+    if let Decision::Allow(crate::core::Allowed::Excepted {
         release,
         exception,
         user,
@@ -353,9 +355,9 @@ fn excuse_if_open(
 /// `kubectl diff` tries nothing).
 fn record_attempt(
     state: &AppState,
-    request: &crate::core::review::Request<'_>,
+    request: &crate::core::Request<'_>,
     decision: &Decision,
-    locked: &crate::core::decide::Locked,
+    locked: &crate::core::Locked,
 ) {
     let label = decision.label();
     state
@@ -445,7 +447,7 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
 /// fails the decision stands: the request already named an object of a deployed release.
 async fn prove_if_needed(
     state: &AppState,
-    request: &crate::core::review::Request<'_>,
+    request: &crate::core::Request<'_>,
     decision: Decision,
 ) -> Decision {
     let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::confirm::Confirm;
-use crate::core::policy::Config;
+use crate::core::Config;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness;
@@ -84,7 +84,7 @@ pub struct Settings {
     pub exceptions_end_on_upgrade: bool,
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
-    pub kube_version: crate::core::schema::KubeVersion,
+    pub kube_version: crate::core::KubeVersion,
     /// The Secret that holds the author stamp's key (Kubernetes source only).
     pub author_key: AuthorKeyPlace,
 }
@@ -168,7 +168,7 @@ pub struct BoundServer {
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
     author_key: AuthorKeyPlace,
-    stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::author::Stamping>>>,
+    stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::Stamping>>>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
@@ -265,7 +265,7 @@ impl BoundServer {
             // Replaced by the API server's own document before the server is ready; a folder
             // of releases is decided with the embedded schema of --kube-version.
             schema: Arc::new(crate::core::schema::SharedSchema::new(
-                crate::core::schema::Schema::embedded(settings.kube_version),
+                crate::core::Schema::embedded(settings.kube_version),
             )),
             metrics,
             readiness: Arc::new(readiness::Readiness::new(scopes)),

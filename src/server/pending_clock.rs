@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::core::release::Status;
-use crate::core::ReleaseKey;
+use crate::core::{ReleaseKey, Status};
 
 /// Since when each release has been pending-* or uninstalling, as this process saw it (at a
 /// scrape of /metrics): Helm's own timestamps are not written the same way by every version.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::Confirm;
-use crate::core::policy::Config;
 use crate::core::schema::SharedSchema;
+use crate::core::Config;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;

@@ -1,4 +1,4 @@
-//! The key of the author stamp ([`crate::core::author`]): 32 random bytes in a Secret in the
+//! The key of the author stamp ([`crate::core::AuthorKey`]): 32 random bytes in a Secret in the
 //! locker's own namespace, made by the first replica that finds none and read by the others.
 //! When the key was made says nothing about a release Secret: one without a stamp has no known
 //! author, whenever it was written (docs/security.md).
@@ -13,7 +13,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::core::author::{AuthorKey, Stamping, MIN_KEY_BYTES};
+use crate::core::{AuthorKey, Stamping, MIN_AUTHOR_KEY_BYTES};
 
 /// The stamping key once loaded; `None` before (and always, without the API server).
 pub(crate) type StampingRx = watch::Receiver<Option<Arc<Stamping>>>;
@@ -101,7 +101,7 @@ impl AuthorKeySecret {
 
     fn new_secret(&self) -> Result<Secret, AuthorKeyError> {
         use ring::rand::SecureRandom;
-        let mut bytes = vec![0u8; MIN_KEY_BYTES];
+        let mut bytes = vec![0u8; MIN_AUTHOR_KEY_BYTES];
         ring::rand::SystemRandom::new()
             .fill(&mut bytes)
             .map_err(|_| AuthorKeyError::Unusable {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::core::release::{each_release_secret, ReleaseSecret, SecretRef};
+use crate::core::{each_release_secret, ReleaseSecret, SecretRef};
 
 /// A file or Secret that could not be used; the others still are.
 #[derive(Debug)]

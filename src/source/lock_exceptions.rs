@@ -14,7 +14,7 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
 
-use crate::core::exception::Exception;
+use crate::core::Exception;
 use crate::index_store::IndexStore;
 use crate::lock_exception::{exception, now, LockException};
 use crate::metrics::Metrics;
@@ -211,7 +211,7 @@ impl LockExceptions {
             self.end_on_upgrade
                 && matches!(
                     (newest(e), revisions.get(&e.name)),
-                    (Some((revision, crate::core::release::Status::Deployed)), Some(seen)) if revision > *seen
+                    (Some((revision, crate::core::Status::Deployed)), Some(seen)) if revision > *seen
                 )
         };
         let open: Vec<Exception> = all

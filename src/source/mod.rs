@@ -12,7 +12,7 @@ pub(crate) mod release_secrets;
 /// allocations (mimalloc purges it only when the thread that freed it allocates again), and the
 /// process would keep much of the peak as its resident size. So every thread that indexed
 /// collects: this one, and each of the pool's that decoded and parsed
-/// ([`parallel`](crate::core::parallel)). The binary's allocator is mimalloc; glibc's heap is
+/// ([`parallel_map`](crate::core::parallel_map)). The binary's allocator is mimalloc; glibc's heap is
 /// trimmed too, for the tests and any embedder that keeps it.
 pub(crate) fn return_freed_memory() {
     collect_this_threads_freed_memory();

@@ -11,7 +11,8 @@ use axum::http;
 use http_body_util::BodyExt;
 use kube::Client;
 
-use crate::core::schema::{Schema, SharedSchema};
+use crate::core::schema::SharedSchema;
+use crate::core::Schema;
 use crate::metrics::{Metrics, ResultLabels};
 
 /// Keeps `schema` equal to the API server's document; runs until aborted. Tells `readiness`

@@ -13,10 +13,9 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
-use crate::core::author::{authorship, Authorship, Stamping, StoredSecret};
-use crate::core::index::{Index, PreparedSecret, ReleaseKey};
-use crate::core::release::{
-    release_secret_from_parts, ReleaseSecret, SecretError, SecretRef, Status,
+use crate::core::{
+    authorship, release_secret_from_parts, Authorship, Index, PreparedSecret, ReleaseKey,
+    ReleaseSecret, SecretError, SecretRef, Stamping, Status, StoredSecret,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
@@ -172,7 +171,7 @@ async fn decode_part(
         return DecodedPart::default();
     }
     tokio::task::spawn_blocking(move || {
-        let decoded = crate::core::parallel::map(
+        let decoded = crate::core::parallel_map(
             secrets,
             4,
             || (),
@@ -207,7 +206,7 @@ async fn decode_part(
     })
 }
 
-fn log_report(report: &crate::core::index::UpdateReport) {
+fn log_report(report: &crate::core::UpdateReport) {
     for conflict in &report.conflicts {
         tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
     }
@@ -428,7 +427,7 @@ impl Confirm for KubeConfirm {
             let resource = kube::core::ApiResource {
                 group: object.group.clone(),
                 version: object.version.clone(),
-                api_version: crate::core::manifest::api_version(&object.group, &object.version),
+                api_version: crate::core::api_version(&object.group, &object.version),
                 kind: String::new(),
                 plural: object.resource.clone(),
             };
@@ -444,9 +443,8 @@ impl Confirm for KubeConfirm {
                         name: object.name.clone(),
                         source,
                     })?;
-            Ok(meta.and_then(|m| {
-                crate::core::release::annotated_release_key(m.metadata.annotations.as_ref()?)
-            }))
+            Ok(meta
+                .and_then(|m| crate::core::annotated_release_key(m.metadata.annotations.as_ref()?)))
         })
     }
 }

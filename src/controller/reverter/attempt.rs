@@ -7,8 +7,7 @@ use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 use serde_json::Value;
 
-use crate::core::index::{Index, LockedObject, ReleaseState};
-use crate::core::revert_plan::HelmWriter;
+use crate::core::{HelmWriter, Index, LockedObject, ReleaseState};
 
 use super::key::{Job, ObjectKey};
 

@@ -4,8 +4,10 @@
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
-use crate::core::author;
-use crate::core::index::{Index, LockedObject};
+use crate::core::{
+    author_needs, AuthorAccess, AuthorPermission, Index, LockedObject, ReverterWrite,
+    UnknownAuthor, UnknownAuthorOutOfScope,
+};
 
 use super::attempt::{Attempt, Failure, Outcome, RevertError};
 use super::key::ObjectKey;
@@ -34,11 +36,11 @@ pub(super) fn referenced_role(
 /// Why the reverter leaves a drifted object as it is, for its author.
 pub(super) enum Refusal<'a> {
     /// The revision's author lacks these accesses.
-    Lacks(&'a [author::Access]),
+    Lacks(&'a [AuthorAccess]),
     /// The author is not known, and the object is out of what is held for such a revision.
-    NotKnown(author::Unknown, author::OutOfScope),
+    NotKnown(UnknownAuthor, UnknownAuthorOutOfScope),
     /// The author is not known: these paths are held at what was live.
-    Held(author::Unknown, &'a [String]),
+    Held(UnknownAuthor, &'a [String]),
 }
 
 impl Reverter {
@@ -52,12 +54,12 @@ impl Reverter {
         let (object, ar) = (&*attempt.object, &attempt.ar);
         let key = ObjectKey::of(object);
         let write = if attempt.live.is_some() {
-            author::Write::Patch
+            ReverterWrite::Patch
         } else {
-            author::Write::Create
+            ReverterWrite::Create
         };
         let role = referenced_role(attempt.index, object, desired);
-        let needed = author::needs(
+        let needed = author_needs(
             write,
             &key.group,
             &ar.plural,
@@ -75,11 +77,12 @@ impl Reverter {
             .await
             .map_err(RevertError::Author)?;
         let refusal = match &permission {
-            author::Permission::Granted => None,
-            author::Permission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
-            author::Permission::NoAuthor(why) => {
-                Some(Refusal::NotKnown(*why, author::OutOfScope::NotHeld(*why)))
-            }
+            AuthorPermission::Granted => None,
+            AuthorPermission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
+            AuthorPermission::NoAuthor(why) => Some(Refusal::NotKnown(
+                *why,
+                UnknownAuthorOutOfScope::NotHeld(*why),
+            )),
         };
         if let Some(refusal) = refusal {
             self.report_refusal(newest, object, refusal).await;
@@ -94,7 +97,7 @@ impl Reverter {
     /// `UnknownAuthor`), once per object and revision; counted in `author_refused_objects`.
     pub(super) async fn report_refusal(
         &self,
-        revision: &crate::core::index::Revision,
+        revision: &crate::core::Revision,
         object: &LockedObject,
         refusal: Refusal<'_>,
     ) {

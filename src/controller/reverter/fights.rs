@@ -7,7 +7,7 @@ use kube::api::DynamicObject;
 use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 
-use crate::core::fight;
+use crate::core::{other_writer, Fight, FightNext, Fights, FIGHT_REVERTS, FIGHT_WINDOW};
 
 use super::attempt::{Attempt, Outcome};
 use super::key::ObjectKey;
@@ -15,12 +15,12 @@ use super::work::Worker;
 use super::Reverter;
 
 impl Reverter {
-    pub(super) fn fights(&self) -> std::sync::MutexGuard<'_, fight::Fights<ObjectKey>> {
+    pub(super) fn fights(&self) -> std::sync::MutexGuard<'_, Fights<ObjectKey>> {
         self.fights.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Why the write waits or does not happen: a backoff after recent reverts, a fight with
-    /// another writer (stopped, [`crate::core::fight`]), a lost lease. `None`: write now.
+    /// another writer (stopped, [`crate::core::Fights`]), a lost lease. `None`: write now.
     /// `fought`: what the write puts back ([`super::plan::Plan::fought`]).
     pub(super) async fn wait_or_stop(
         &self,
@@ -42,11 +42,11 @@ impl Reverter {
             .fights()
             .next(key, attempt.revision, fought, Instant::now());
         match next {
-            fight::Next::Revert => {}
-            fight::Next::Stopped => {
+            FightNext::Revert => {}
+            FightNext::Stopped => {
                 return Some(Outcome::Skipped("a fight with another writer; left to it"))
             }
-            fight::Next::Stop(stopped) => {
+            FightNext::Stop(stopped) => {
                 let live: Option<DynamicObject> = attempt
                     .live
                     .as_ref()
@@ -68,14 +68,14 @@ impl Reverter {
         &self,
         attempt: &Attempt<'_>,
         live: Option<&DynamicObject>,
-        stopped: &fight::Fight,
+        stopped: &Fight,
     ) {
         let (object, ar, writer) = (&attempt.object, &attempt.ar, &attempt.writer);
         let stopped_now = self.fights().stopped();
         self.metrics.revert_fights.set(stopped_now as i64);
         let other = live
             .and_then(|l| serde_json::to_value(l).ok())
-            .and_then(|l| fight::other_writer(&l, writer.manager(), "helm-locker"))
+            .and_then(|l| other_writer(&l, writer.manager(), "helm-locker"))
             .unwrap_or_else(|| "another writer".into());
         tracing::warn!(object = %object.describe(), release = %object.release, revision = stopped.revision, paths = %stopped.paths, other = %other, "a fight with another writer: reverting stopped");
         let Some(live) = live else {
@@ -90,8 +90,8 @@ impl Reverter {
                 object.describe(),
                 object.release,
                 stopped.revision,
-                fight::FIGHT_REVERTS,
-                humantime::format_duration(fight::FIGHT_WINDOW),
+                FIGHT_REVERTS,
+                humantime::format_duration(FIGHT_WINDOW),
             )),
             action: "Stop".into(),
             secondary: None,

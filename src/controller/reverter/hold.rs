@@ -3,10 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::core::author;
-use crate::core::index::LockedObject;
-use crate::core::ownership::Change;
-use crate::core::revert_plan;
+use crate::core::{held_paths, unknown_author_scope, Authorship, Change, LockedObject};
 
 use super::attempt::{Attempt, Outcome};
 use super::authorize::Refusal;
@@ -24,15 +21,14 @@ impl Reverter {
     pub(super) fn held_paths(
         &self,
         object: &LockedObject,
-        newest: &crate::core::index::Revision,
+        newest: &crate::core::Revision,
         drift: impl FnOnce() -> Vec<Change>,
     ) -> Option<(Vec<String>, bool)> {
-        let author::Authorship::Unknown(why) = &newest.author else {
+        let Authorship::Unknown(why) = &newest.author else {
             return None;
         };
         let namespace = object.namespace.as_deref();
-        author::unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
-            .ok()?;
+        unknown_author_scope(*why, &object.group, namespace, &object.release.namespace).ok()?;
         let key = ObjectKey::of(object);
         let mut held = self.held();
         if let Some((revision, paths)) = held.get(&key) {
@@ -40,7 +36,7 @@ impl Reverter {
                 return Some((paths.clone(), false));
             }
         }
-        let paths = revert_plan::held_paths(&drift());
+        let paths = held_paths(&drift());
         let before = held.insert(key, (newest.revision, paths.clone()));
         let was_held = before.is_some_and(|(_, p)| !p.is_empty());
         match (was_held, !paths.is_empty()) {
@@ -73,12 +69,12 @@ impl Reverter {
         let Some(newest) = state.newest() else {
             return Ok(None);
         };
-        let author::Authorship::Unknown(why) = &newest.author else {
+        let Authorship::Unknown(why) = &newest.author else {
             return Ok(None);
         };
         let namespace = object.namespace.as_deref();
         if let Err(out) =
-            author::unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
+            unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
         {
             self.report_refusal(newest, object, Refusal::NotKnown(*why, out))
                 .await;
@@ -90,7 +86,7 @@ impl Reverter {
             return Err(Outcome::Skipped("missing; left to helm upgrade"));
         };
         let schema = self.schema.load();
-        let drift = || revert_plan::drift(&schema, object, live, &attempt.ignored());
+        let drift = || crate::core::drift(&schema, object, live, &attempt.ignored());
         let Some((paths, _)) = self.held_paths(object, newest, drift) else {
             return Ok(None);
         };

@@ -2,8 +2,7 @@
 
 use kube::core::GroupVersionKind;
 
-use crate::core::index::LockedObject;
-use crate::core::revert_plan::HelmWriter;
+use crate::core::{HelmWriter, LockedObject};
 
 /// One object, as the index keys it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

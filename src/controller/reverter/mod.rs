@@ -1,7 +1,7 @@
 //! The drift reverter: the second line behind the webhook. It watches every kind that locked
 //! releases own (discovery + dynamic API; watches come and go with the releases), finds drift
 //! with the webhook's own field comparison, and puts the chart's values back as Helm's field
-//! manager (see [`crate::core::revert_plan`]); a deleted object is created again, unless the chart gives it
+//! manager (see [`crate::core::HelmWriter`]); a deleted object is created again, unless the chart gives it
 //! owners (then the garbage collector deleted it with them).
 //!
 //! It writes nothing a release's author could not (docs/security.md): a release Secret is
@@ -46,9 +46,7 @@ use kube::Client;
 use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
-use crate::core::index::{Index, LockedObject, ReleaseState};
-use crate::core::policy::{Config, Mode};
-use crate::core::release::Status;
+use crate::core::{Config, Index, LockedObject, Mode, ReleaseState, Status};
 use crate::metrics::Metrics;
 
 use self::key::ObjectKey;
@@ -93,10 +91,10 @@ pub(crate) struct Reverter {
     refused: Mutex<HashMap<ObjectKey, String>>,
     /// Objects of releases whose newest revision's author is not known: the revision the
     /// reverter first saw each under, and the paths where it then differed from that revision
-    /// (held at what is live, never written from it: [`crate::core::revert_plan::held_paths`]).
+    /// (held at what is live, never written from it: [`crate::core::held_paths`]).
     held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
     /// Reverts of the same fields, and the fights with another writer stopped.
-    fights: Mutex<crate::core::fight::Fights<ObjectKey>>,
+    fights: Mutex<crate::core::Fights<ObjectKey>>,
 }
 
 impl Reverter {

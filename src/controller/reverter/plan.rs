@@ -3,8 +3,10 @@
 
 use serde_json::Value;
 
-use crate::core::ownership::Change;
-use crate::core::revert_plan::{self, HelmWriter};
+use crate::core::{
+    describe_paths, drift, fixed_by_write, ownership_return, write_would_fix, Change, HelmWriter,
+    OwnershipReturn,
+};
 
 use super::attempt::{Attempt, Failure, Outcome};
 use super::key::ObjectKey;
@@ -16,15 +18,15 @@ pub(super) enum Plan {
     /// The chart's values of the drifted fields; every field when the object is gone.
     Revert(Vec<Change>),
     /// No drift, but another field manager co-owns Helm's fields: hand them back.
-    ReturnOwnership(revert_plan::OwnershipReturn),
+    ReturnOwnership(OwnershipReturn),
 }
 
 impl Plan {
-    /// What a fight over this write is counted on ([`crate::core::fight`]): the paths put back,
+    /// What a fight over this write is counted on ([`crate::core::Fights`]): the paths put back,
     /// the whole object when it is created again (`exists` false), or the ownership handed back.
     pub(super) fn fought(&self, exists: bool) -> String {
         match (self, exists) {
-            (Plan::Revert(changes), true) => revert_plan::describe_paths(changes),
+            (Plan::Revert(changes), true) => describe_paths(changes),
             (Plan::Revert(_), false) => "(the whole object, created again)".to_string(),
             (Plan::ReturnOwnership(back), _) => format!("(ownership of {})", back.describe()),
         }
@@ -53,19 +55,17 @@ impl Reverter {
         }
         let schema = self.schema.load();
         let ignore = attempt.ignored();
-        let changes = revert_plan::drift(&schema, object, live, &ignore);
+        let changes = drift(&schema, object, live, &ignore);
         if changes.is_empty() {
             // Helm's field manager is read from its entry, or was seen as the object went; it
             // is not guessed (the Helm SDK applies under the program's name).
-            let known = crate::core::fields_v1::helm_fields(live, None).is_some()
+            let known = crate::core::helm_fields(live, None).is_some()
                 || matches!(worker.last_writer.get(&key), Some(HelmWriter::Apply(_)));
             return match &attempt.writer {
                 HelmWriter::Apply(_) if !known => Err(Outcome::InSync),
-                HelmWriter::Apply(helm) => {
-                    revert_plan::ownership_return(&schema, object, live, helm, &ignore)
-                        .map(Plan::ReturnOwnership)
-                        .ok_or(Outcome::InSync)
-                }
+                HelmWriter::Apply(helm) => ownership_return(&schema, object, live, helm, &ignore)
+                    .map(Plan::ReturnOwnership)
+                    .ok_or(Outcome::InSync),
                 HelmWriter::Update(_) => Err(Outcome::InSync),
             };
         }
@@ -94,17 +94,15 @@ impl Reverter {
         let object = &attempt.object;
         let preview = self.write(attempt, desired, changes, live, true).await?;
         let preview = serde_json::to_value(&preview)?;
-        let after = revert_plan::drift(&self.schema.load(), object, &preview, &attempt.ignored());
-        if !revert_plan::write_would_fix(changes, &after) {
-            tracing::debug!(object = %object.describe(), paths = %revert_plan::describe_paths(changes), "differs from the chart only where the API server stores nothing; not reverted");
+        let after = drift(&self.schema.load(), object, &preview, &attempt.ignored());
+        if !write_would_fix(changes, &after) {
+            tracing::debug!(object = %object.describe(), paths = %describe_paths(changes), "differs from the chart only where the API server stores nothing; not reverted");
             worker
                 .not_stored
                 .insert(attempt.key().clone(), (attempt.revision, changes.clone()));
             return Ok(None);
         }
         // What the write puts back: the rest differs before and after it.
-        Ok(Some(revert_plan::describe_paths(
-            revert_plan::fixed_by_write(changes, &after),
-        )))
+        Ok(Some(describe_paths(fixed_by_write(changes, &after))))
     }
 }

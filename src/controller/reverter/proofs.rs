@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::core::index::ReleaseKey;
+use crate::core::ReleaseKey;
 
 use super::key::ObjectKey;
 
@@ -29,7 +29,7 @@ impl Proofs {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let proven = if crate::core::release::live_owner(live).as_ref() == Some(release) {
+        let proven = if crate::core::live_owner(live).as_ref() == Some(release) {
             self.carried.insert(key.clone(), uid.to_string());
             true
         } else {

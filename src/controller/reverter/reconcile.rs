@@ -4,9 +4,7 @@
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
-use crate::core::index::Index;
-use crate::core::release::Status;
-use crate::core::revert_plan;
+use crate::core::{desired_object, helm_writer_seen, Index, Status};
 
 use super::attempt::{Attempt, Conflict, Failure, Outcome, RevertError};
 use super::key::Job;
@@ -76,8 +74,7 @@ impl Reverter {
         worker
             .last_writer
             .insert(job.key.clone(), attempt.writer.clone());
-        let desired =
-            revert_plan::desired_object(&attempt.object, attempt.live.as_ref(), &attempt.ignored());
+        let desired = desired_object(&attempt.object, attempt.live.as_ref(), &attempt.ignored());
         // The revision speaks only with its author's rights (docs/security.md); one whose
         // author is not known writes only what was live, held in `begin`.
         if !attempt.unknown_author {
@@ -126,8 +123,7 @@ impl Reverter {
         if ignore.iter().any(String::is_empty) {
             return Ok(Err(Outcome::Skipped("opened by a LockException")));
         }
-        let writer =
-            revert_plan::helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
+        let writer = helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
         let mut attempt = Attempt {
             job,
             stale,

@@ -4,8 +4,7 @@ use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
-use crate::core::index::{LockedObject, ReleaseState};
-use crate::core::revert_plan::{self, HelmWriter};
+use crate::core::{recreate_when_deleted, HelmWriter, LockedObject, ReleaseState};
 
 use super::attempt::{Attempt, Failure, Outcome};
 use super::key::ObjectKey;
@@ -19,7 +18,7 @@ impl Reverter {
     pub(super) async fn may_recreate(&self, attempt: &Attempt<'_>) -> Result<(), Outcome> {
         let object = &attempt.object;
         let key = ObjectKey::of(object);
-        if !revert_plan::recreate_when_deleted(object) {
+        if !recreate_when_deleted(object) {
             return Err(Outcome::Skipped("deleted with its owner"));
         }
         let seen = self.proofs().carried.contains_key(&key);

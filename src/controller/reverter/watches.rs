@@ -14,8 +14,7 @@ use kube::runtime::WatchStreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::core::index::{Index, LockedObject};
-use crate::core::revert_plan;
+use crate::core::{drift, helm_attribution, helm_writer, ownership_return, Index, LockedObject};
 
 use super::attempt::RevertError;
 use super::key::{Job, ObjectKey};
@@ -196,10 +195,7 @@ impl Reverter {
                                 .and_then(|r| r.apply_method.clone());
                             let _ = tx.send(Job {
                                 key: ObjectKey::of(locked),
-                                writer: Some(revert_plan::helm_writer(
-                                    live.as_ref(),
-                                    apply_method.as_deref(),
-                                )),
+                                writer: Some(helm_writer(live.as_ref(), apply_method.as_deref())),
                                 delayed: false,
                             });
                         }
@@ -254,7 +250,7 @@ impl Reverter {
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
             let seen = |ignore: &[String]| {
                 let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-                revert_plan::drift(&schema, locked, &live, &ignore)
+                drift(&schema, locked, &live, &ignore)
             };
             match self.held_paths(locked, newest, || seen(&ignore)) {
                 // Newly held: reported by the worker.
@@ -271,7 +267,7 @@ impl Reverter {
             }
         }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-        let drifted = !revert_plan::drift(&schema, locked, &live, &ignore).is_empty();
+        let drifted = !drift(&schema, locked, &live, &ignore).is_empty();
         // Without drift, a server-side release's fields may still be co-owned by another
         // manager (a restore by kubectl apply): handed back so Helm's next upgrade does not
         // conflict.
@@ -284,10 +280,10 @@ impl Reverter {
                 return false;
             }
             // A restore by another manager alone: the worker knows Helm's writer.
-            let Some((helm, _)) = crate::core::fields_v1::helm_fields(&live, None) else {
+            let Some((helm, _)) = crate::core::helm_fields(&live, None) else {
                 return true;
             };
-            revert_plan::ownership_return(&schema, locked, &live, helm, &ignore).is_some()
+            ownership_return(&schema, locked, &live, helm, &ignore).is_some()
         };
         if drifted || co_owned() {
             let _ = tx.send(Job {
@@ -324,12 +320,12 @@ impl Reverter {
     /// reverse), counted and logged so it shows in production rather than as a bypass.
     pub(super) fn check_attribution(
         &self,
-        schema: &crate::core::schema::Schema,
+        schema: &crate::core::Schema,
         locked: &LockedObject,
         live: &Value,
     ) {
         // Re-compared only when Helm's entry changes (a new apply), not on every status update.
-        let Some((_, fields)) = crate::core::fields_v1::helm_fields(live, None) else {
+        let Some((_, fields)) = crate::core::helm_fields(live, None) else {
             return;
         };
         let stamp = fields.to_string();
@@ -341,7 +337,7 @@ impl Reverter {
             }
             seen.insert(key, stamp);
         }
-        if let Some(attribution) = revert_plan::attribution(schema, locked, live) {
+        if let Some(attribution) = helm_attribution(schema, locked, live) {
             if !attribution.matches() {
                 self.metrics.ownership_mismatches.inc();
                 tracing::warn!(

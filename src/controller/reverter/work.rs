@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::core::ownership::Change;
-use crate::core::revert_plan::{Backoff, HelmWriter};
+use crate::core::{Backoff, Change, HelmWriter};
 use crate::metrics::ResultLabels;
 
 use super::attempt::Outcome;

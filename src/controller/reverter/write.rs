@@ -8,8 +8,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 use serde_json::Value;
 
-use crate::core::ownership::Change;
-use crate::core::revert_plan::{self, HelmWriter};
+use crate::core::{revert_patch, Change, HelmWriter, OwnershipReturn};
 
 use super::attempt::{Attempt, Failure, Outcome};
 use super::plan::Plan;
@@ -87,23 +86,19 @@ impl Reverter {
                     dry_run,
                     ..PatchParams::default()
                 };
-                api.patch(
-                    name,
-                    &params,
-                    &Patch::<()>::Json(revert_plan::revert_patch(changes, rv)),
-                )
-                .await
+                api.patch(name, &params, &Patch::<()>::Json(revert_patch(changes, rv)))
+                    .await
             }
         }
         .map_err(|e| Failure::of(e, guarded))
     }
 
     /// Writes the object's `managedFields` with the fields another manager co-owned handed back
-    /// to Helm ([`revert_plan::ownership_return`]), if the object is still the one read.
+    /// to Helm ([`crate::core::ownership_return`]), if the object is still the one read.
     pub(super) async fn return_ownership(
         &self,
         attempt: &Attempt<'_>,
-        back: &revert_plan::OwnershipReturn,
+        back: &OwnershipReturn,
     ) -> Result<DynamicObject, Failure> {
         let (object, writer, revision) = (&attempt.object, &attempt.writer, attempt.revision);
         let rv = attempt
@@ -125,7 +120,7 @@ impl Reverter {
     }
 
     /// After a write: the drift a dry run showed unstored is forgotten, the revert counts
-    /// toward a fight ([`crate::core::fight`]), and a Normal Event `Reverted` goes on the object.
+    /// toward a fight ([`crate::core::Fights`]), and a Normal Event `Reverted` goes on the object.
     pub(super) async fn written(
         &self,
         worker: &mut Worker,
