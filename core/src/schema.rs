@@ -21,9 +21,6 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
-/// The schema in use, replaced whole when the API server's document changes.
-pub type SharedSchema = arc_swap::ArcSwap<Schema>;
-
 /// Index of a type in a [`Schema`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TypeId(u32);

@@ -264,7 +264,7 @@ impl BoundServer {
             config: Arc::new(settings.config),
             // Replaced by the API server's own document before the server is ready; a folder
             // of releases is decided with the embedded schema of --kube-version.
-            schema: Arc::new(crate::core::schema::SharedSchema::new(
+            schema: Arc::new(source::openapi::SharedSchema::new(
                 crate::core::Schema::embedded(settings.kube_version),
             )),
             metrics,

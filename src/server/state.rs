@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::Confirm;
-use crate::core::schema::SharedSchema;
 use crate::core::Config;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
+use crate::source::openapi::SharedSchema;
 
 /// Limits and timeouts of the admission port.
 #[derive(Clone, Debug)]

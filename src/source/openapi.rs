@@ -11,9 +11,12 @@ use axum::http;
 use http_body_util::BodyExt;
 use kube::Client;
 
-use crate::core::schema::SharedSchema;
 use crate::core::Schema;
 use crate::metrics::{Metrics, ResultLabels};
+
+/// The schema in use, replaced whole when the API server's document changes (by [`run`]):
+/// the admission server and the reverter read it without a lock.
+pub(crate) type SharedSchema = arc_swap::ArcSwap<Schema>;
 
 /// Keeps `schema` equal to the API server's document; runs until aborted. Tells `readiness`
 /// once, after the first document is read: no live request is decided with another version's

@@ -48,6 +48,7 @@ use tokio::sync::{mpsc, watch};
 use crate::confirm::Confirm;
 use crate::core::{Config, Index, LockedObject, Mode, ReleaseState, Status};
 use crate::metrics::Metrics;
+use crate::source::openapi::SharedSchema;
 
 use self::key::ObjectKey;
 use self::proofs::Proofs;
@@ -72,7 +73,7 @@ pub(crate) struct Reverter {
     pub client: Client,
     pub index: Arc<crate::index_store::IndexStore>,
     pub config: Arc<Config>,
-    pub schema: Arc<crate::core::schema::SharedSchema>,
+    pub schema: Arc<SharedSchema>,
     pub confirm: Arc<dyn Confirm>,
     pub leader: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
@@ -106,7 +107,7 @@ impl Reverter {
         client: Client,
         index: Arc<crate::index_store::IndexStore>,
         config: Arc<Config>,
-        schema: Arc<crate::core::schema::SharedSchema>,
+        schema: Arc<SharedSchema>,
         confirm: Arc<dyn Confirm>,
         leader: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
