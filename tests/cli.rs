@@ -261,8 +261,7 @@ fn deployment_with_extra_owned_field(mut deployment: Value) -> Value {
 /// saying which kind the resource is (an irregular plural) and which field `scale` writes.
 #[test]
 fn review_reads_crds_for_a_custom_resources_scale() {
-    use helm_locker_core::test_util::release_json;
-    use helm_locker_core::test_util::release_secret_json;
+    use helm_locker_core::test_util::{release_json, release_secret_json};
     let dir = tempfile::tempdir().unwrap();
     let manifest =
         "apiVersion: zoo.example.com/v1\nkind: Mouse\nmetadata: {name: m}\nspec: {size: 2}\n";
@@ -326,8 +325,7 @@ fn review_reads_crds_for_a_custom_resources_scale() {
 #[test]
 fn review_reads_crd_schemas_from_a_folder_or_the_charts_crds() {
     use base64::Engine;
-    use helm_locker_core::test_util::release_json;
-    use helm_locker_core::test_util::release_secret_json;
+    use helm_locker_core::test_util::{release_json, release_secret_json};
     let dir = tempfile::tempdir().unwrap();
     let manifest = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec:\n  gatewayClassName: eg\n  listeners:\n  - {name: http, port: 80, protocol: HTTP}\n";
     let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gateways.gateway.networking.k8s.io}\nspec:\n  group: gateway.networking.k8s.io\n  names: {plural: gateways, kind: Gateway}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              gatewayClassName: {type: string}\n              listeners:\n                type: array\n                x-kubernetes-list-type: map\n                x-kubernetes-list-map-keys: [name]\n                items:\n                  type: object\n                  properties:\n                    name: {type: string}\n                    port: {type: integer}\n                    protocol: {type: string}\n";

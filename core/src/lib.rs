@@ -1,21 +1,24 @@
 //! helm-locker's pure core: what a Helm release locks and whether a write may change it.
 //!
-//! Data flows one way: release Secret -> [`release`] -> [`manifest`] -> [`index`]; and
-//! AdmissionReview -> [`review`] -> [`decide`] (with [`ownership`] by the API's [`schema`] and
-//! the [`policy`]) -> [`review`] response. Everything here is synchronous and does no I/O: the
-//! binary crate (HTTP, TLS, Kubernetes watches, controllers) is a thin shell around it.
+//! Data flows one way: release Secret -> [`ReleaseSecret`] -> [`parse_manifest`] -> [`Index`];
+//! and AdmissionReview -> [`parse_review`] -> [`decide`] (with [`locked_changes`] by the API's
+//! [`Schema`] and the [`Config`]) -> [`render_response`]. Everything here is synchronous and
+//! does no I/O: the binary crate (HTTP, TLS, Kubernetes watches, controllers) is a thin shell
+//! around it.
 //!
-//! The front door is the re-exports below: an index built from release Secrets, a review
-//! parsed, a decision made. The modules stay public for the shell's reverter, plugin and tools,
-//! which need their parts; modules nothing outside uses (`interning`, `locked`, `packed`,
-//! `prune`, `scan`) are private.
+//! The front door is the re-exports below, grouped by concept, and it is the only way in: the
+//! modules are private, so what the shell, its tests, the benches, the examples and the fuzz
+//! targets use is named here (`helm_locker_core::Index`, in the shell `crate::core::Index`). A
+//! name that would not say what it is without its module, or that two modules share, is
+//! re-exported under a longer one (`policy::Target` as [`RuleTarget`], `parallel::map` as
+//! [`parallel_map`]); inside core the short name reads next to its module. The one public
+//! module is `test_util`, builders for tests behind the `test-util` feature.
 //!
-//! Every `pub` item is used outside this crate: named by the shell, its tests, the benches or
-//! the fuzz targets, or held there as a value (the compiler's type-privacy check fails when such
-//! a type is made `pub(crate)`). Three are kept public though nothing outside touches them,
-//! because a public item holds them: `policy::ReleaseRule` (a field of `Config`, which callers
-//! build with `..Config::default()`), `release::Layer` (carried by `DecodeError::NotBase64`)
-//! and `policy::SelectorError` (`LabelSelector`'s `FromStr` error).
+//! Every item re-exported here is used outside this crate. The modules' other `pub` items are
+//! the crate's own: used by other modules, or held by a public item without being named outside
+//! (a private module's type may be public for that), such as `policy::ReleaseRule` (a field of
+//! [`Config`], which callers build with `..Config::default()`), `release::Layer` (carried by
+//! [`DecodeError`]) and `policy::SelectorError` ([`LabelSelector`]'s `FromStr` error).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -86,33 +89,33 @@ pub use trace::{rendered_object, trace_change};
 // Helpers.
 pub use parallel::map as parallel_map;
 
-pub mod author;
-pub mod chart;
-pub mod decide;
-pub mod exception;
-pub mod fields_v1;
-pub mod fight;
-pub mod index;
-pub mod inspect;
+mod author;
+mod chart;
+mod decide;
+mod exception;
+mod fields_v1;
+mod fight;
+mod index;
+mod inspect;
 mod interning;
-pub mod kinds;
+mod kinds;
 mod locked;
-pub mod manifest;
-pub mod ownership;
+mod manifest;
+mod ownership;
 mod packed;
-pub mod parallel;
-pub mod policy;
+mod parallel;
+mod policy;
 mod prune;
-pub mod quantity;
-pub mod release;
-pub mod revert_plan;
-pub mod review;
+mod quantity;
+mod release;
+mod revert_plan;
+mod review;
 mod scan;
-pub mod schema;
-pub mod stamp;
-pub mod trace;
-pub mod tree;
-pub mod yaml;
+mod schema;
+mod stamp;
+mod trace;
+mod tree;
+mod yaml;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;

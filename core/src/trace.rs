@@ -30,8 +30,8 @@
 //! template that builds YAML as text, an item whose position is uncertain) names the template
 //! and, when certain, its line.
 //!
-//! This file holds what the crate calls: [`trace`], [`trace_change`], the denial's advice and
-//! the keys an object reads. Beneath it: `search` (the line that writes a field), `yaml_lines`
+//! This file holds what the crate calls: [`trace_change`], the denial's advice and the keys an
+//! object reads. Beneath it: `search` (the line that writes a field), `yaml_lines`
 //! (a template as YAML lines), `actions` (Go template actions and their scopes), `path` (what
 //! is looked for) and `values` (the release's values).
 
@@ -78,17 +78,13 @@ impl std::fmt::Display for Trace {
 
 /// Traces `path` (a JSON pointer into the object, `/spec/replicas`; list items by index or as
 /// `[name=web]`) in the template `source` (the manifest's `# Source:`, which starts with the
-/// chart's name).
-/// `kind` picks the document of a template file that renders several.
-pub fn trace(templates: &Templates, source: &str, kind: &str, path: &str) -> Trace {
-    trace_in(templates, source, kind, path, None, true)
-}
-
-/// [`trace`] of a changed field, knowing the object as the chart rendered it (`rendered`)
-/// and the chart's value of the field (`chart`): list items are also matched by their
-/// `name`, and the keys are checked against the field's value. The path's list indexes are
-/// the request's: when the rendered object's value there is not `chart`, the request moved
-/// items and no index is trusted.
+/// chart's name); `kind` picks the document of a template file that renders several.
+///
+/// The field is a changed one: knowing the object as the chart rendered it (`rendered`) and
+/// the chart's value of the field (`chart`), list items are also matched by their `name`, and
+/// the keys are checked against the field's value. The path's list indexes are the request's:
+/// when the rendered object's value there is not `chart`, the request moved items and no index
+/// is trusted.
 pub fn trace_change(
     templates: &Templates,
     source: &str,

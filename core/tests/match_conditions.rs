@@ -28,8 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use helm_locker_core::test_util::release_secret;
-use helm_locker_core::test_util::review;
+use helm_locker_core::test_util::{release_secret, review};
 use helm_locker_core::{
     decide, decode_secret, parse_release_file, parse_review, Config, Decision, Exemptions, Index,
     KubeVersion, Schema, SecretRef, Status,

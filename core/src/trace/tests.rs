@@ -1,6 +1,12 @@
 use super::*;
 use crate::chart::{CHART_VALUES, RELEASE_CONFIG};
 
+/// Traces `path` of the object of `kind` that template `source` renders, without the rendered
+/// object or the field's value (what [`trace_change`] adds).
+fn trace(templates: &Templates, source: &str, kind: &str, path: &str) -> Trace {
+    trace_in(templates, source, kind, path, None, true)
+}
+
 fn chart(files: &[(&str, &str)]) -> Templates {
     files
         .iter()
