@@ -14,11 +14,13 @@
 //! [`parallel_map`]); inside core the short name reads next to its module. The one public
 //! module is `test_util`, builders for tests behind the `test-util` feature.
 //!
-//! Every item re-exported here is used outside this crate. The modules' other `pub` items are
-//! the crate's own: used by other modules, or held by a public item without being named outside
-//! (a private module's type may be public for that), such as `policy::ReleaseRule` (a field of
-//! [`Config`], which callers build with `..Config::default()`), `release::Layer` (carried by
-//! [`DecodeError`]) and `policy::SelectorError` ([`LabelSelector`]'s `FromStr` error).
+//! Every item re-exported here is used outside this crate. `core/public-api.txt` lists them, and
+//! `tests/public_api.rs` fails when lib.rs and the list differ: the API grows (or shrinks) only
+//! on purpose. The modules' other `pub` items are the crate's own: used by other modules, or
+//! held by a public item without being named outside (a private module's type may be public for
+//! that), such as `policy::ReleaseRule` (a field of [`Config`], which callers build with
+//! `..Config::default()`), `release::Layer` (carried by [`DecodeError`]) and
+//! `policy::SelectorError` ([`LabelSelector`]'s `FromStr` error).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
