@@ -12,6 +12,9 @@
 # "locked h1/h2" send only writes to locked objects that change no chart field, at full speed;
 # "unowned h1" and "denied h1" only the mix's reviews of objects no release owns, or its denials
 # (not run by default: LOAD_KINDS="unowned h1,locked h1,denied h1,max h1" compares the kinds).
+#   before      (only with LOAD_BEFORE=PATH) an older helm-locker binary, served the same way: the
+#               report then gives this build's figures over that one's, measured in the same run
+#               (build it from a worktree of the older commit with its own CARGO_TARGET_DIR)
 #   scripts/load.sh [SECONDS [ROUNDS]]   (default 10 s per run, 3 rounds; results also in
 #                                        target/load/results.jsonl, the report in report.md)
 set -euo pipefail
@@ -38,6 +41,14 @@ echo "locked-only mix: $(wc -l <"$out/locked.txt") writes to locked objects that
   --addr 127.0.0.1:18443 --admin-addr 127.0.0.1:18080 >"$work/helm-locker.log" 2>&1 &
 locker=$!
 for _ in $(seq 100); do curl -sf localhost:18080/readyz >/dev/null && break; sleep 0.1; done
+servers=("limit LIMIT 19443 $work/certs" "peer PEER 19444 $work/certs" "helm-locker $locker 18443 $work/certs")
+if [[ -n ${LOAD_BEFORE:-} ]]; then
+  "$LOAD_BEFORE" serve --self-signed --self-signed-dir "$work/before-certs" --releases-dir "$work/releases" \
+    --addr 127.0.0.1:18444 --admin-addr 127.0.0.1:18081 >"$work/before.log" 2>&1 &
+  before=$!
+  for _ in $(seq 100); do curl -sf localhost:18081/readyz >/dev/null && break; sleep 0.1; done
+  servers+=("before $before 18444 $work/before-certs")
+fi
 "$target"/release/examples/baseline_server 127.0.0.1:19443 "$work/certs/tls.crt" "$work/certs/tls.key" &
 limit=$!
 "$target"/"$peer_profile"/examples/peer_server 127.0.0.1:19444 "$work/certs/tls.crt" "$work/certs/tls.key" &
@@ -46,10 +57,12 @@ sleep 0.5
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "machine: $machine; $rounds rounds of $secs s per run, load generator on the same cores; peer built with the $peer_profile profile"
-run() { # name pid port label mix loadgen-args...
-  local name=$1 pid=$2 port=$3 label=$4 mix=$5
-  shift 5
-  "$target"/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$work/certs/ca.crt" \
+servers=("${servers[@]/LIMIT/$limit}")
+servers=("${servers[@]/PEER/$peer}")
+run() { # name pid port certs label mix loadgen-args...
+  local name=$1 pid=$2 port=$3 certs=$4 label=$5 mix=$6
+  shift 6
+  "$target"/release/examples/loadgen --url "https://127.0.0.1:$port/validate" --ca "$certs/ca.crt" \
     --mix "$mix" --seconds "$secs" --server-pid "$pid" --label "$name $label" "$@" | tee -a "$out/results.jsonl"
 }
 # Rounds, and within a round the servers one after the other for each kind of run, in an order
@@ -57,21 +70,20 @@ run() { # name pid port label mix loadgen-args...
 # tenants, turbo) hits every server alike. The report gives medians over the rounds.
 # LOAD_KINDS="max h1,max h2" runs only those kinds.
 IFS=, read -r -a kinds <<<"${LOAD_KINDS:-max h1,max h2,locked h1,locked h2,5000/s h1,1000/s h1}"
-servers=("limit $limit 19443" "peer $peer 19444" "helm-locker $locker 18443")
 for round in $(seq "$rounds"); do
   for kind in "${kinds[@]}"; do
-    for i in 0 1 2; do
-      set -- ${servers[$(((i + round) % 3))]}
+    for i in "${!servers[@]}"; do
+      set -- ${servers[$(((i + round) % ${#servers[@]}))]}
       case $kind in
-        "max h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 32 ;;
-        "max h2") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 4 --http2 --streams 16 ;;
-        "locked h1") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 32 ;;
-        "locked h2") run "$1" "$2" "$3" "$kind" "$out/locked.txt" --connections 4 --http2 --streams 16 ;;
-        "unowned h1") run "$1" "$2" "$3" "$kind" "$out/unowned.txt" --connections 32 ;;
-        "denied h1") run "$1" "$2" "$3" "$kind" "$out/denied.txt" --connections 32 ;;
+        "max h1") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 32 ;;
+        "max h2") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 4 --http2 --streams 16 ;;
+        "locked h1") run "$1" "$2" "$3" "$4" "$kind" "$out/locked.txt" --connections 32 ;;
+        "locked h2") run "$1" "$2" "$3" "$4" "$kind" "$out/locked.txt" --connections 4 --http2 --streams 16 ;;
+        "unowned h1") run "$1" "$2" "$3" "$4" "$kind" "$out/unowned.txt" --connections 32 ;;
+        "denied h1") run "$1" "$2" "$3" "$4" "$kind" "$out/denied.txt" --connections 32 ;;
         *) echo "load.sh: unknown kind of run \"$kind\" in LOAD_KINDS" >&2; exit 2 ;;
-        "5000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 16 --rate 5000 ;;
-        "1000/s h1") run "$1" "$2" "$3" "$kind" "$out/mix.txt" --connections 8 --rate 1000 ;;
+        "5000/s h1") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 16 --rate 5000 ;;
+        "1000/s h1") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 8 --rate 1000 ;;
       esac
     done
   done

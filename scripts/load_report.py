@@ -11,7 +11,7 @@ import json
 import statistics
 import sys
 
-SERVERS = ["limit", "peer", "helm-locker"]
+SERVERS = ["limit", "peer", "helm-locker", "before"]
 
 
 def main(path, machine):
@@ -35,9 +35,12 @@ def main(path, machine):
             errors = sum(r["errors"] for r in rs)
             print(f"| {kind} | {server} | {med(rs, 'rps'):.0f} | {med(rs, 'p50_us'):.0f} | {med(rs, 'p99_us'):.0f} "
                   f"| {med(rs, 'p999_us'):.0f} | {errors} | {med(rs, 'server_cpu_percent'):.1f} | {rss:.1f} |")
+    with_before = any("before" in by_server for by_server in runs.values())
     print("\n| run | helm-locker / peer (throughput) | helm-locker / limit (throughput) | "
-          "helm-locker CPU per review / limit's |")
-    print("| --- | ---: | ---: | ---: |")
+          "helm-locker CPU per review / limit's |" + (" helm-locker / before (throughput) | "
+                                                      "helm-locker CPU per review / before's |"
+                                                      if with_before else ""))
+    print("| --- | ---: | ---: | ---: |" + (" ---: | ---: |" if with_before else ""))
 
     def cpu_per_review(r):
         return (r["server_cpu_percent"] or 0) / max(r["rps"], 1)
@@ -60,7 +63,15 @@ def main(path, machine):
             vs_limit.append(ours["rps"] / max(limit["rps"], 1))
             base = cpu_per_review(limit)
             cpu.append(cpu_per_review(ours) / base if base else float("nan"))
-        print(f"| {kind} | {ratio(vs_peer)}x | {ratio(vs_limit)} | {ratio(cpu)} |")
+        row = f"| {kind} | {ratio(vs_peer)}x | {ratio(vs_limit)} | {ratio(cpu)} |"
+        if with_before and "before" in by_server:
+            vs_before, cpu_before = [], []
+            for ours, before in zip(by_server["helm-locker"], by_server["before"]):
+                vs_before.append(ours["rps"] / max(before["rps"], 1))
+                base = cpu_per_review(before)
+                cpu_before.append(cpu_per_review(ours) / base if base else float("nan"))
+            row += f" {ratio(vs_before)} | {ratio(cpu_before)} |"
+        print(row)
 
 
 if __name__ == "__main__":
