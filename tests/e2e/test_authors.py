@@ -288,9 +288,13 @@ class Authors(unittest.TestCase):
         self.assertTrue(eventually(lambda: self.get("-n", "default", "secret", "helm-locker-author-key"), 10))
         unchanged(locker, 8)
 
-        # The admin's next upgrade is stamped: the release is fully the admin's again.
+        # The admin's next upgrade is stamped: the release is fully the admin's again, and
+        # nothing is held for it any more (the gauge says so, though no object changed).
+        self.assertGreaterEqual(locker.metric("helm_locker_held_objects") or 0, 1)
         self.plane.helm(NS).upgrade(CHART, "early", {})
         self.assertEqual(self.rbac("early"), before)
+        self.assertTrue(eventually(lambda: (locker.metric("helm_locker_held_objects") or 0) == 0, 30),
+                        locker.log_text()[-3000:])
         self.ok(self.k(f"--as={OPS}", "patch", "clusterrole", "early-agent-read", "--type=json", "-p",
                        json.dumps([{"op": "add", "path": "/rules/-",
                                     "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}])))

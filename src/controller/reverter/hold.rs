@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::core::{held_paths, unknown_author_scope, Authorship, Change, LockedObject};
+use crate::core::{held_paths, unknown_author_scope, Authorship, Change, Index, LockedObject};
 
 use super::attempt::{Attempt, Outcome};
 use super::authorize::Refusal;
@@ -58,6 +58,22 @@ impl Reverter {
         }
     }
 
+    /// Forgets what is held for objects that no release's newest revision of unknown author
+    /// renders any more at the revision held for (the release uninstalled, the object gone from
+    /// its chart, a newer revision), so `helm_locker_held_objects` counts only what is held now.
+    pub(super) fn forget_holds(&self, index: &Index) {
+        let mut held = self.held();
+        let mut released = 0;
+        held.retain(|key, (revision, paths)| {
+            let keep = still_held(index, key, *revision);
+            if !keep && !paths.is_empty() {
+                released += 1;
+            }
+            keep
+        });
+        self.metrics.held_objects.dec_by(released);
+    }
+
     /// What the reverter may do for the newest revision when its author is not known
     /// (docs/security.md): `Ok(None)` when the author is known; `Ok(Some(paths))` to hold those
     /// paths at what is live; `Err` when nothing is written (reported).
@@ -95,5 +111,65 @@ impl Reverter {
                 .await;
         }
         Ok(Some(paths))
+    }
+}
+
+/// Whether `key` is still rendered by its release's newest revision, numbered `revision`, whose
+/// author is not known: what was held for it then still holds.
+fn still_held(index: &Index, key: &ObjectKey, revision: u64) -> bool {
+    index
+        .lookup(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
+        .and_then(|object| index.release(&object.release))
+        .and_then(|state| state.newest())
+        .is_some_and(|newest| {
+            newest.revision == revision && matches!(newest.author, Authorship::Unknown(_))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::test_util::release_secret;
+    use crate::core::Status;
+
+    const CONFIG_MAP: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n";
+
+    #[test]
+    fn a_hold_lasts_while_the_unknown_authors_revision_is_the_newest_and_renders_the_object() {
+        let key = ObjectKey {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: "settings".into(),
+        };
+        // Written without the author stamp: its author is not known.
+        let unstamped =
+            |revision| release_secret("shop", "shop", revision, Status::Deployed, CONFIG_MAP);
+        let index = Index::from_secrets([unstamped(2)]);
+        assert!(matches!(
+            index
+                .release(&crate::core::ReleaseKey::new("shop", "shop"))
+                .unwrap()
+                .newest()
+                .unwrap()
+                .author,
+            Authorship::Unknown(_)
+        ));
+        assert!(still_held(&index, &key, 2));
+        // A newer revision: what was held for revision 2 is asked again.
+        assert!(!still_held(&index, &key, 1));
+        // The release uninstalled: nothing is held for it.
+        assert!(!still_held(&Index::new(), &key, 2));
+        // The object gone from the chart.
+        let other = release_secret(
+            "shop",
+            "shop",
+            2,
+            Status::Deployed,
+            &CONFIG_MAP.replace("settings", "other"),
+        );
+        assert!(!still_held(&Index::from_secrets([other]), &key, 2));
     }
 }

@@ -77,6 +77,7 @@ impl Reverter {
                     }
                 }
             }
+            self.forget_holds(&index);
             previous = index;
             if updates.changed().await.is_err() {
                 return;
