@@ -236,16 +236,12 @@ pub(crate) fn conversion_annotation_changes(
 /// Changes to one owned path made of field names, written through another object: the
 /// `scale` subresource holds the parent's `/spec/replicas` (or a custom resource's
 /// `specReplicasPath`, `chart_pointer`) at `/spec/replicas` of a Scale (`request_pointer`).
-/// The changes name the chart's path.
-// Eight parameters, left so: `locked_changes`'s six and the field's two pointers, passed straight
-// through from decide's one call; a struct would be built there only to be taken apart here.
-#[allow(clippy::too_many_arguments)]
+/// The changes name the chart's path. `at`: the field's pointer in the chart and in the request.
 pub(crate) fn locked_changes_at(
     schema: &Schema,
     root: TypeId,
     chart: &Tree,
-    chart_pointer: &str,
-    request_pointer: &str,
+    (chart_pointer, request_pointer): (&str, &str),
     new: &Value,
     old: Option<&Value>,
     ignore: &[&str],
