@@ -45,6 +45,11 @@ def without_volatile(obj):
     meta = obj.get("metadata", {})
     for key in ("resourceVersion", "managedFields", "generation"):
         meta.pop(key, None)
+    # autoscaling/v1 shows an HPA's status conditions and metrics as annotations, which the
+    # HPA controller rewrites whenever they change (a read seconds later may differ).
+    annotations = meta.get("annotations") or {}
+    for key in [k for k in annotations if k.startswith("autoscaling.alpha.kubernetes.io/")]:
+        del annotations[key]
     obj.pop("status", None)
     return obj
 
