@@ -202,7 +202,7 @@ pub(crate) const GO_ORDER: &[&str] = &[
 /// known from the head alone; anything else is decided from the full review, which
 /// [`Head::rest`] reads on from where the head stopped.
 /// `None` when the head is incomplete or the body is not an AdmissionReview. A head may name
-/// no object: a collection DELETE names it only in `oldObject` ([`crate::decide::decide_head`]).
+/// no object: a collection DELETE names it only in `oldObject` ([`crate::decide::Found::answer`]).
 pub fn read_head(body: &[u8]) -> Option<Head<'_>> {
     // The head is in the body's first few hundred bytes (under 520 in every recorded review):
     // only a prefix needs to be UTF-8 for it, not the objects that follow. A longer head (long
