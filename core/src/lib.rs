@@ -25,6 +25,7 @@
 #![deny(rust_2018_idioms)]
 
 // Release Secrets and their decoding: a Secret (or a file of them) into a release.
+pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
     decode_secret, each_release_secret, live_owner, parse_release_file, release_data,
@@ -103,6 +104,7 @@ mod interning;
 mod kinds;
 mod locked;
 mod manifest;
+mod newest;
 mod ownership;
 mod packed;
 mod parallel;

@@ -382,7 +382,9 @@ async fn reload_release(
     }
 }
 
-/// Rule 7 against the API server: the `status` label of the highest `version` Secret.
+/// Rule 7 against the API server: the newest revision and its status as the release Secrets'
+/// payloads say ([`crate::core::newest_revision`]); their labels are the writer's word and are
+/// not read. A Secret whose payload does not decode counts for nothing.
 pub(crate) struct KubeConfirm {
     pub client: Client,
 }
@@ -394,28 +396,22 @@ impl Confirm for KubeConfirm {
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
         Box::pin(async move {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
+            // The label selector only narrows what is read; every payload read is decoded.
             let params = ListParams::default()
                 .labels(&format!("{LABELS},name={}", release.name))
                 .fields(FIELDS);
-            let list =
-                api.list_metadata(&params)
-                    .await
-                    .map_err(|source| ConfirmError::Revisions {
-                        release: release.clone(),
-                        source,
-                    })?;
-            let newest = list
-                .items
-                .iter()
-                .filter_map(|s| {
-                    let labels = s.metadata.labels.as_ref()?;
-                    Some((
-                        labels.get("version")?.parse::<u64>().ok()?,
-                        labels.get("status")?.clone(),
-                    ))
-                })
-                .max_by_key(|(version, _)| *version);
-            Ok(newest.map(|(version, status)| (version, Status::parse(&status))))
+            let list = api
+                .list(&params)
+                .await
+                .map_err(|source| ConfirmError::Revisions {
+                    release: release.clone(),
+                    source,
+                })?;
+            let payloads = list.items.iter().filter_map(|s| {
+                let payload = s.data.as_ref()?.get("release")?;
+                Some((secret_ref(s), payload.0.as_slice()))
+            });
+            Ok(crate::core::newest_revision(release, payloads))
         })
     }
 
