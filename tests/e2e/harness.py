@@ -26,6 +26,11 @@ BIN = os.environ.get("HELM_LOCKER_BIN", os.path.join(ROOT, "target", "debug", "h
 WEBHOOK_HOST = os.environ.get("E2E_WEBHOOK_HOST", "127.0.0.1")
 # Cluster-wide kinds the tests create; on an existing cluster, new ones are deleted at the end.
 CLUSTER_KINDS = "namespaces,clusterroles,clusterrolebindings,customresourcedefinitions"
+# The control plane's binaries when not built from Debian's source (kube-testenv.sh): the kubectl
+# beside them is the one every test runs (kubectl supports one minor version of skew).
+ASSETS = os.environ.get("KUBE_TESTENV_BIN_DIR") or os.environ.get("KUBEBUILDER_ASSETS")
+if ASSETS and os.path.exists(os.path.join(ASSETS, "kubectl")):
+    os.environ["PATH"] = ASSETS + os.pathsep + os.environ["PATH"]
 # What kubectl prints when the lockers these tests register deny a write.
 DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 

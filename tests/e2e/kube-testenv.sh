@@ -9,6 +9,15 @@
 #   kube-testenv.sh build-node       also build kubelet, kube-scheduler, kube-proxy (cached)
 #   kube-testenv.sh node-check | node-up DIR | node-import DIR ARCHIVE | node-down DIR
 #                                    the same control plane plus one node that runs pods (below)
+#   kube-testenv.sh unpack SRC       unpack a directory of xz-compressed binaries (`NAME.xz`, as
+#                                    ../shared/kube/v1.36.2 holds them) into the cache; prints the
+#                                    directory to give as KUBEBUILDER_ASSETS
+#   kube-testenv.sh version          the kube-apiserver `up` starts (`Kubernetes v1.20.15`)
+#
+# Binaries of another Kubernetes version: set KUBEBUILDER_ASSETS (controller-runtime's envtest
+# convention, what `setup-envtest use -p path` prints) or KUBE_TESTENV_BIN_DIR to a directory holding
+# kube-apiserver and kube-controller-manager (and kubelet, kube-scheduler, kube-proxy for a node;
+# kubectl, when there, is the one `up` and the tests use). Nothing is built then.
 #
 # Everything comes from Debian's archive by package name: etcd-server and golang-go
 # as binaries, and the source package `kubernetes` (1.20.x, vendored Go modules), from
@@ -24,7 +33,14 @@
 set -euo pipefail
 
 CACHE="${KUBE_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-testenv}"
-BIN="$CACHE/bin"
+BIN="${KUBE_TESTENV_BIN_DIR:-${KUBEBUILDER_ASSETS:-$CACHE/bin}}"
+# A directory of binaries given by the user is used as it is, never built into.
+GIVEN_BIN=${KUBE_TESTENV_BIN_DIR:-${KUBEBUILDER_ASSETS:-}}
+# The kubectl of the same version, when the directory has one (kubectl supports one minor version
+# of skew either way).
+if [[ -n $GIVEN_BIN && -x $GIVEN_BIN/kubectl ]]; then
+  PATH="$GIVEN_BIN:$PATH"
+fi
 
 log() { printf 'kube-testenv: %s\n' "$*" >&2; }
 
@@ -90,7 +106,10 @@ build() {
   ((${#want[@]})) || want=(kube-apiserver kube-controller-manager)
   for cmd in "${want[@]}"; do [[ -x "$BIN/$cmd" ]] || missing+=("$cmd"); done
   if ((${#missing[@]} == 0)); then
-    log "cached binaries in $BIN"; return
+    log "binaries in $BIN: $(version)"; return
+  fi
+  if [[ -n $GIVEN_BIN ]]; then
+    log "$GIVEN_BIN lacks ${missing[*]} (KUBEBUILDER_ASSETS or KUBE_TESTENV_BIN_DIR)"; exit 1
   fi
   local work="$CACHE/src"
   rm -rf "$work"; mkdir -p "$work/parts" "$work/lists" "$BIN"
@@ -127,6 +146,35 @@ EOF
   done
   rm -rf "$work"
   log "built into $BIN"
+}
+
+# The server version of the binaries in use, as `kubectl version` prints it.
+version() { "$BIN/kube-apiserver" --version 2>/dev/null || echo "no kube-apiserver in $BIN"; }
+
+# `--port=0` (no insecure port) where the binary still has the flag: 1.23 removed it from the
+# controller manager and the scheduler, which serve only securely since.
+insecure_port_off() {
+  if "$BIN/$1" --help 2>&1 | grep -q -- '--port int'; then echo --port=0; fi
+}
+
+# Unpacks SRC/NAME.xz (after checking SRC/SHA256SUMS when there) into the cache; prints the
+# directory.
+unpack() {
+  local src="${1:?usage: kube-testenv.sh unpack SRC}" dest f name
+  src=$(cd "$src" && pwd)
+  dest="$CACHE/unpacked/$(basename "$src")"
+  if [[ ! -f $dest/.complete ]]; then
+    command -v xz >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xz-utils >/dev/null; }
+    [[ ! -f $src/SHA256SUMS ]] || (cd "$src" && sha256sum --quiet -c SHA256SUMS) >&2
+    rm -rf "$dest"; mkdir -p "$dest"
+    for f in "$src"/*.xz; do
+      name=$(basename "$f" .xz)
+      xz -dc "$f" >"$dest/$name.tmp" && chmod +x "$dest/$name.tmp" && mv "$dest/$name.tmp" "$dest/$name"
+    done
+    touch "$dest/.complete"
+    log "unpacked $src into $dest"
+  fi
+  echo "$dest"
 }
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
@@ -215,7 +263,7 @@ up() {
   kubectl config --kubeconfig="$kcm_kc" set-credentials kcm --token=kcmtoken >/dev/null
   kubectl config --kubeconfig="$kcm_kc" set-context local --cluster=local --user=kcm >/dev/null
   kubectl config --kubeconfig="$kcm_kc" use-context local >/dev/null
-  "$BIN/kube-controller-manager" --kubeconfig "$kcm_kc" --leader-elect=false --port=0 \
+  "$BIN/kube-controller-manager" --kubeconfig "$kcm_kc" --leader-elect=false $(insecure_port_off kube-controller-manager) \
     --bind-address 127.0.0.1 --secure-port 0 --controllers '*' --use-service-account-credentials=true \
     --service-account-private-key-file "$dir/sa.key" --root-ca-file "$dir/pki/apiserver.crt" \
     >"$dir/controller-manager.log" 2>&1 &
@@ -401,7 +449,7 @@ EOF
   node_import "$dir" "$CACHE/pause.tar"
 
   kubeconfig_for "$dir/scheduler.kubeconfig" "$api" schedulertoken
-  "$BIN/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false --port=0 \
+  "$BIN/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false $(insecure_port_off kube-scheduler) \
     --secure-port=0 >"$dir/scheduler.log" 2>&1 &
   echo $! >"$dir/scheduler.pid"
 
@@ -542,6 +590,8 @@ case "${1:-}" in
   build) build ;;
   build-node) build kube-apiserver kube-controller-manager kubelet kube-scheduler kube-proxy ;;
   up) up "${2:-}" ;;
+  unpack) unpack "${2:-}" ;;
+  version) version ;;
   down) down "${2:-}" ;;
   node-check) node_check ;;
   node-up) node_up "${2:-}" ;;
