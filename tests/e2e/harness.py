@@ -8,6 +8,7 @@ import signal
 import shutil
 import socket
 import subprocess
+import sys
 import re
 import tempfile
 import threading
@@ -56,6 +57,12 @@ class ControlPlane:
             self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
         self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
         self.found = set() if self.owned else self.cluster_objects()
+        # Every control plane says which Kubernetes it is (the suite runs on more than one).
+        version = self.kubectl("get", "--raw", "/version")
+        info = json.loads(version.stdout) if version.returncode == 0 else {}
+        self.version = info.get("gitVersion", "?")
+        print(f"control plane: kube-apiserver {self.version} (API {info.get('major', '?')}.{info.get('minor', '?')})",
+              file=sys.stderr, flush=True)
 
     def cluster_objects(self):
         out = self.kubectl("get", CLUSTER_KINDS, "-o", "name")
