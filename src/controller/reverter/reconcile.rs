@@ -151,6 +151,7 @@ impl Reverter {
             object,
             revision,
             ar,
+            namespaced,
             api,
             live,
             writer,
