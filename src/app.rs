@@ -578,7 +578,9 @@ fn run_owned_fields(
             );
             let namespace = live.pointer("/metadata/namespace").and_then(|v| v.as_str());
             let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-            let Some(object) = index.lookup(group, kind, namespace, name) else {
+            let Some(object) = index.owned(group, kind, namespace, name, || {
+                crate::core::live_owner(live)
+            }) else {
                 println!(
                     "{}",
                     serde_json::json!({"object": format!("{kind} {name}"), "error": "no release locks this object"})

@@ -382,21 +382,95 @@ pub(crate) fn rule_accesses(
     Some(out)
 }
 
+/// Where an object the reverter writes lives, as the API server's discovery says of its kind:
+/// every question about the write is asked there, never in a namespace the chart merely gives
+/// a cluster-scoped kind (a RoleBinding's rights in that namespace would pass for rights over
+/// the whole cluster).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place<'a> {
+    /// A namespaced kind, in this namespace.
+    Namespace(&'a str),
+    /// A cluster-scoped kind.
+    Cluster,
+}
+
+impl<'a> Place<'a> {
+    /// The place of an object of a kind discovery says is namespaced (`Some(true)`) or not
+    /// (`Some(false)`), named in `namespace`. `None` when the scope is not known (discovery
+    /// did not answer) or a namespaced kind has no namespace: such a write is not made.
+    pub fn of(namespaced: Option<bool>, namespace: Option<&'a str>) -> Option<Place<'a>> {
+        match (namespaced?, namespace) {
+            (true, Some(ns)) if !ns.is_empty() => Some(Place::Namespace(ns)),
+            (true, _) => None,
+            (false, _) => Some(Place::Cluster),
+        }
+    }
+
+    /// The namespace the API server asks about (`None`: cluster-wide).
+    pub fn namespace(self) -> Option<&'a str> {
+        match self {
+            Place::Namespace(ns) => Some(ns),
+            Place::Cluster => None,
+        }
+    }
+}
+
+/// The role a binding the reverter writes refers to, to be read as it is live: `resource`
+/// (`roles` or `clusterroles`), its namespace (`None` for a ClusterRole), its name. `None` for
+/// anything but a RoleBinding or ClusterRoleBinding whose `roleRef` reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleRef {
+    pub resource: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// The role `desired` (a binding of `resource` in `group`, at `place`) refers to.
+pub fn role_ref(
+    group: &str,
+    resource: &str,
+    place: Place<'_>,
+    desired: &serde_json::Value,
+) -> Option<RoleRef> {
+    if group != RBAC || !matches!(resource, "rolebindings" | "clusterrolebindings") {
+        return None;
+    }
+    let name = desired.pointer("/roleRef/name")?.as_str()?.to_string();
+    match desired.pointer("/roleRef/kind")?.as_str()? {
+        // A RoleBinding refers to a Role of its own namespace; a ClusterRoleBinding cannot.
+        "Role" => Some(RoleRef {
+            resource: "roles",
+            namespace: Some(place.namespace()?.to_string()),
+            name,
+        }),
+        "ClusterRole" => Some(RoleRef {
+            resource: "clusterroles",
+            namespace: None,
+            name,
+        }),
+        _ => None,
+    }
+}
+
 /// Everything the author of a revision must be allowed for the reverter to make `write` of
-/// `desired` (the chart's object `name` of `resource` in `group`): the verb on the object and,
-/// for RBAC objects, what the API server's escalation check asks: `escalate` on a Role or
-/// ClusterRole or else every permission it grants; `bind` on the role a binding refers to or
-/// else every permission of that role, when `role` (the chart's own object for the role
-/// referred to) is given. A revision the reverter will not follow is reported, never widened.
+/// `desired` (the chart's object `name` of `resource` in `group`, at `place`, from discovery):
+/// the verb on the object and, for RBAC objects, what the API server's escalation check asks:
+/// `escalate` on a Role or ClusterRole or else every permission of the role as it will be
+/// written (`desired`); `bind` on the role a binding refers to or else every permission of
+/// that role **as it is live** (`live_role`, read from the API server right before the write:
+/// the API server binds the live role, whatever the chart says of it; `None` when it does not
+/// exist, and then `bind` alone). A revision the reverter will not follow is reported, never
+/// widened.
 pub fn needs(
     write: Write,
     group: &str,
     resource: &str,
-    namespace: Option<&str>,
+    place: Place<'_>,
     name: &str,
     desired: &serde_json::Value,
-    role: Option<&serde_json::Value>,
+    live_role: Option<&serde_json::Value>,
 ) -> Vec<Need> {
+    let namespace = place.namespace();
     let mut out = vec![Need::just(Access::resource(
         "patch", group, resource, namespace, name,
     ))];
@@ -426,7 +500,7 @@ pub fn needs(
             // A RoleBinding grants its role inside its own namespace only.
             out.push(Need {
                 access: Access::resource("bind", RBAC, role_resource, namespace, role_name),
-                or_all_of: role
+                or_all_of: live_role
                     .and_then(|r| rule_accesses(r, namespace))
                     .unwrap_or_default(),
             });
@@ -670,7 +744,7 @@ mod tests {
                 Write::Patch,
                 "",
                 "configmaps",
-                Some("team"),
+                Place::Namespace("team"),
                 "cfg",
                 &json!({}),
                 None
@@ -682,7 +756,7 @@ mod tests {
                 Write::Create,
                 "apps",
                 "deployments",
-                Some("team"),
+                Place::Namespace("team"),
                 "web",
                 &json!({}),
                 None
@@ -700,7 +774,7 @@ mod tests {
             Write::Patch,
             RBAC,
             "clusterroles",
-            None,
+            Place::Cluster,
             "ops-agent-read",
             &role,
             None,
@@ -734,7 +808,7 @@ mod tests {
             Write::Patch,
             RBAC,
             "rolebindings",
-            Some("team"),
+            Place::Namespace("team"),
             "ops-admins",
             &binding,
             None,
@@ -757,7 +831,7 @@ mod tests {
             Write::Create,
             RBAC,
             "rolebindings",
-            Some("team"),
+            Place::Namespace("team"),
             "r",
             &role_binding,
             Some(&role),
@@ -782,10 +856,127 @@ mod tests {
         let many: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
         let huge = json!({"rules": [{"apiGroups": [""], "resources": many, "verbs": ["get"]}]});
         assert_eq!(rule_accesses(&huge, None), None);
-        assert!(
-            needs(Write::Patch, RBAC, "roles", Some("team"), "x", &huge, None)[1]
-                .or_all_of
-                .is_empty()
+        assert!(needs(
+            Write::Patch,
+            RBAC,
+            "roles",
+            Place::Namespace("team"),
+            "x",
+            &huge,
+            None
+        )[1]
+        .or_all_of
+        .is_empty());
+    }
+
+    /// Issue 60, attack 5a: a binding is asked about with the role as it is live. alice holds
+    /// `admin` in dept (no `bind`); her revision narrows the ClusterRole the release binds in
+    /// dept and adds her to the RoleBinding. The API server binds the live (wide) role.
+    #[test]
+    fn a_binding_is_asked_about_with_the_role_as_it_is_live() {
+        let binding = json!({"roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "dept-ops"},
+            "subjects": [{"kind": "User", "name": "alice"}]});
+        let place = Place::Namespace("dept");
+        let narrow =
+            json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+        let live = json!({"rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["patch"]},
+        ]});
+        assert_eq!(
+            role_ref(RBAC, "rolebindings", place, &binding),
+            Some(RoleRef {
+                resource: "clusterroles",
+                namespace: None,
+                name: "dept-ops".into()
+            })
+        );
+        let alice = Authorship::Known(Arc::new(alice()));
+        // `admin` in dept: patch rolebindings and configmaps there, no resourcequotas write, no
+        // bind.
+        let admin_in_dept = |_: &Author, a: &Access| {
+            a.namespace.as_deref() == Some("dept")
+                && a.verb != "bind"
+                && !(a.resource == "resourcequotas" && a.verb != "get")
+        };
+        let ask = |role: Option<&serde_json::Value>| {
+            let needed = needs(
+                Write::Patch,
+                RBAC,
+                "rolebindings",
+                place,
+                "ops",
+                &binding,
+                role,
+            );
+            permission(&alice, &needed, admin_in_dept)
+        };
+        // Control: asked about the chart's narrowed role, the write would pass.
+        assert_eq!(ask(Some(&narrow)), Permission::Granted);
+        // Asked about the live role: she lacks `patch resourcequotas` in dept, so bind is refused.
+        assert_eq!(
+            ask(Some(&live)),
+            Permission::Refused(vec![Access::resource(
+                "bind",
+                RBAC,
+                "clusterroles",
+                Some("dept"),
+                "dept-ops"
+            )])
+        );
+        // No live role: bind alone, as the API server asks.
+        assert!(matches!(ask(None), Permission::Refused(_)));
+        // A Role is looked for in the binding's own namespace; other kinds refer to none.
+        let to_role = json!({"roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "r"}});
+        assert_eq!(
+            role_ref(RBAC, "rolebindings", place, &to_role).map(|r| (r.resource, r.namespace)),
+            Some(("roles", Some("dept".to_string())))
+        );
+        assert_eq!(role_ref(RBAC, "roles", place, &to_role), None);
+        assert_eq!(role_ref("", "configmaps", place, &to_role), None);
+    }
+
+    /// Issue 60, attack 5b: the scope of every question comes from discovery. alice holds
+    /// `cluster-admin` through a RoleBinding in `own` only: a cluster-scoped custom resource
+    /// her chart places in `own` is asked about cluster-wide, where she holds nothing.
+    #[test]
+    fn a_write_is_asked_about_in_the_scope_discovery_gives() {
+        assert_eq!(
+            Place::of(Some(true), Some("own")),
+            Some(Place::Namespace("own"))
+        );
+        assert_eq!(Place::of(Some(false), Some("own")), Some(Place::Cluster));
+        assert_eq!(Place::of(Some(false), None), Some(Place::Cluster));
+        // Unknown scope, or a namespaced kind without a namespace: nothing is asked or written.
+        assert_eq!(Place::of(None, Some("own")), None);
+        assert_eq!(Place::of(Some(true), None), None);
+        assert_eq!(Place::of(Some(true), Some("")), None);
+        let alice = Authorship::Known(Arc::new(alice()));
+        let admin_in_own = |_: &Author, a: &Access| a.namespace.as_deref() == Some("own");
+        let ask = |namespaced| {
+            let place = Place::of(Some(namespaced), Some("own")).unwrap();
+            let needed = needs(
+                Write::Patch,
+                "example.com",
+                "widgets",
+                place,
+                "w",
+                &json!({}),
+                None,
+            );
+            permission(&alice, &needed, admin_in_own)
+        };
+        // Control: asked in the namespace the chart gives, the patch would pass.
+        assert_eq!(ask(true), Permission::Granted);
+        assert_eq!(
+            ask(false),
+            Permission::Refused(vec![Access::resource(
+                "patch",
+                "example.com",
+                "widgets",
+                None,
+                "w"
+            )])
         );
     }
 
@@ -793,7 +984,15 @@ mod tests {
     fn a_revision_is_followed_only_as_far_as_its_authors_rights_go() {
         let role =
             json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
-        let needed = needs(Write::Patch, RBAC, "clusterroles", None, "r", &role, None);
+        let needed = needs(
+            Write::Patch,
+            RBAC,
+            "clusterroles",
+            Place::Cluster,
+            "r",
+            &role,
+            None,
+        );
         let alice = Authorship::Known(Arc::new(alice()));
         let edit_in_team = |_: &Author, a: &Access| a.namespace.as_deref() == Some("team");
         assert_eq!(
@@ -804,7 +1003,7 @@ mod tests {
             Write::Patch,
             "",
             "configmaps",
-            Some("team"),
+            Place::Namespace("team"),
             "c",
             &json!({}),
             None,

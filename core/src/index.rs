@@ -91,8 +91,8 @@ impl ClaimSet {
 }
 
 /// Two releases render the same object. The release the live object's Helm annotations name
-/// owns it (decided per request); `winner`, the smaller (namespace, name), when they name
-/// neither.
+/// owns it (decided per request); `winner`, when they name neither: the release of the
+/// object's own namespace, else the smaller (namespace, name) ([`Claims::owner`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
     pub object: String,
@@ -633,8 +633,21 @@ impl Index {
             .flat_map(|c| c.as_slice())
             .filter(|c| !c.alias && c.object.matches(group, kind, namespace, name))
             .map(|c| &*c.object.release);
-        let winner = owners.next().expect("just claimed");
-        (winner, owners.cloned().collect())
+        let all: Vec<&ReleaseKey> = owners.by_ref().collect();
+        // The owner when the annotations name none ([`Claims::owner`]): the release of the
+        // object's own namespace, else the first.
+        let at = all
+            .iter()
+            .position(|r| namespace.is_some_and(|ns| ns == r.namespace))
+            .unwrap_or(0);
+        let winner = all[at];
+        let losers = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .map(|(_, r)| (*r).clone())
+            .collect();
+        (winner, losers)
     }
 
     /// Every object claimed by more than one release.
@@ -660,9 +673,12 @@ impl Index {
         out
     }
 
-    /// The locked object with this identity, if a release owns one. The API version does not
-    /// matter; `namespace` is the request's (`None` for cluster-scoped objects). This is the
-    /// hot path: no allocation.
+    /// The locked object with this identity, held by the release [`Claims::owner`] picks when
+    /// the object's annotations are not at hand: the release of the object's own namespace, else
+    /// the sole claim, else the index's first (only among claims from other namespaces, none of
+    /// which is proven without the annotations). The API version does not matter; `namespace`
+    /// is the request's (`None` for cluster-scoped objects). This is the hot path: no
+    /// allocation.
     pub fn lookup(
         &self,
         group: &str,
@@ -671,7 +687,21 @@ impl Index {
         name: &str,
     ) -> Option<&Arc<LockedObject>> {
         self.find(group, kind, namespace, name)
-            .map(|claims| claims.first)
+            .map(|claims| claims.owner(|| None))
+    }
+
+    /// The locked object with this identity held by its owner ([`Claims::owner`]) as the live
+    /// object's Helm annotations (`annotated`, read only when two releases claim it) decide.
+    pub fn owned(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        annotated: impl FnOnce() -> Option<ReleaseKey>,
+    ) -> Option<&Arc<LockedObject>> {
+        self.find(group, kind, namespace, name)
+            .map(|claims| claims.owner(annotated))
     }
 
     /// Every release's claim on the object with this identity, found with one lookup; `None`
@@ -697,16 +727,22 @@ impl Index {
         Some(Claims {
             first,
             others: matching.collect(),
+            namespaced: namespace.is_some(),
         })
     }
 }
 
 /// Every release's claim on one object: nearly always one. Two releases render it after
-/// `helm install --take-ownership`; which of them holds it is decided here, once.
+/// `helm install --take-ownership`, or when a release Secret of another namespace names the
+/// object (anyone who may write Secrets there can); which of them holds it is decided here,
+/// once, for the webhook, the reverter and `kubectl locker` alike ([`Claims::owner`]).
 #[derive(Clone, Debug)]
 pub struct Claims<'i> {
     first: &'i Arc<LockedObject>,
     others: Vec<&'i Arc<LockedObject>>,
+    /// The object is looked up in a namespace (its request's): a claim of a release of that
+    /// namespace is the release of the object's own namespace.
+    namespaced: bool,
 }
 
 impl<'i> Claims<'i> {
@@ -716,19 +752,53 @@ impl<'i> Claims<'i> {
         !self.others.is_empty()
     }
 
-    /// The claim of the release that holds the object: when two releases claim it, the one its
-    /// Helm annotations name (Helm's own rule for adoption, so a pending release cannot open
-    /// an object another release holds), else the index's first. `annotated` is read only then.
+    /// The claim of the release that holds the object; the one owner rule (docs/security.md,
+    /// "One owner per object"). When two releases or more claim it:
+    ///
+    /// 1. the release its Helm annotations name (`annotated`, read only then), when it claims
+    ///    the object: Helm's own rule for adoption, which only those who may write the object
+    ///    can change;
+    /// 2. else the release of the object's own namespace (the smallest name, should several
+    ///    there claim it): a claim from another namespace never outranks it, since whoever may
+    ///    write Secrets in any namespace can make one;
+    /// 3. else the index's first (smallest namespace and name). Only claims from other
+    ///    namespaces are left then: when the annotations were at hand and named none of them,
+    ///    none is proven and each decision frees the write ([`crate::Allowed::Unproven`]);
+    ///    when they were not (a `scale` of a cluster-scoped object), they must be read first
+    ///    ([`Claims::unresolved`]).
+    ///
+    /// The owner is all that decides: a claim whose release is not the owner never opens the
+    /// object (its pending status, its mode) and is never followed by the reverter.
     pub fn owner(&self, annotated: impl FnOnce() -> Option<ReleaseKey>) -> &'i Arc<LockedObject> {
         if !self.contested() {
             return self.first;
         }
-        let Some(owner) = annotated() else {
-            return self.first;
-        };
-        self.all()
-            .find(|c| *c.release == owner)
-            .unwrap_or(self.first)
+        if let Some(named) = annotated() {
+            if let Some(claim) = self.all().find(|c| *c.release == named) {
+                return claim;
+            }
+        }
+        self.own_namespace().unwrap_or(self.first)
+    }
+
+    /// Whether [`owner`](Self::owner) needs the object's annotations to decide: two releases or
+    /// more claim it, and none is of the object's own namespace (a cluster-scoped object, or a
+    /// namespaced one that only releases of other namespaces render). A write whose request
+    /// holds no metadata of the object (a `scale`) reads the stored object's then.
+    pub fn unresolved(&self) -> bool {
+        self.contested() && self.own_namespace().is_none()
+    }
+
+    /// The claim of a release of the object's own namespace, the smallest name first.
+    fn own_namespace(&self) -> Option<&'i Arc<LockedObject>> {
+        if !self.namespaced {
+            return None;
+        }
+        self.all().find(|c| {
+            c.namespace
+                .as_deref()
+                .is_some_and(|ns| ns == c.release.namespace)
+        })
     }
 
     /// Every claim, the owner's first (as [`owner`](Self::owner) decides), then the index's order.
@@ -742,7 +812,8 @@ impl<'i> Claims<'i> {
             .collect()
     }
 
-    fn all(&self) -> impl Iterator<Item = &'i Arc<LockedObject>> + '_ {
+    /// Every claim, in the index's order.
+    pub fn all(&self) -> impl Iterator<Item = &'i Arc<LockedObject>> + '_ {
         std::iter::once(self.first).chain(self.others.iter().copied())
     }
 }
@@ -1329,4 +1400,124 @@ mod tests {
             );
         }
     }
+
+    /// Issue 60, attack 4: a release Secret of another namespace (`a-tenant` sorts before
+    /// `team`) that names team's objects never outranks the release of the object's own
+    /// namespace, nor the release the object's annotations name.
+    #[test]
+    fn a_claim_from_another_namespace_never_outranks_the_owner() {
+        let team = ReleaseKey::new("team", "ops");
+        let tenant = ReleaseKey::new("a-tenant", "x");
+        let outsider = ReleaseKey::new("zz", "y");
+        let objects = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: team}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: ops-agent}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: agent, namespace: team}\n";
+        let foreign_only =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: loose, namespace: team}\n";
+        for order in [[&team, &tenant, &outsider], [&outsider, &tenant, &team]] {
+            let mut index = Index::new();
+            for key in order {
+                let mut manifest = objects.to_string();
+                if *key != team {
+                    manifest = format!("{manifest}---\n{foreign_only}");
+                }
+                index.upsert(secret(
+                    &key.namespace,
+                    &key.name,
+                    1,
+                    Status::Deployed,
+                    &manifest,
+                ));
+            }
+            let owner = |kind: &str, ns: Option<&str>, name: &str, named: Option<&ReleaseKey>| {
+                let group = if kind == "ClusterRole" {
+                    RBAC_GROUP
+                } else {
+                    ""
+                };
+                let claims = index.find(group, kind, ns, name).unwrap();
+                assert!(claims.contested());
+                (*claims.owner(|| named.cloned()).release).clone()
+            };
+            // A namespaced object: its own namespace's release, without annotations (a Scale
+            // carries none) and when they name no claimant.
+            let gone = ReleaseKey::new("team", "gone");
+            for named in [None, Some(&gone)] {
+                assert_eq!(owner("ConfigMap", Some("team"), "settings", named), team);
+            }
+            let claims = index
+                .find("", "ConfigMap", Some("team"), "settings")
+                .unwrap();
+            assert!(!claims.unresolved());
+            assert_eq!(
+                *index
+                    .lookup("", "ConfigMap", Some("team"), "settings")
+                    .unwrap()
+                    .release,
+                team
+            );
+            assert_eq!(
+                *index
+                    .lookup("apps", "Deployment", Some("team"), "agent")
+                    .unwrap()
+                    .release,
+                team
+            );
+            // The annotations decide first: only whoever may write the object puts them there.
+            assert_eq!(
+                owner("ConfigMap", Some("team"), "settings", Some(&tenant)),
+                tenant
+            );
+            assert_eq!(
+                owner("ConfigMap", Some("team"), "settings", Some(&team)),
+                team
+            );
+            assert_eq!(
+                owner("ConfigMap", Some("team"), "settings", Some(&outsider)),
+                outsider
+            );
+            // A cluster-scoped object has no own namespace: the annotations decide, and without
+            // them it is unresolved (the stored object's are read).
+            assert_eq!(owner("ClusterRole", None, "ops-agent", Some(&team)), team);
+            assert_eq!(
+                owner("ClusterRole", None, "ops-agent", Some(&outsider)),
+                outsider
+            );
+            let claims = index
+                .find(RBAC_GROUP, "ClusterRole", None, "ops-agent")
+                .unwrap();
+            assert!(claims.unresolved());
+            // A namespaced object only other namespaces' releases render: unresolved too.
+            let claims = index.find("", "ConfigMap", Some("team"), "loose").unwrap();
+            assert!(claims.unresolved());
+            assert_eq!(
+                owner("ConfigMap", Some("team"), "loose", Some(&outsider)),
+                outsider
+            );
+            // Every claim is listed, the owner first.
+            let listed: Vec<ReleaseKey> = index
+                .find("", "ConfigMap", Some("team"), "settings")
+                .unwrap()
+                .by_owner(|| None)
+                .iter()
+                .map(|c| (*c.release).clone())
+                .collect();
+            assert_eq!(listed[0], team);
+            assert_eq!(listed.len(), 3);
+            // The conflict reported names the own namespace's release as the winner.
+            let conflict = index
+                .conflicts()
+                .into_iter()
+                .find(|c| c.object.contains("settings"))
+                .unwrap();
+            assert_eq!(conflict.winner, team);
+        }
+        // One claim, from another namespace: it is the only candidate, and its proof (the
+        // object's annotations) is what decides whether it holds anything.
+        let mut index = Index::new();
+        index.upsert(secret("a-tenant", "x", 1, Status::Deployed, foreign_only));
+        let claims = index.find("", "ConfigMap", Some("team"), "loose").unwrap();
+        assert!(!claims.contested() && !claims.unresolved());
+        assert_eq!(*claims.owner(|| Some(team.clone())).release, tenant);
+    }
+
+    const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 }

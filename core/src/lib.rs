@@ -76,11 +76,11 @@ pub use revert_plan::{
 
 // The author stamp: who wrote a revision, and what the reverter may write for that author.
 pub use author::{
-    authorship, needs as author_needs, permission as author_permission, stamp_annotations,
-    unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
+    authorship, needs as author_needs, permission as author_permission, role_ref,
+    stamp_annotations, unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
     Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
-    Stamping, StoredSecret, Unknown as UnknownAuthor, Write as ReverterWrite,
-    MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
+    Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
+    Write as ReverterWrite, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
 };
 pub use stamp::stamp as stamp_review;
 

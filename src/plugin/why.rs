@@ -68,8 +68,9 @@ pub(crate) struct WhyReport {
     pub fields: Vec<LockedField>,
 }
 
-/// Every release claiming the object; the first is the owner: the release the live object's
-/// Helm annotations name, else the index's choice (as the webhook decides).
+/// Every release claiming the object; the first is the owner, as the webhook and the reverter
+/// decide ([`crate::core::Claims::owner`]): the release the live object's Helm annotations name,
+/// else the release of the object's own namespace.
 pub(crate) fn claims<'i>(
     index: &'i Index,
     wanted: &Wanted,

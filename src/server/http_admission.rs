@@ -239,7 +239,10 @@ async fn admit(
         }
     };
     let request = &review.request;
-    let found = found.unwrap_or_else(|| find(&index, &schema, request));
+    let mut found = found.unwrap_or_else(|| find(&index, &schema, request));
+    if found.owner_to_read() {
+        found = read_stored_owner(state, request, found).await;
+    }
     let decision = match decide_found(&index, &schema, &state.config, request, found) {
         Ok(decision) => decision,
         Err(e) => {
@@ -440,6 +443,39 @@ async fn with_values_advice(state: &AppState, mut decision: Decision) -> Decisio
         *locked = with_advice;
     }
     decision
+}
+
+/// The owner of an object two releases of other namespaces claim, for a write that holds no
+/// metadata of it (a `scale`): the release the stored object's annotations name, read before
+/// the decision ([`crate::core::Found::owner_to_read`]). When the read fails, no claim opens the
+/// object on its own word (the decision takes the first that locks it).
+async fn read_stored_owner<'i>(
+    state: &AppState,
+    request: &crate::core::Request<'_>,
+    found: crate::core::Found<'i>,
+) -> crate::core::Found<'i> {
+    let Some(confirmer) = &state.confirmer else {
+        return found;
+    };
+    let stored = StoredObject {
+        group: request.resource.group.to_string(),
+        version: request.resource.version.to_string(),
+        resource: request.resource.resource.to_string(),
+        namespace: request.namespace().map(str::to_string),
+        name: request.name().unwrap_or_default().to_string(),
+    };
+    let timeout: Duration = state.settings.confirm_timeout;
+    match tokio::time::timeout(timeout, confirmer.owner_of(&stored)).await {
+        Ok(Ok(owner)) => found.with_stored_owner(owner),
+        Ok(Err(e)) => {
+            tracing::warn!(object = ?stored, error = %crate::error_chain::with_causes(&e), "could not read the owner of an object several releases claim; no claim opens it");
+            found
+        }
+        Err(_) => {
+            tracing::warn!(object = ?stored, ?timeout, "reading the owner of an object several releases claim timed out; no claim opens it");
+            found
+        }
+    }
 }
 
 /// A decision against an object whose annotations the request does not hold (a `Scale`, an

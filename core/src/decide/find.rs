@@ -31,6 +31,10 @@ pub struct Found<'i> {
     pub(super) at: At<'i>,
     /// Rules 2 to 4, once checked for the sole claim (none of them freed the write).
     pub(super) ruled: Option<Ruled<'i>>,
+    /// The release the stored object's annotations name, read by the caller for a write whose
+    /// request holds no metadata of the object ([`Found::owner_to_read`]); `Some(None)`: it
+    /// names none.
+    pub(super) stored_owner: Option<Option<ReleaseKey>>,
 }
 
 #[derive(Debug)]
@@ -55,7 +59,11 @@ pub fn find<'i>(index: &'i Index, schema: &Schema, request: &Request<'_>) -> Fou
         None if request.operation != Operation::Connect => At::Unnamed,
         name => locate(index, schema, request, name.unwrap_or_default()),
     };
-    Found { at, ruled: None }
+    Found {
+        at,
+        ruled: None,
+        stored_owner: None,
+    }
 }
 
 impl<'i> Found<'i> {
@@ -109,8 +117,25 @@ impl<'i> Found<'i> {
         }
     }
 
-    /// The found object, once the whole review is read: the owner of a contested object (the
-    /// release its annotations name), and the object an unnamed write names in `oldObject`.
+    /// Whether the owner of the object a write names can only be known from the stored
+    /// object's annotations, which the request does not hold: a `scale` or an eviction (their
+    /// body carries no metadata of the parent) of an object two releases or more claim, none of
+    /// them of the object's own namespace ([`Claims::unresolved`]). The caller reads them and
+    /// gives them with [`Found::with_stored_owner`]; a subresource is its parent's owner's.
+    pub fn owner_to_read(&self) -> bool {
+        matches!(&self.at, At::Object { claims, door } if (door.scale || door.evict) && claims.unresolved())
+    }
+
+    /// The release the stored object's annotations name (`None`: none), as the caller read it
+    /// for [`Found::owner_to_read`].
+    pub fn with_stored_owner(mut self, owner: Option<ReleaseKey>) -> Self {
+        self.stored_owner = Some(owner);
+        self
+    }
+
+    /// The found object, once the whole review is read: the owner of a contested object
+    /// ([`Claims::owner`]: the release its annotations name, else the release of its own
+    /// namespace), and the object an unnamed write names in `oldObject`.
     pub(super) fn resolve(
         self,
         index: &'i Index,
@@ -125,19 +150,37 @@ impl<'i> Found<'i> {
                     return Found {
                         at: locate(index, schema, request, &name),
                         ruled: None,
+                        stored_owner: None,
                     }
                     .resolve(index, schema, request)
                 }
             },
             At::Object { claims, door } => (claims, door),
         };
-        let object = claims.owner(|| annotated_release(request.old_object().or(request.object())));
+        let in_hand = !(door.scale || door.evict);
+        let stored_owner = self.stored_owner;
+        let unknown = !in_hand && stored_owner.is_none() && claims.unresolved();
+        let object = claims.owner(|| match stored_owner {
+            Some(owner) => owner,
+            None if in_hand => annotated_release(request.old_object().or(request.object())),
+            None => None,
+        });
         // The rules checked with the user were the sole claim's, which is the owner.
         let ruled = self.ruled.filter(|_| !claims.contested());
+        // The owner could not be read: no claim may open the object on its own word.
+        let others = if unknown {
+            claims
+                .all()
+                .filter(|c| !std::sync::Arc::ptr_eq(c, object))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(Resolved::Object {
             object,
             door,
             ruled,
+            others,
         })
     }
 }
@@ -149,6 +192,9 @@ pub(super) enum Resolved<'i> {
         object: &'i std::sync::Arc<LockedObject>,
         door: Door,
         ruled: Option<Ruled<'i>>,
+        /// The other claims, when the owner is not known ([`Found::owner_to_read`] and not
+        /// read): the first of them that locks decides if the owner's candidate does not.
+        others: Vec<&'i std::sync::Arc<LockedObject>>,
     },
 }
 

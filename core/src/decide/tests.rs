@@ -2282,3 +2282,137 @@ fn the_release_annotations_are_read_as_a_map_of_strings() {
     let none = crate::review::RawObject::from_json(r#"{"metadata":{"name":"web"}}"#).unwrap();
     assert!(!names_release(Some(none), &release));
 }
+
+/// Issue 60, attack 4: a release of another namespace (`a-tenant`, sorting before `shop`) that
+/// renders shop's Deployment, pending, opens nothing: a subresource is decided by its parent's
+/// owner, the release of the object's own namespace, and a write that shows the object's
+/// annotations by the release they name.
+#[test]
+fn a_pending_claim_from_another_namespace_opens_nothing() {
+    let foreign = |status| {
+        let mut secret = crate::test_util::release_secret(
+            "a-tenant",
+            "x",
+            1,
+            status,
+            &CHART.replace("name: web", "name: web\n  namespace: shop"),
+        );
+        secret.release.chart = "x-1".into();
+        secret
+    };
+    let schema = Schema::builtin();
+    let config = Config::default();
+    let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": r}});
+    let scale_body = review(
+        "UPDATE",
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+        json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+        Some("scale"),
+        "web",
+        Some("shop"),
+        "alice",
+        scale(5),
+        scale(3),
+    );
+    let update = deploy_update(
+        "alice",
+        deployment(7, "nginx:1.25"),
+        deployment(3, "nginx:1.25"),
+    );
+    for status in [
+        Status::PendingInstall,
+        Status::PendingUpgrade,
+        Status::Deployed,
+    ] {
+        let index =
+            Index::from_secrets([release_secret("shop", 2, Status::Deployed), foreign(status)]);
+        // A Scale carries no annotations: the parent's owner is the release of its namespace,
+        // found without reading it.
+        let review = parse_review(scale_body.as_bytes()).unwrap();
+        let found = find(&index, &schema, &review.request);
+        assert!(!found.owner_to_read());
+        let d = decide_found(&index, &schema, &config, &review.request, found).unwrap();
+        assert!(
+            matches!(&d, Decision::Deny(l) if l.release == ReleaseKey::new("shop", "shop") && l.proof == OwnerProof::ToRead),
+            "{status:?}: {d:?}"
+        );
+        // A write that shows the annotations: the release they name.
+        let d = decide_json(&index, &config, &update);
+        assert!(
+            matches!(&d, Decision::Deny(l) if l.release == ReleaseKey::new("shop", "shop")),
+            "{status:?}: {d:?}"
+        );
+    }
+    // Control: the own namespace's release at work opens it (Helm upgrading it).
+    let index = Index::from_secrets([
+        release_secret("shop", 2, Status::PendingUpgrade),
+        foreign(Status::Deployed),
+    ]);
+    assert!(matches!(
+        decide_json(&index, &config, &scale_body),
+        Decision::Allow(Allowed::HelmAtWork { .. })
+    ));
+}
+
+/// A cluster-scoped object two releases of other namespaces claim: a Scale holds nothing that
+/// says whose it is, so the stored object's annotations are read first; unread, a pending
+/// claim still opens nothing while another claim locks the object.
+#[test]
+fn a_scale_of_an_object_only_other_namespaces_claim_reads_its_owner() {
+    let crd_chart = |ns: &str, name: &str, status| {
+        let mut s = crate::test_util::release_secret(
+            ns,
+            name,
+            1,
+            status,
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {replicas: 2}\n",
+        );
+        s.release.chart = format!("{name}-1");
+        s
+    };
+    let index = Index::from_secrets([
+        crd_chart("a-tenant", "x", Status::PendingInstall),
+        crd_chart("team", "ops", Status::Deployed),
+    ]);
+    let schema = Schema::builtin();
+    let config = Config::default();
+    let scale = |r| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "w"}, "spec": {"replicas": r}});
+    let body = review(
+        "UPDATE",
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+        json!({"group": "example.com", "version": "v1", "resource": "widgets"}),
+        Some("scale"),
+        "w",
+        None,
+        "alice",
+        scale(5),
+        scale(2),
+    );
+    let review = parse_review(body.as_bytes()).unwrap();
+    let request = &review.request;
+    let decide_with = |owner: Option<Option<ReleaseKey>>| {
+        let found = find(&index, &schema, request);
+        assert!(found.owner_to_read());
+        let found = match owner {
+            Some(owner) => found.with_stored_owner(owner),
+            None => found,
+        };
+        decide_found(&index, &schema, &config, request, found).unwrap()
+    };
+    let ops = ReleaseKey::new("team", "ops");
+    // Read: the owner decides (team/ops locks it); the pending claim would have opened it.
+    let d = decide_with(Some(Some(ops.clone())));
+    assert!(matches!(&d, Decision::Deny(l) if l.release == ops), "{d:?}");
+    let d = decide_with(Some(Some(ReleaseKey::new("a-tenant", "x"))));
+    assert!(
+        matches!(d, Decision::Allow(Allowed::HelmAtWork { .. })),
+        "{d:?}"
+    );
+    // Not read (the read failed): the claim that locks decides, and the stored object's
+    // annotations must still prove it before the denial stands.
+    let d = decide_with(None);
+    assert!(
+        matches!(&d, Decision::Deny(l) if l.release == ops && l.proof == OwnerProof::ToRead),
+        "{d:?}"
+    );
+}

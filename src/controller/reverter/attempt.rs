@@ -28,6 +28,9 @@ pub(super) struct Attempt<'a> {
     /// The release's newest revision: the one written from.
     pub(super) revision: u64,
     pub(super) ar: ApiResource,
+    /// Whether discovery says the kind is namespaced: every question about the write is asked
+    /// in that scope.
+    pub(super) namespaced: bool,
     pub(super) api: Api<DynamicObject>,
     /// The fresh read; `None`: the object is gone.
     pub(super) live: Option<Value>,

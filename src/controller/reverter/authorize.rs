@@ -5,33 +5,13 @@ use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::{
-    author_needs, AuthorAccess, AuthorPermission, Index, LockedObject, ReverterWrite,
-    UnknownAuthor, UnknownAuthorOutOfScope,
+    author_needs, role_ref, AuthorAccess, AuthorPermission, LockedObject, ReverterWrite, RoleRef,
+    UnknownAuthor, UnknownAuthorOutOfScope, WritePlace,
 };
 
 use super::attempt::{Attempt, Failure, Outcome, RevertError};
 use super::key::ObjectKey;
 use super::Reverter;
-
-/// The chart's own Role or ClusterRole that a binding of the same release refers to: writing
-/// the binding is as much as granting that role's rules.
-pub(super) fn referenced_role(
-    index: &Index,
-    object: &LockedObject,
-    desired: &Value,
-) -> Option<Value> {
-    if object.group != "rbac.authorization.k8s.io" || !object.kind.ends_with("Binding") {
-        return None;
-    }
-    let name = desired.pointer("/roleRef/name")?.as_str()?;
-    let (kind, namespace) = match desired.pointer("/roleRef/kind")?.as_str()? {
-        "Role" => ("Role", object.namespace.as_deref()),
-        "ClusterRole" => ("ClusterRole", None),
-        _ => return None,
-    };
-    let role = index.lookup("rbac.authorization.k8s.io", kind, namespace, name)?;
-    (role.release == object.release).then(|| role.content().to_json())
-}
 
 /// Why the reverter leaves a drifted object as it is, for its author.
 pub(super) enum Refusal<'a> {
@@ -58,19 +38,29 @@ impl Reverter {
         } else {
             ReverterWrite::Create
         };
-        let role = referenced_role(attempt.index, object, desired);
+        let Some(newest) = attempt.state.newest() else {
+            return Ok(Some(Outcome::Skipped("release not revertable")));
+        };
+        // The scope the API server gives the kind (discovery), never the chart's namespace for
+        // a cluster-scoped kind.
+        let Some(place) = WritePlace::of(Some(attempt.namespaced), key.namespace.as_deref()) else {
+            tracing::warn!(object = %object.describe(), "a namespaced kind without a namespace; not written");
+            return Ok(Some(Outcome::Skipped("no namespace for a namespaced kind")));
+        };
+        // A binding grants the role as it is live, whatever the chart says of it.
+        let role = match role_ref(&key.group, &ar.plural, place, desired) {
+            Some(role) => self.live_role(&role).await?,
+            None => None,
+        };
         let needed = author_needs(
             write,
             &key.group,
             &ar.plural,
-            key.namespace.as_deref(),
+            place,
             &key.name,
             desired,
             role.as_ref(),
         );
-        let Some(newest) = attempt.state.newest() else {
-            return Ok(Some(Outcome::Skipped("release not revertable")));
-        };
         let permission = self
             .authors
             .permission(&newest.author, &needed)
@@ -90,6 +80,25 @@ impl Reverter {
         }
         self.clear_refusal(&key);
         Ok(None)
+    }
+
+    /// The role a binding refers to, as the API server has it now (`None`: it does not exist).
+    async fn live_role(&self, role: &RoleRef) -> Result<Option<Value>, Failure> {
+        let ar = kube::core::ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: if role.resource == "roles" {
+                "Role"
+            } else {
+                "ClusterRole"
+            }
+            .into(),
+            plural: role.resource.into(),
+        };
+        let api = self.api(&ar, role.namespace.is_some(), role.namespace.as_deref());
+        let live = api.get_opt(&role.name).await?;
+        Ok(live.as_ref().map(serde_json::to_value).transpose()?)
     }
 
     /// A write refused for the revision's author: a warning log line and a Warning Event on the

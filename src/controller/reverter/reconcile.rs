@@ -106,8 +106,30 @@ impl Reverter {
         stale: Option<&'a Conflict>,
     ) -> Result<Result<Attempt<'a>, Outcome>, Failure> {
         let key = &job.key;
+        if index
+            .find(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
+            .is_none()
+        {
+            return Ok(Err(Outcome::Skipped("no longer locked")));
+        }
+        let (ar, namespaced) = self.resource(&key.gvk()).await?;
+        let api = self.api(&ar, namespaced, key.namespace.as_deref());
+        let live = self.read(&api, &key.name, stale).await?;
+        // The release the object is followed for is its owner ([`crate::core::Claims::owner`]):
+        // the one its annotations name, else the release of its own namespace; once it is gone,
+        // the one it was last seen carrying the annotations of.
+        let annotated = || match &live {
+            Some(live) => crate::core::live_owner(live),
+            None => self.proofs().last_owner(key),
+        };
         let Some(object) = index
-            .lookup(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
+            .owned(
+                &key.group,
+                &key.kind,
+                key.namespace.as_deref(),
+                &key.name,
+                annotated,
+            )
             .cloned()
         else {
             return Ok(Err(Outcome::Skipped("no longer locked")));
@@ -116,9 +138,6 @@ impl Reverter {
             return Ok(Err(Outcome::Skipped("release not revertable")));
         };
         let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
-        let (ar, namespaced) = self.resource(&key.gvk()).await?;
-        let api = self.api(&ar, namespaced, key.namespace.as_deref());
-        let live = self.read(&api, &key.name, stale).await?;
         let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
         if ignore.iter().any(String::is_empty) {
             return Ok(Err(Outcome::Skipped("opened by a LockException")));
@@ -132,6 +151,7 @@ impl Reverter {
             object,
             revision,
             ar,
+            namespaced,
             api,
             live,
             writer,

@@ -21,7 +21,7 @@ impl Reverter {
         if !recreate_when_deleted(object) {
             return Err(Outcome::Skipped("deleted with its owner"));
         }
-        let seen = self.proofs().carried.contains_key(&key);
+        let seen = self.proofs().carried(&key, &object.release).is_some();
         let vouched = attempt.index.registration(&object.release).is_some();
         let why = if !self.recreate {
             Some("recreation is off (--recreate=false)")

@@ -217,11 +217,20 @@ impl Reverter {
         object: &DynamicObject,
     ) -> Option<&'i Arc<LockedObject>> {
         let name = object.metadata.name.as_deref()?;
-        index.lookup(
+        // The owner as the object's annotations name it ([`crate::core::Claims::owner`]): a claim
+        // of another release is never followed.
+        index.owned(
             &gvk.group,
             &gvk.kind,
             object.metadata.namespace.as_deref(),
             name,
+            || {
+                object
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(crate::core::annotated_release_key)
+            },
         )
     }
 
