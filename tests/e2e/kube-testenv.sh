@@ -475,10 +475,20 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 30
 EOF
+  # Flags and settings by kubelet version: 1.27 dropped --container-runtime (remote is the only
+  # one), 1.35 --pod-infra-container-image (containerd's sandbox image, set above, is used); since
+  # 1.31 a kubelet on cgroup v1 needs failCgroupV1: false, and since 1.35 refuses to start without.
+  local kubelet_help version_flags=()
+  kubelet_help=$("$BIN/kubelet" --help 2>&1 || true)
+  [[ $kubelet_help != *"--container-runtime string"* ]] || version_flags+=(--container-runtime remote)
+  [[ $kubelet_help != *"--pod-infra-container-image"* ]] || version_flags+=(--pod-infra-container-image "$PAUSE_IMAGE")
+  if [[ ! -f /sys/fs/cgroup/cgroup.controllers ]] && [[ $("$BIN/kubelet" --version) =~ v1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 31)); then
+    echo "failCgroupV1: false" >>"$dir/kubelet.yaml"
+  fi
   "$BIN/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
     --root-dir "$dir/kubelet" --cert-dir "$dir/kubelet/pki" --hostname-override "$NODE_NAME" \
-    --node-ip "$NODE_ADDR" --container-runtime remote --container-runtime-endpoint "unix://$sock" \
-    --pod-infra-container-image "$PAUSE_IMAGE" --volume-plugin-dir "$dir/kubelet/volume-plugins" \
+    --node-ip "$NODE_ADDR" --container-runtime-endpoint "unix://$sock" "${version_flags[@]}" \
+    --volume-plugin-dir "$dir/kubelet/volume-plugins" \
     >"$dir/kubelet.log" 2>&1 &
   echo $! >"$dir/kubelet.pid"
 
