@@ -418,11 +418,17 @@ fn author_benches(c: &mut Criterion) {
         ],
         ..Author::default()
     };
-    let annotations: std::collections::BTreeMap<String, String> =
-        stamp_annotations(&key, "team", &reference.name, &author, &payload)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+    let annotations: std::collections::BTreeMap<String, String> = stamp_annotations(
+        &key,
+        "team",
+        &reference.name,
+        &author,
+        1_800_000_000,
+        &payload,
+    )
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
     let stamping = Stamping { key };
     let mut group = c.benchmark_group("release Secret read");
     group.throughput(Throughput::Bytes(payload.len() as u64));
@@ -447,6 +453,7 @@ fn author_benches(c: &mut Criterion) {
                     name: &reference.name,
                     annotations: Some(&annotations),
                     resource_version: Some("500"),
+                    created: Some(1_800_000_000),
                     release: &payload,
                 },
             );

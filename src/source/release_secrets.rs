@@ -71,6 +71,11 @@ fn decode_or_foreign(
                     name: &reference.name,
                     annotations: secret.metadata.annotations.as_ref(),
                     resource_version: secret.metadata.resource_version.as_deref(),
+                    created: secret
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| t.0.as_second()),
                     release: &payload.0,
                 },
             );
