@@ -87,9 +87,11 @@ enum Stamp {
 }
 
 /// Who the content of a release Secret written as `new` (replacing `old`, on an UPDATE) is by:
-/// the writer's unless the write leaves the release content as it was
-/// ([`crate::content::content_kept`]); then the author the stored Secret's stamp verifies for
-/// ([`authorship`], with the stored Secret's creation time), or nobody.
+/// the writer's unless the write leaves the release content as it was (the same bytes, or
+/// [`crate::content::content_kept`]); then the author the stored Secret's stamp verifies for
+/// ([`authorship`], with the stored Secret's creation time), or nobody. The payloads are
+/// decoded only when that makes a difference: not when the stored revision is the writer's own
+/// (Helm finishing or superseding its own revision), nor when the bytes are the same.
 fn author_of_write(
     key: &AuthorKey,
     namespace: &str,
@@ -104,9 +106,6 @@ fn author_of_write(
     let Some(old_release) = old.release() else {
         return Stamp::By(writer);
     };
-    if !crate::content::content_kept(&old_release, release) {
-        return Stamp::By(writer);
-    }
     let stored = StoredSecret {
         namespace,
         name: old.metadata.name.as_deref().unwrap_or(name),
@@ -120,7 +119,14 @@ fn author_of_write(
         release: &old_release,
     };
     let stamping = Stamping { key: key.clone() };
-    match authorship(&stamping, stored) {
+    let before = authorship(&stamping, stored);
+    if matches!(&before, Authorship::Known(author) if **author == writer) {
+        return Stamp::By(writer);
+    }
+    if old_release != release && !crate::content::content_kept(&old_release, release) {
+        return Stamp::By(writer);
+    }
+    match before {
         Authorship::Known(author) => Stamp::By(Author::clone(&author)),
         Authorship::Unknown(_) => Stamp::Nobody,
     }
@@ -561,6 +567,43 @@ mod tests {
             later,
         );
         assert_eq!(author(&after), known(alice()));
+    }
+
+    #[test]
+    fn the_same_bytes_are_the_same_content_even_when_they_are_no_release() {
+        // kubectl annotate, label: the data is untouched; nothing needs decoding.
+        let data = base64::engine::general_purpose::STANDARD.encode(b"H4sI-release");
+        let object = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": RELEASE_SECRET_TYPE,
+            "metadata": {"name": "sh.helm.release.v1.ops.v2", "namespace": "team", "creationTimestamp": CREATED_TEXT},
+            "data": {"release": data},
+        });
+        let stored = written(object.clone(), Value::Null, alice_json(), CREATED);
+        let mut relabelled = stored.clone();
+        relabelled["metadata"]["labels"] = json!({"status": "superseded"});
+        let after = written(relabelled, stored.clone(), admin_json(), CREATED + 600);
+        let annotations = annotations_of(&after);
+        let check = authorship(
+            &stamping(),
+            StoredSecret {
+                namespace: "team",
+                name: "sh.helm.release.v1.ops.v2",
+                annotations: Some(&annotations),
+                resource_version: None,
+                created: Some(CREATED),
+                release: b"H4sI-release",
+            },
+        );
+        assert_eq!(check, known(alice()));
+        // Other bytes that are no release are a change: the writer's.
+        let mut other = stored.clone();
+        other["data"]["release"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(b"H4sI-other"));
+        let after = written(other, stored, admin_json(), CREATED + 600);
+        assert_eq!(
+            serde_json::from_str::<Author>(&annotations_of(&after)[AUTHOR_ANNOTATION]).unwrap(),
+            admin()
+        );
     }
 
     #[test]
