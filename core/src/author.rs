@@ -251,6 +251,9 @@ pub enum Unknown {
     /// A stamp of a locker before stamps carried their time (`v1.`): it cannot be told apart
     /// from one carried from an earlier write. The release's next write by Helm is stamped anew.
     OldProof,
+    /// The release's newest revision is older than one the locker saw of it since it started
+    /// (the newer ones were deleted): an older revision brought back, whoever stamped it.
+    WentBack,
 }
 
 impl Unknown {
@@ -263,6 +266,9 @@ impl Unknown {
             Unknown::NotRead => "not read from the API server",
             Unknown::Replayed => {
                 "its author stamp was made for an earlier write (the Secret was created after it: deleted and written again, or restored)"
+            }
+            Unknown::WentBack => {
+                "it is older than a revision of this release helm-locker saw before (the newer ones were deleted: an old revision brought back)"
             }
             Unknown::OldProof => {
                 "its author stamp is of an older helm-locker (v1, not bound to the write it was made for); the next helm upgrade stamps it anew"
@@ -699,7 +705,7 @@ pub fn unknown_author_scope(
     // Holding writes nothing that was not live. A stamp that does not verify was made by hand.
     if !matches!(
         why,
-        Unknown::NotStamped | Unknown::OldProof | Unknown::Replayed
+        Unknown::NotStamped | Unknown::OldProof | Unknown::Replayed | Unknown::WentBack
     ) {
         return Err(OutOfScope::NotHeld(why));
     }
@@ -1173,7 +1179,7 @@ mod tests {
         );
         // History nobody can be told to have written on purpose is held like an unstamped
         // revision: a stamp of an older locker, or one carried from an earlier write.
-        for why in [Unknown::OldProof, Unknown::Replayed] {
+        for why in [Unknown::OldProof, Unknown::Replayed, Unknown::WentBack] {
             assert_eq!(scope(why, "", Some("team")), Ok(()));
             assert_eq!(scope(why, RBAC, Some("team")), Err(OutOfScope::Rbac));
         }

@@ -124,6 +124,9 @@ pub struct Index {
     /// collection DELETE's, named only in `oldObject`) in a namespace without any is no
     /// release's, known from the review's head.
     per_namespace: imbl::HashMap<crate::interning::SharedStr, usize>,
+    /// The highest revision this index has held of each release, for as long as the release
+    /// has any revision: a newest revision below it was made newest by deleting newer ones.
+    highest: imbl::HashMap<ReleaseKey, u64>,
 }
 
 impl fmt::Debug for Index {
@@ -444,6 +447,19 @@ impl Index {
             .map(|p| p.revisions.clone())
             .unwrap_or_default();
         let newest_before = revisions.keys().next_back().copied();
+        let is_newest = newest_before.is_none_or(|n| release.revision >= n);
+        let highest = self.highest.get(&key).copied().unwrap_or(0);
+        // Helm only ever adds a revision above the newest (upgrade, rollback) and deletes the
+        // oldest or all of them: a newest revision below one this index held was brought back
+        // by deleting the newer ones (a replay of an older revision, or of its stamp). Its
+        // author names nobody, whatever its stamp says, until a newer revision is written.
+        let author = if is_newest && release.revision < highest {
+            crate::author::Authorship::Unknown(crate::author::Unknown::WentBack)
+        } else {
+            author
+        };
+        self.highest
+            .insert(key.clone(), highest.max(release.revision));
         revisions.insert(
             release.revision,
             Box::new(revision_of(&release, secret_ref.clone(), labels, author)),
@@ -451,7 +467,6 @@ impl Index {
         self.secrets
             .insert(secret_ref, (key.clone(), release.revision));
 
-        let is_newest = newest_before.is_none_or(|n| release.revision >= n);
         let state = if is_newest {
             if let Some(previous) = &previous {
                 self.unclaim(previous);
@@ -496,6 +511,8 @@ impl Index {
         let was_newest = previous.newest().map(|r| r.revision) == Some(revision);
         if revisions.is_empty() {
             self.unclaim(&previous);
+            // Uninstalled: a release installed again starts at revision 1.
+            self.highest.remove(&key);
             self.releases.remove(&key);
             report.reindexed = Some(key);
             return report;
@@ -527,6 +544,7 @@ impl Index {
 
     /// Forgets a whole release.
     pub fn remove_release(&mut self, key: &ReleaseKey) {
+        self.highest.remove(key);
         if let Some(previous) = self.releases.remove(key) {
             self.unclaim(&previous);
             for revision in previous.revisions.values() {
@@ -933,6 +951,57 @@ mod tests {
     }
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
+
+    #[test]
+    fn a_newest_revision_older_than_one_seen_names_no_author() {
+        use crate::author::{Author, Authorship, Unknown};
+        let admin = Authorship::Known(Arc::new(Author {
+            username: "admin".into(),
+            ..Author::default()
+        }));
+        let by_admin = |revision, status| ReleaseSecret {
+            author: admin.clone(),
+            ..secret("team", "grant", revision, status, APP)
+        };
+        let key = ReleaseKey::new("team", "grant");
+        let newest = |index: &Index| {
+            let state = index.release(&key).unwrap();
+            let newest = state.newest().unwrap();
+            (newest.revision, newest.author.clone())
+        };
+        let mut index = Index::new();
+        index.upsert(by_admin(1, Status::Deployed));
+        index.upsert(by_admin(1, Status::Superseded));
+        index.upsert(by_admin(2, Status::Deployed));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // An older revision updated while a newer one exists: not the newest, nothing changes.
+        index.upsert(by_admin(1, Status::Superseded));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // Revision 2 deleted: revision 1 (read again, as the source does) is brought back.
+        let report = index.remove_secret(&by_admin(2, Status::Deployed).secret);
+        assert_eq!(report.needs_reload, Some(key.clone()));
+        index.upsert(by_admin(1, Status::Superseded));
+        assert_eq!(newest(&index), (1, Authorship::Unknown(Unknown::WentBack)));
+        // ... and stays unknown when it is rewritten with a saved stamp (deployed again).
+        index.upsert(by_admin(1, Status::Deployed));
+        assert_eq!(newest(&index), (1, Authorship::Unknown(Unknown::WentBack)));
+        // A newer revision (the next helm upgrade or rollback, at the highest number seen or
+        // above) has its own author again.
+        index.upsert(by_admin(2, Status::Deployed));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // Uninstalled (every revision deleted) and installed again: revision 1 is new.
+        for revision in [1, 2] {
+            index.remove_secret(&by_admin(revision, Status::Deployed).secret);
+        }
+        assert!(index.release(&key).is_none());
+        index.upsert(by_admin(1, Status::Deployed));
+        assert_eq!(newest(&index), (1, admin.clone()));
+        // So is a release forgotten as a whole.
+        index.upsert(by_admin(3, Status::Deployed));
+        index.remove_release(&key);
+        index.upsert(by_admin(1, Status::Deployed));
+        assert_eq!(newest(&index), (1, admin));
+    }
 
     /// The index keeps 300,000 objects' lists for as long as their releases live: a list
     /// collected in place from the parsed objects kept their room, 16 times its own size.
