@@ -21,6 +21,10 @@ no `bind` or `escalate`).
      same replay within the stamp's window (a fresh release) verifies and gives the binding back,
      so the time is what stops it.
 
+     The same replay in place (revision 2 deleted, revision 1's Secret overwritten with its
+     saved state: it keeps its creation time, so the stamp's time does not tell) is caught
+     because the release's newest revision went down (`Unknown::WentBack`, in memory).
+
 After each, the admin's next `helm upgrade` succeeds and makes the release the admin's again.
 """
 
@@ -273,6 +277,43 @@ class TrustStamps(unittest.TestCase):
         self.ok(self.k(f"--as={OPS}", "patch", "clusterrolebinding", "grant-read", "--type=json", "-p",
                        json.dumps([{"op": "add", "path": "/subjects/-", "value": ALICE}])))
         self.assertTrue(eventually(lambda: self.rbac("grant-read") == before, 30),
+                        f"drift of the admin's binding not reverted:\n{self.log()}")
+        self.assertEqual(self.reads_secrets(), "no")
+
+    def test_3_an_older_revision_brought_back_in_place_names_nobody(self):
+        # The same replay without re-creating: revision 1's Secret is overwritten with its
+        # saved state (deployed, with its stamp) after revision 2 is deleted. The Secret keeps
+        # its creation time, so its stamp is within its window; what gives it away is that the
+        # release's newest revision went down.
+        helm = self.plane.helm(NS)
+        self.addCleanup(self.stamp_again)
+        helm.install(GRANTS, "kept", {"readers": ["alice"]})
+        saved = self.get("-n", NS, "secret", "sh.helm.release.v1.kept.v1")
+        helm.upgrade(GRANTS, "kept", {"readers": []})
+        before = self.rbac("kept-read")
+        self.assertTrue(eventually(lambda: self.reads_secrets() == "no", 10))
+        self.locker.unregister_author_webhook()
+        secret = "sh.helm.release.v1.kept.v1"
+        self.ok(self.k("--as=alice", "-n", NS, "delete", "secret", "sh.helm.release.v1.kept.v2"))
+        again = copy.deepcopy(saved)
+        for field in ("resourceVersion", "managedFields"):
+            again["metadata"].pop(field, None)
+        self.ok(self.k("--as=alice", "-n", NS, "replace", "-f", "-", input=json.dumps(again)))
+        stored = self.get("-n", NS, "secret", secret)
+        self.assertEqual(stored["metadata"]["creationTimestamp"], saved["metadata"]["creationTimestamp"])
+        self.assertEqual(stored["metadata"]["annotations"], saved["metadata"]["annotations"])
+        gained = eventually(lambda: self.reads_secrets() == "yes", SETTLE, 0.5)
+        self.assertFalse(gained, f"the revision brought back gave alice her binding back:\n{self.log()}")
+        self.assertEqual(self.rbac("kept-read"), before, self.log())
+        self.noted(secret, "UnknownAuthor", "older than a revision of this release helm-locker saw before",
+                   "ClusterRoleBinding kept-read")
+        # The admin's next helm upgrade succeeds, and the release is the admin's again.
+        self.stamp_again()
+        helm.upgrade(GRANTS, "kept", {"readers": []})
+        self.assertNotIn(self.stamp_user("sh.helm.release.v1.kept.v2"), (None, "alice"))
+        self.ok(self.k(f"--as={OPS}", "patch", "clusterrolebinding", "kept-read", "--type=json", "-p",
+                       json.dumps([{"op": "add", "path": "/subjects/-", "value": ALICE}])))
+        self.assertTrue(eventually(lambda: self.rbac("kept-read") == before, 30),
                         f"drift of the admin's binding not reverted:\n{self.log()}")
         self.assertEqual(self.reads_secrets(), "no")
 
