@@ -418,11 +418,17 @@ fn author_benches(c: &mut Criterion) {
         ],
         ..Author::default()
     };
-    let annotations: std::collections::BTreeMap<String, String> =
-        stamp_annotations(&key, "team", &reference.name, &author, &payload)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+    let annotations: std::collections::BTreeMap<String, String> = stamp_annotations(
+        &key,
+        "team",
+        &reference.name,
+        &author,
+        1_800_000_000,
+        &payload,
+    )
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
     let stamping = Stamping { key };
     let mut group = c.benchmark_group("release Secret read");
     group.throughput(Throughput::Bytes(payload.len() as u64));
@@ -447,12 +453,78 @@ fn author_benches(c: &mut Criterion) {
                     name: &reference.name,
                     annotations: Some(&annotations),
                     resource_version: Some("500"),
+                    created: Some(1_800_000_000),
                     release: &payload,
                 },
             );
             secret
         })
     });
+    group.finish();
+
+    // The author webhook (POST /stamp) on the same release, with a test hook: a CREATE is
+    // stamped with its writer; an UPDATE by someone else (helm test's rewrite) decodes both
+    // payloads to compare their content; one by the stored revision's own author (Helm
+    // finishing or superseding its revision) decodes nothing.
+    let mut base = release.clone();
+    base["hooks"] = json!([{"name": "t", "kind": "ConfigMap", "manifest": "kind: ConfigMap"}]);
+    let mut tested = base.clone();
+    tested["hooks"][0]["last_run"] = json!({"phase": "Succeeded"});
+    let base = helm_locker_core::test_util::helm_payload(&base).into_bytes();
+    let tested = helm_locker_core::test_util::helm_payload(&tested).into_bytes();
+    let secret =
+        |payload: &[u8], annotations: Option<&std::collections::BTreeMap<String, String>>| {
+            use base64::Engine as _;
+            json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                "metadata": {"name": reference.name, "namespace": "team",
+                             "creationTimestamp": "2027-01-15T08:00:00Z", "annotations": annotations},
+                "data": {"release": base64::engine::general_purpose::STANDARD.encode(payload)},
+            })
+        };
+    let review = |old: serde_json::Value, user: &str| {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "namespace": "team", "name": reference.name,
+                        "operation": if old.is_null() { "CREATE" } else { "UPDATE" },
+                        "userInfo": {"username": user}, "object": secret(&tested, None), "oldObject": old},
+        }))
+        .unwrap()
+    };
+    let by = |user: &str| {
+        let author = Author {
+            username: user.into(),
+            ..Author::default()
+        };
+        stamp_annotations(
+            &stamping.key,
+            "team",
+            &reference.name,
+            &author,
+            1_800_000_000,
+            &base,
+        )
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let create = review(serde_json::Value::Null, "admin");
+    let (alices, admins) = (by("alice"), by("admin"));
+    let rewrite = review(secret(&base, Some(&alices)), "admin");
+    let own = review(secret(&base, Some(&admins)), "admin");
+    let mut group = c.benchmark_group("author webhook");
+    for (name, body) in [
+        ("CREATE", &create),
+        ("UPDATE by another writer", &rewrite),
+        ("UPDATE by its author", &own),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                helm_locker_core::stamp_review(&stamping.key, black_box(body), 1_800_000_100)
+                    .unwrap()
+            })
+        });
+    }
     group.finish();
 }
 

@@ -4,8 +4,10 @@
 //! `edit` role), yet the reverter writes with the locker's cluster-wide rights. So every write of
 //! a release Secret is stamped at admission (the `author` mutating webhook, [`crate::stamp`]) with the
 //! identity the API server authenticated for it, and the stamp is bound to the Secret's
-//! namespace, name and release data by an HMAC whose key only the locker holds (a Secret in its
-//! own namespace). The reverter then writes from a revision only what its author could write
+//! namespace, name, release data and the time it was made by an HMAC whose key only the locker
+//! holds (a Secret in its own namespace). A write that leaves the release's content alone keeps
+//! the earlier author ([`crate::content`]); a stamp made before its Secret was created is
+//! carried from another write and names nobody. The reverter then writes from a revision only what its author could write
 //! (docs/security.md).
 //!
 //! [`authorship`] reads a watched Secret back: a verified stamp names the author; anything else
@@ -27,8 +29,21 @@ use serde::{Deserialize, Serialize};
 pub(crate) const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
 /// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
 pub(crate) const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
-/// The proof's format version, its first characters.
-const PROOF_PREFIX: &str = "v1.";
+/// The proof's format version, its first characters: `v2.<stamped at>.<tag>`, the tag an
+/// HMAC over the Secret's namespace, name, author, the time the stamp was made (Unix seconds)
+/// and the digest of its release data.
+const PROOF_PREFIX: &str = "v2.";
+/// Proofs of lockers before the stamp carried its time (no time signed): they verify, but
+/// nothing ties them to the write they were made for, so they name no author.
+const OLD_PROOF_PREFIX: &str = "v1.";
+/// How much later than its stamp a Secret may have been created for the stamp to be its own.
+/// The webhook stamps a CREATE before the API server sets `metadata.creationTimestamp` (after
+/// mutating admission, from the API server's clock, over whatever the writer sent), so an
+/// honest stamp is older than its Secret by one admission round trip, the whole-second
+/// rounding of the timestamp and the clock skew between the locker's node and the API server.
+/// A stamp older than that was made for an earlier write: the Secret was deleted and created
+/// again (or restored) with a saved stamp, a replay.
+pub const STAMP_WINDOW_SECONDS: i64 = 60;
 /// The shortest key accepted: 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 
@@ -80,59 +95,134 @@ impl AuthorKey {
         Ok(AuthorKey(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
     }
 
-    /// What is signed: a Secret's place, its author annotation exactly as written, and the
-    /// digest of its release data (the bytes after the Secret's own base64).
-    fn message(namespace: &str, name: &str, author_json: &str, release: &[u8]) -> Vec<u8> {
+    /// What is signed: a Secret's place, its author annotation exactly as written, the time
+    /// of the stamp (`None`: a `v1.` proof, which had none) and the digest of its release data
+    /// (the bytes after the Secret's own base64).
+    fn message(
+        namespace: &str,
+        name: &str,
+        author_json: &str,
+        stamped_at: Option<i64>,
+        release: &[u8],
+    ) -> Vec<u8> {
         let data = digest::digest(&digest::SHA256, release);
-        let mut message = Vec::with_capacity(64 + namespace.len() + name.len() + author_json.len());
-        for part in [
-            b"helm-locker.io/author v1".as_slice(),
+        let mut message = Vec::with_capacity(96 + namespace.len() + name.len() + author_json.len());
+        let time = stamped_at.map(|t| t.to_string());
+        let mut parts = vec![
+            match stamped_at {
+                Some(_) => b"helm-locker.io/author v2".as_slice(),
+                None => b"helm-locker.io/author v1".as_slice(),
+            },
             namespace.as_bytes(),
             name.as_bytes(),
             author_json.as_bytes(),
-            data.as_ref(),
-        ] {
+        ];
+        if let Some(time) = &time {
+            parts.push(time.as_bytes());
+        }
+        parts.push(data.as_ref());
+        for part in parts {
             message.extend_from_slice(&(part.len() as u64).to_be_bytes());
             message.extend_from_slice(part);
         }
         message
     }
 
-    /// The proof annotation's value for these contents.
-    pub fn prove(&self, namespace: &str, name: &str, author_json: &str, release: &[u8]) -> String {
+    /// The proof annotation's value for these contents, stamped at `stamped_at` (Unix seconds).
+    pub fn prove(
+        &self,
+        namespace: &str,
+        name: &str,
+        author_json: &str,
+        stamped_at: i64,
+        release: &[u8],
+    ) -> String {
         let tag = hmac::sign(
             &self.0,
-            &Self::message(namespace, name, author_json, release),
+            &Self::message(namespace, name, author_json, Some(stamped_at), release),
         );
         format!(
-            "{PROOF_PREFIX}{}",
+            "{PROOF_PREFIX}{stamped_at}.{}",
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
         )
     }
 
-    /// Whether `proof` was made by this key for these contents (compared in constant time).
-    pub(crate) fn verify(
+    /// A `v1.` proof, as lockers before the stamp carried its time made it (tests only).
+    #[cfg(test)]
+    pub(crate) fn prove_v1(
+        &self,
+        namespace: &str,
+        name: &str,
+        author_json: &str,
+        release: &[u8],
+    ) -> String {
+        let tag = hmac::sign(
+            &self.0,
+            &Self::message(namespace, name, author_json, None, release),
+        );
+        format!(
+            "{OLD_PROOF_PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
+        )
+    }
+
+    /// What `proof` says about these contents (the tag compared in constant time).
+    fn check(
         &self,
         namespace: &str,
         name: &str,
         author_json: &str,
         release: &[u8],
         proof: &str,
-    ) -> bool {
-        let Some(tag) = proof.strip_prefix(PROOF_PREFIX).and_then(|t| {
+    ) -> Proof {
+        let tag = |t: &str| {
             base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(t)
                 .ok()
-        }) else {
-            return false;
         };
-        hmac::verify(
-            &self.0,
-            &Self::message(namespace, name, author_json, release),
-            &tag,
-        )
-        .is_ok()
+        let verified = |stamped_at: Option<i64>, tag: &[u8]| {
+            hmac::verify(
+                &self.0,
+                &Self::message(namespace, name, author_json, stamped_at, release),
+                tag,
+            )
+            .is_ok()
+        };
+        if let Some(rest) = proof.strip_prefix(PROOF_PREFIX) {
+            let Some((time, t)) = rest.split_once('.') else {
+                return Proof::Bad;
+            };
+            // Digits only: the time is signed as written, so one value has one spelling.
+            let stamped_at = time
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| time.parse::<i64>().ok())
+                .flatten()
+                .filter(|at| at.to_string() == time);
+            return match (stamped_at, tag(t)) {
+                (Some(at), Some(t)) if verified(Some(at), &t) => Proof::Made(at),
+                _ => Proof::Bad,
+            };
+        }
+        if let Some(t) = proof.strip_prefix(OLD_PROOF_PREFIX) {
+            return match tag(t) {
+                Some(t) if verified(None, &t) => Proof::Old,
+                _ => Proof::Bad,
+            };
+        }
+        Proof::Bad
     }
+}
+
+/// What a proof annotation says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proof {
+    /// Made by this key for these contents at this time (Unix seconds).
+    Made(i64),
+    /// A `v1.` proof made by this key for these contents, at a time nobody can tell.
+    Old,
+    /// Not made by this key for these contents.
+    Bad,
 }
 
 /// Who a revision speaks for.
@@ -155,6 +245,15 @@ pub enum Unknown {
     BadProof,
     /// The revision was not read from the API server (a folder of releases, a test).
     NotRead,
+    /// A stamp made before the Secret was created ([`STAMP_WINDOW_SECONDS`]): carried from an
+    /// earlier write (deleted and created again with a saved stamp, or restored from a backup).
+    Replayed,
+    /// A stamp of a locker before stamps carried their time (`v1.`): it cannot be told apart
+    /// from one carried from an earlier write. The release's next write by Helm is stamped anew.
+    OldProof,
+    /// The release's newest revision is older than one the locker saw of it since it started
+    /// (the newer ones were deleted): an older revision brought back, whoever stamped it.
+    WentBack,
 }
 
 impl Unknown {
@@ -165,6 +264,15 @@ impl Unknown {
             }
             Unknown::BadProof => "its author stamp does not verify",
             Unknown::NotRead => "not read from the API server",
+            Unknown::Replayed => {
+                "its author stamp was made for an earlier write (the Secret was created after it: deleted and written again, or restored)"
+            }
+            Unknown::WentBack => {
+                "it is older than a revision of this release helm-locker saw before (the newer ones were deleted: an old revision brought back)"
+            }
+            Unknown::OldProof => {
+                "its author stamp is of an older helm-locker (v1, not bound to the write it was made for); the next helm upgrade stamps it anew"
+            }
         }
     }
 }
@@ -185,6 +293,9 @@ pub struct StoredSecret<'a> {
     pub name: &'a str,
     pub annotations: Option<&'a BTreeMap<String, String>>,
     pub resource_version: Option<&'a str>,
+    /// `metadata.creationTimestamp` in Unix seconds: set by the API server when the Secret is
+    /// created (after the author webhook), never by its writer, kept by every update.
+    pub created: Option<i64>,
     /// `data.release`, after the Secret's own base64.
     pub release: &'a [u8],
 }
@@ -195,22 +306,31 @@ pub struct Stamping {
     pub key: AuthorKey,
 }
 
-/// Who wrote `secret` ([`Authorship`]). Only a stamp this key made for these contents names an
-/// author; when the Secret was written (its resourceVersion) does not count.
+/// Who wrote `secret` ([`Authorship`]). Only a stamp this key made for these contents, at most
+/// [`STAMP_WINDOW_SECONDS`] before the Secret was created, names an author: a stamp carried to
+/// a Secret created later (a replay) or one without a time (`v1.`) names nobody. When the
+/// Secret was last written (its resourceVersion) does not count.
 pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
     let annotation = |key| secret.annotations.and_then(|a| a.get(key));
     match (annotation(AUTHOR_ANNOTATION), annotation(PROOF_ANNOTATION)) {
         (Some(author_json), Some(proof)) => {
-            let verified = stamping.key.verify(
+            let proof = stamping.key.check(
                 secret.namespace,
                 secret.name,
                 author_json,
                 secret.release,
                 proof,
             );
-            match serde_json::from_str::<Author>(author_json) {
-                Ok(author) if verified => Authorship::Known(Arc::new(author)),
-                _ => Authorship::Unknown(Unknown::BadProof),
+            let Ok(author) = serde_json::from_str::<Author>(author_json) else {
+                return Authorship::Unknown(Unknown::BadProof);
+            };
+            match proof {
+                Proof::Bad => Authorship::Unknown(Unknown::BadProof),
+                Proof::Old => Authorship::Unknown(Unknown::OldProof),
+                Proof::Made(stamped_at) if made_for(stamped_at, secret.created) => {
+                    Authorship::Known(Arc::new(author))
+                }
+                Proof::Made(_) => Authorship::Unknown(Unknown::Replayed),
             }
         }
         (None, None) => Authorship::Unknown(Unknown::NotStamped),
@@ -218,17 +338,91 @@ pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
     }
 }
 
-/// The two annotations the webhook writes on a release Secret.
+/// Whether a stamp made at `stamped_at` can be the one made for the write that created a
+/// Secret at `created` (both Unix seconds): the Secret was created no later than
+/// [`STAMP_WINDOW_SECONDS`] after it. Later writes of the same Secret keep its creation time,
+/// so their (newer) stamps hold too. No creation time: nothing to bind the stamp to.
+fn made_for(stamped_at: i64, created: Option<i64>) -> bool {
+    created.is_some_and(|created| created <= stamped_at.saturating_add(STAMP_WINDOW_SECONDS))
+}
+
+/// The two annotations the webhook writes on a release Secret, stamped at `stamped_at` (Unix
+/// seconds, the locker's clock).
 pub fn stamp_annotations(
     key: &AuthorKey,
     namespace: &str,
     name: &str,
     author: &Author,
+    stamped_at: i64,
     release: &[u8],
 ) -> [(&'static str, String); 2] {
     let author_json = serde_json::to_string(author).expect("an author serializes");
-    let proof = key.prove(namespace, name, &author_json, release);
+    let proof = key.prove(namespace, name, &author_json, stamped_at, release);
     [(AUTHOR_ANNOTATION, author_json), (PROOF_ANNOTATION, proof)]
+}
+
+/// Unix seconds of a Kubernetes time (`metav1.Time`, RFC 3339 in UTC: `2026-11-28T09:16:15Z`,
+/// fractions of a second allowed and dropped). `None` for anything else.
+pub(crate) fn unix_seconds(time: &str) -> Option<i64> {
+    let b = time.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = &b[range];
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')))
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let rest = &b[19..];
+    let rest = match rest.first() {
+        Some(b'.') => {
+            let digits = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 {
+                return None;
+            }
+            &rest[1 + digits..]
+        }
+        _ => rest,
+    };
+    if rest != b"Z" || !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if day < 1 || day > days_in_month[(month - 1) as usize] {
+        return None;
+    }
+    // Days since 1970-01-01 (Howard Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
 /// One question to the API server's authorizer: may this author do this?
@@ -580,7 +774,13 @@ pub fn unknown_author_scope(
     namespace: Option<&str>,
     release_namespace: &str,
 ) -> Result<(), OutOfScope> {
-    if why != Unknown::NotStamped {
+    // Held: revisions nobody can be told to have written on purpose (no stamp, a stamp of an
+    // older locker, a stamp carried from an earlier write, as a restore from a backup does).
+    // Holding writes nothing that was not live. A stamp that does not verify was made by hand.
+    if !matches!(
+        why,
+        Unknown::NotStamped | Unknown::OldProof | Unknown::Replayed | Unknown::WentBack
+    ) {
         return Err(OutOfScope::NotHeld(why));
     }
     if group == RBAC {
@@ -614,11 +814,25 @@ mod tests {
         }
     }
 
+    /// When the tests' stamps are made, and their Secrets created.
+    const T: i64 = 1_800_000_000;
+
     fn stamped(author: &Author, release: &[u8]) -> BTreeMap<String, String> {
-        stamp_annotations(&key(), "team", "sh.helm.release.v1.ops.v2", author, release)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
+        stamped_at(author, T, release)
+    }
+
+    fn stamped_at(author: &Author, at: i64, release: &[u8]) -> BTreeMap<String, String> {
+        stamp_annotations(
+            &key(),
+            "team",
+            "sh.helm.release.v1.ops.v2",
+            author,
+            at,
+            release,
+        )
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 
     fn stored<'a>(
@@ -631,6 +845,7 @@ mod tests {
             name: "sh.helm.release.v1.ops.v2",
             annotations,
             resource_version: Some(rv),
+            created: Some(T),
             release,
         }
     }
@@ -698,12 +913,130 @@ mod tests {
             authorship(&s, stored(Some(&half), "5", b"release-2")),
             Authorship::Unknown(Unknown::BadProof)
         );
-        let mut junk = annotations;
-        junk.insert(PROOF_ANNOTATION.into(), "v1.!!".into());
+        let proof = annotations[PROOF_ANNOTATION].clone();
+        let (_, tag) = proof.rsplit_once('.').unwrap();
+        for bad in [
+            "v1.!!".to_string(),
+            "v2.!!".to_string(),
+            "v2.".to_string(),
+            format!("v2.{tag}"),
+            format!("v2..{tag}"),
+            format!("v2.+{T}.{tag}"),
+            format!("v2.0{T}.{tag}"),
+            format!("v2.{}.{tag}", T + 1),
+            format!("v2.{T}.{tag}.x"),
+            format!("v2.99999999999999999999.{tag}"),
+            format!("v3.{T}.{tag}"),
+            proof.replace("v2.", "v1."),
+            String::new(),
+        ] {
+            let mut junk = annotations.clone();
+            junk.insert(PROOF_ANNOTATION.into(), bad.clone());
+            assert_eq!(
+                authorship(&s, stored(Some(&junk), "500", b"release-2")),
+                Authorship::Unknown(Unknown::BadProof),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stamp_holds_only_on_a_secret_created_within_the_window_after_it() {
+        let s = stamping();
+        let at = |stamped: i64, created: Option<i64>| {
+            let annotations = stamped_at(&alice(), stamped, b"release-2");
+            authorship(
+                &s,
+                StoredSecret {
+                    created,
+                    ..stored(Some(&annotations), "500", b"release-2")
+                },
+            )
+        };
+        let known = Authorship::Known(Arc::new(alice()));
+        // The CREATE's own stamp: made just before the API server set the creation time (or
+        // after it, by the clock skew between the locker and the API server).
+        assert_eq!(at(T, Some(T)), known);
+        assert_eq!(at(T, Some(T + 1)), known);
         assert_eq!(
-            authorship(&s, stored(Some(&junk), "500", b"release-2")),
+            at(T, Some(T - 3600)),
+            known,
+            "a later update of an old Secret"
+        );
+        assert_eq!(
+            at(T, Some(T + STAMP_WINDOW_SECONDS)),
+            known,
+            "the window's edge"
+        );
+        // Replayed: the Secret was created (again) after the window.
+        assert_eq!(
+            at(T, Some(T + STAMP_WINDOW_SECONDS + 1)),
+            Authorship::Unknown(Unknown::Replayed)
+        );
+        assert_eq!(
+            at(T, Some(T + 86_400)),
+            Authorship::Unknown(Unknown::Replayed)
+        );
+        // No creation time to bind the stamp to.
+        assert_eq!(at(T, None), Authorship::Unknown(Unknown::Replayed));
+        // Times at the ends of the range neither overflow nor hold.
+        assert_eq!(at(i64::MAX, Some(i64::MAX)), known);
+        assert_eq!(
+            at(0, Some(i64::MAX)),
+            Authorship::Unknown(Unknown::Replayed)
+        );
+        assert_eq!(at(T, Some(i64::MIN)), known);
+    }
+
+    #[test]
+    fn a_stamp_of_an_older_locker_names_nobody() {
+        let s = stamping();
+        let author_json = serde_json::to_string(&alice()).unwrap();
+        let v1 = key().prove_v1(
+            "team",
+            "sh.helm.release.v1.ops.v2",
+            &author_json,
+            b"release-2",
+        );
+        let annotations = BTreeMap::from([
+            (AUTHOR_ANNOTATION.to_string(), author_json),
+            (PROOF_ANNOTATION.to_string(), v1),
+        ]);
+        assert_eq!(
+            authorship(&s, stored(Some(&annotations), "500", b"release-2")),
+            Authorship::Unknown(Unknown::OldProof)
+        );
+        // A v1 proof for other contents does not verify at all.
+        assert_eq!(
+            authorship(&s, stored(Some(&annotations), "500", b"release-3")),
             Authorship::Unknown(Unknown::BadProof)
         );
+    }
+
+    #[test]
+    fn kubernetes_times_read_as_unix_seconds() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_seconds("2026-11-28T09:16:15Z"), Some(1_795_857_375));
+        assert_eq!(
+            unix_seconds("2000-02-29T23:59:59.123456Z"),
+            Some(951_868_799)
+        );
+        assert_eq!(unix_seconds("1969-12-31T23:59:59Z"), Some(-1));
+        for bad in [
+            "",
+            "2026-11-28",
+            "2026-11-28T09:16:15",
+            "2026-11-28T09:16:15+01:00",
+            "2026-13-28T09:16:15Z",
+            "2026-02-29T09:16:15Z",
+            "2026-11-28T24:00:00Z",
+            "2026-11-28T09:16:15.Z",
+            "2026-11-28T09:16:15ZZ",
+            "２026-11-28T09:16:15Z",
+            "+026-11-28T09:16:15Z",
+        ] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -1043,6 +1376,12 @@ mod tests {
             scope(Unknown::NotStamped, "", None),
             Err(OutOfScope::OutsideItsNamespace)
         );
+        // History nobody can be told to have written on purpose is held like an unstamped
+        // revision: a stamp of an older locker, or one carried from an earlier write.
+        for why in [Unknown::OldProof, Unknown::Replayed, Unknown::WentBack] {
+            assert_eq!(scope(why, "", Some("team")), Ok(()));
+            assert_eq!(scope(why, RBAC, Some("team")), Err(OutOfScope::Rbac));
+        }
         // A stamp that does not verify was made on purpose: nothing is held for it.
         for why in [Unknown::BadProof, Unknown::NotRead] {
             assert_eq!(scope(why, "", Some("team")), Err(OutOfScope::NotHeld(why)));

@@ -124,6 +124,10 @@ pub struct Index {
     /// collection DELETE's, named only in `oldObject`) in a namespace without any is no
     /// release's, known from the review's head.
     per_namespace: imbl::HashMap<crate::interning::SharedStr, usize>,
+    /// The highest revision this index has held of each release (for the life of the process,
+    /// also after the release's Secrets are gone) and when its Secret was created: a newest
+    /// revision below it whose Secret is no younger was made newest by deleting newer ones.
+    highest: imbl::HashMap<ReleaseKey, (u64, Option<i64>)>,
 }
 
 impl fmt::Debug for Index {
@@ -429,6 +433,7 @@ impl Index {
             labels,
             release,
             author,
+            created,
         } = secret;
         let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
         let mut report = UpdateReport::default();
@@ -444,6 +449,31 @@ impl Index {
             .map(|p| p.revisions.clone())
             .unwrap_or_default();
         let newest_before = revisions.keys().next_back().copied();
+        let is_newest = newest_before.is_none_or(|n| release.revision >= n);
+        let highest = self.highest.get(&key).copied();
+        // Helm only ever creates a revision above the newest (install, upgrade, rollback) and
+        // deletes the oldest or all of them, so its revisions are created in the order of their
+        // numbers. A newest revision below one this index held, whose Secret was not created
+        // after that one's, was brought back by deleting the newer ones (an older revision, or
+        // a saved state of it written over it). Its author names nobody, whatever its stamp
+        // says, until a newer revision is written. (A Secret created later is a new install,
+        // or a re-created one, whose stamp tells for itself.)
+        let went_back = highest.is_some_and(|(revision, at)| {
+            release.revision < revision
+                && match (created, at) {
+                    (Some(created), Some(at)) => created <= at,
+                    _ => true,
+                }
+        });
+        let author = if is_newest && went_back {
+            crate::author::Authorship::Unknown(crate::author::Unknown::WentBack)
+        } else {
+            author
+        };
+        if highest.is_none_or(|(revision, _)| release.revision >= revision) {
+            self.highest
+                .insert(key.clone(), (release.revision, created));
+        }
         revisions.insert(
             release.revision,
             Box::new(revision_of(&release, secret_ref.clone(), labels, author)),
@@ -451,7 +481,6 @@ impl Index {
         self.secrets
             .insert(secret_ref, (key.clone(), release.revision));
 
-        let is_newest = newest_before.is_none_or(|n| release.revision >= n);
         let state = if is_newest {
             if let Some(previous) = &previous {
                 self.unclaim(previous);
@@ -1004,6 +1033,77 @@ mod tests {
     }
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
+
+    #[test]
+    fn a_newest_revision_older_than_one_seen_names_no_author() {
+        use crate::author::{Author, Authorship, Unknown};
+        let admin = Authorship::Known(Arc::new(Author {
+            username: "admin".into(),
+            ..Author::default()
+        }));
+        // Revision n's Secret is created at 1000 + n, as Helm creates them.
+        let by_admin = |revision: u64, status| ReleaseSecret {
+            author: admin.clone(),
+            created: Some(1000 + revision as i64),
+            ..secret("team", "grant", revision, status, APP)
+        };
+        let key = ReleaseKey::new("team", "grant");
+        let newest = |index: &Index| {
+            let state = index.release(&key).unwrap();
+            let newest = state.newest().unwrap();
+            (newest.revision, newest.author.clone())
+        };
+        let went_back = Authorship::Unknown(Unknown::WentBack);
+        let mut index = Index::new();
+        index.upsert(by_admin(1, Status::Deployed));
+        index.upsert(by_admin(2, Status::Deployed));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // An older revision updated while a newer one exists: not the newest, nothing changes.
+        index.upsert(by_admin(1, Status::Superseded));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // Revision 2 deleted: revision 1 (read again, as the source does) is brought back.
+        let report = index.remove_secret(&by_admin(2, Status::Deployed).secret);
+        assert_eq!(report.needs_reload, Some(key.clone()));
+        index.upsert(by_admin(1, Status::Superseded));
+        assert_eq!(newest(&index), (1, went_back.clone()));
+        // ... and stays unknown when it is overwritten with a saved state (deployed again).
+        index.upsert(by_admin(1, Status::Deployed));
+        assert_eq!(newest(&index), (1, went_back.clone()));
+        // The watch leaves superseded revisions out: when the release's only Secret goes, the
+        // mark stays, and revision 1 written back over its old Secret is still brought back.
+        index.upsert(by_admin(2, Status::Deployed));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        index.remove_secret(&by_admin(1, Status::Deployed).secret);
+        index.remove_secret(&by_admin(2, Status::Deployed).secret);
+        assert!(index.release(&key).is_none());
+        index.upsert(by_admin(1, Status::Deployed));
+        assert_eq!(newest(&index), (1, went_back.clone()));
+        // Without creation times (not read from the API server): brought back too.
+        let mut plain = Index::new();
+        let undated = |revision| ReleaseSecret {
+            created: None,
+            ..by_admin(revision, Status::Deployed)
+        };
+        plain.upsert(undated(2));
+        plain.remove_secret(&undated(2).secret);
+        plain.upsert(undated(1));
+        assert_eq!(newest(&plain), (1, went_back.clone()));
+        // A newer revision (the next helm upgrade or rollback, at the highest number seen or
+        // above) has its own author again.
+        index.upsert(by_admin(2, Status::Deployed));
+        assert_eq!(newest(&index), (2, admin.clone()));
+        // Uninstalled (every revision deleted) and installed again: revision 1 is a Secret
+        // created after revision 2's, its own author's.
+        for revision in [1, 2] {
+            index.remove_secret(&by_admin(revision, Status::Deployed).secret);
+        }
+        let reinstalled = ReleaseSecret {
+            created: Some(2000),
+            ..by_admin(1, Status::Deployed)
+        };
+        index.upsert(reinstalled);
+        assert_eq!(newest(&index), (1, admin));
+    }
 
     /// The index keeps 300,000 objects' lists for as long as their releases live: a list
     /// collected in place from the parsed objects kept their room, 16 times its own size.

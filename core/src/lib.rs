@@ -94,6 +94,7 @@ pub use parallel::map as parallel_map;
 
 mod author;
 mod chart;
+mod content;
 mod decide;
 mod exception;
 mod fields_v1;

@@ -351,6 +351,9 @@ pub struct ReleaseSecret {
     pub release: Release,
     /// Who wrote the Secret last ([`crate::author`]); set by the source that read it.
     pub author: Authorship,
+    /// When the API server created the Secret (`metadata.creationTimestamp`, Unix seconds);
+    /// `None` when not read from the API server.
+    pub created: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -529,6 +532,7 @@ fn bare_secret(release: Release) -> ReleaseSecret {
         labels: BTreeMap::new(),
         release,
         author: Authorship::Unknown(Unknown::NotRead),
+        created: None,
     }
 }
 
@@ -560,6 +564,7 @@ pub fn release_secret_from_parts(
         labels,
         release,
         author: Authorship::Unknown(Unknown::NotRead),
+        created: None,
     })
 }
 
@@ -605,6 +610,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         labels,
         release,
         author: Authorship::Unknown(Unknown::NotRead),
+        created: None,
     })
 }
 

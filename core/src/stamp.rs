@@ -1,13 +1,18 @@
 //! The author webhook's answer (POST `/stamp`): every write of a release Secret gets the
-//! annotations of [`crate::author`] naming the identity the API server authenticated for it,
-//! over whatever the writer put there.
+//! annotations of [`crate::author`] naming who wrote its content, over whatever the writer put
+//! there: the identity the API server authenticated for the write when it changes the
+//! release's content, else the author the stored Secret's stamp verifies for
+//! ([`crate::content`]), or no stamp at all when that is not known.
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::author::{stamp_annotations, Author, AuthorKey};
+use crate::author::{
+    authorship, stamp_annotations, unix_seconds, Author, AuthorKey, Authorship, Stamping,
+    StoredSecret, AUTHOR_ANNOTATION, PROOF_ANNOTATION,
+};
 use crate::release::RELEASE_SECRET_TYPE;
 
 #[derive(Deserialize)]
@@ -30,6 +35,9 @@ struct StampRequest {
     user_info: Author,
     #[serde(default)]
     object: Option<StampObject>,
+    /// The Secret as stored, on an UPDATE.
+    #[serde(default)]
+    old_object: Option<StampObject>,
 }
 
 #[derive(Deserialize)]
@@ -42,19 +50,105 @@ struct StampObject {
     data: Option<BTreeMap<String, Option<String>>>,
 }
 
+impl StampObject {
+    /// `data.release` after the Secret's own base64 (empty when absent); `None`: not base64.
+    fn release(&self) -> Option<Vec<u8>> {
+        match self
+            .data
+            .as_ref()
+            .and_then(|d| d.get("release"))
+            .and_then(Option::as_deref)
+        {
+            None => Some(Vec::new()),
+            Some(b64) => base64::engine::general_purpose::STANDARD.decode(b64).ok(),
+        }
+    }
+}
+
 #[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct StampMetadata {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
+    creation_timestamp: Option<String>,
+    #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
 }
 
-/// The `author` webhook's answer to an AdmissionReview of a Secret write: a release Secret
-/// (`type: helm.sh/release.v1`) gets the author's annotations (replacing whatever the writer
-/// put there); anything else is allowed unchanged. Errors: the body is not a review of a
-/// Secret the locker can read.
-pub fn stamp(key: &AuthorKey, body: &[u8]) -> Result<Vec<u8>, crate::review::ReviewError> {
+/// Who a write of a release Secret is stamped with.
+#[derive(Debug, PartialEq, Eq)]
+enum Stamp {
+    /// Its content is this author's: the writer's, or the stored revision's verified author.
+    By(Author),
+    /// The write keeps content whose author is not known: no stamp (the writer's would name
+    /// the wrong author, the old one does not verify).
+    Nobody,
+}
+
+/// Who the content of a release Secret written as `new` (replacing `old`, on an UPDATE) is by:
+/// the writer's unless the write leaves the release content as it was (the same bytes, or
+/// [`crate::content::content_kept`]); then the author the stored Secret's stamp verifies for
+/// ([`authorship`], with the stored Secret's creation time), or nobody. The payloads are
+/// decoded only when that makes a difference: not when the stored revision is the writer's own
+/// (Helm finishing or superseding its own revision), nor when the bytes are the same.
+fn author_of_write(
+    key: &AuthorKey,
+    namespace: &str,
+    name: &str,
+    writer: Author,
+    old: Option<&StampObject>,
+    release: &[u8],
+) -> Stamp {
+    let Some(old) = old.filter(|o| o.type_.as_deref() == Some(RELEASE_SECRET_TYPE)) else {
+        return Stamp::By(writer);
+    };
+    let Some(old_release) = old.release() else {
+        return Stamp::By(writer);
+    };
+    let stored = StoredSecret {
+        namespace,
+        name: old.metadata.name.as_deref().unwrap_or(name),
+        annotations: old.metadata.annotations.as_ref(),
+        resource_version: None,
+        created: old
+            .metadata
+            .creation_timestamp
+            .as_deref()
+            .and_then(unix_seconds),
+        release: &old_release,
+    };
+    let stamping = Stamping { key: key.clone() };
+    let before = authorship(&stamping, stored);
+    if matches!(&before, Authorship::Known(author) if **author == writer) {
+        return Stamp::By(writer);
+    }
+    if old_release != release && !crate::content::content_kept(&old_release, release) {
+        return Stamp::By(writer);
+    }
+    match before {
+        Authorship::Known(author) => Stamp::By(Author::clone(&author)),
+        Authorship::Unknown(_) => Stamp::Nobody,
+    }
+}
+
+fn pointer(key: &str) -> String {
+    format!(
+        "/metadata/annotations/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    )
+}
+
+/// The `author` webhook's answer to an AdmissionReview of a Secret write, at `now` (Unix
+/// seconds, the locker's clock): a release Secret (`type: helm.sh/release.v1`) gets the
+/// annotations of the author of its content (replacing whatever the writer put there), or
+/// loses them when that author is not known; anything else is allowed unchanged. Errors: the
+/// body is not a review of a Secret the locker can read.
+pub fn stamp(
+    key: &AuthorKey,
+    body: &[u8],
+    now: i64,
+) -> Result<Vec<u8>, crate::review::ReviewError> {
     use crate::review::{render_response, ReviewError, Verdict};
     let review: StampReview =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
@@ -77,32 +171,41 @@ pub fn stamp(key: &AuthorKey, body: &[u8]) -> Result<Vec<u8>, crate::review::Rev
         .or(request.name)
         .unwrap_or_default();
     let release = object
-        .data
-        .as_ref()
-        .and_then(|d| d.get("release"))
-        .and_then(Option::as_deref)
-        .map(|b64| base64::engine::general_purpose::STANDARD.decode(b64))
-        .transpose()
-        .map_err(|e| ReviewError::BadRequest(format!("data.release is not base64: {e}")))?
-        .unwrap_or_default();
-    let annotations = stamp_annotations(key, &namespace, &name, &request.user_info, &release);
-    let patch = match &object.metadata.annotations {
-        None => vec![serde_json::json!({
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": annotations.iter().cloned().collect::<BTreeMap<_, _>>(),
-        })],
-        Some(_) => annotations
-            .iter()
-            .map(|(k, v)| {
-                serde_json::json!({
+        .release()
+        .ok_or_else(|| ReviewError::BadRequest("data.release is not base64".into()))?;
+    let author = author_of_write(
+        key,
+        &namespace,
+        &name,
+        request.user_info,
+        request.old_object.as_ref(),
+        &release,
+    );
+    let patch = match (author, &object.metadata.annotations) {
+        (Stamp::By(author), annotations) => {
+            let stamp = stamp_annotations(key, &namespace, &name, &author, now, &release);
+            match annotations {
+                None => vec![serde_json::json!({
                     "op": "add",
-                    "path": format!("/metadata/annotations/{}", k.replace('~', "~0").replace('/', "~1")),
-                    "value": v,
-                })
-            })
+                    "path": "/metadata/annotations",
+                    "value": stamp.iter().cloned().collect::<BTreeMap<_, _>>(),
+                })],
+                Some(_) => stamp
+                    .iter()
+                    .map(|(k, v)| serde_json::json!({"op": "add", "path": pointer(k), "value": v}))
+                    .collect(),
+            }
+        }
+        // Only what is there is removed: a patch that does not apply fails the write.
+        (Stamp::Nobody, annotations) => [AUTHOR_ANNOTATION, PROOF_ANNOTATION]
+            .into_iter()
+            .filter(|k| annotations.as_ref().is_some_and(|a| a.contains_key(*k)))
+            .map(|k| serde_json::json!({"op": "remove", "path": pointer(k)}))
             .collect(),
     };
+    if patch.is_empty() {
+        return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
+    }
     let patch: json_patch::Patch =
         serde_json::from_value(serde_json::Value::Array(patch)).expect("a JSON patch");
     Ok(render_response(
@@ -115,11 +218,14 @@ pub fn stamp(key: &AuthorKey, body: &[u8]) -> Result<Vec<u8>, crate::review::Rev
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::author::{
-        authorship, Authorship, Stamping, StoredSecret, AUTHOR_ANNOTATION, PROOF_ANNOTATION,
-    };
-    use serde_json::json;
+    use crate::author::{Authorship, Stamping, StoredSecret, Unknown, STAMP_WINDOW_SECONDS};
+    use serde_json::{json, Value};
+    use std::io::Write as _;
     use std::sync::Arc;
+
+    /// When the tests' Secrets are created ("2027-01-15T08:00:00Z").
+    const CREATED: i64 = 1_800_000_000;
+    const CREATED_TEXT: &str = "2027-01-15T08:00:00Z";
 
     fn key() -> AuthorKey {
         AuthorKey::new(&[7u8; 32]).unwrap()
@@ -138,35 +244,62 @@ mod tests {
         }
     }
 
-    fn review(object: serde_json::Value, user: serde_json::Value) -> Vec<u8> {
+    fn alice_json() -> Value {
+        json!({"username": "alice", "uid": "u-1", "groups": ["system:authenticated"], "extra": {"scopes": ["a"]}})
+    }
+
+    fn admin() -> Author {
+        Author {
+            username: "admin".into(),
+            groups: vec!["system:masters".into()],
+            ..Author::default()
+        }
+    }
+
+    fn admin_json() -> Value {
+        json!({"username": "admin", "groups": ["system:masters"]})
+    }
+
+    fn review(object: Value, user: Value) -> Vec<u8> {
+        update(object, Value::Null, user)
+    }
+
+    fn update(object: Value, old: Value, user: Value) -> Vec<u8> {
+        let mut request = json!({
+            "uid": "r-1",
+            "namespace": "team",
+            "name": "sh.helm.release.v1.ops.v2",
+            "operation": if old.is_null() { "CREATE" } else { "UPDATE" },
+            "userInfo": user,
+            "object": object,
+        });
+        if !old.is_null() {
+            request["oldObject"] = old;
+        }
         serde_json::to_vec(&json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
-            "request": {
-                "uid": "r-1",
-                "namespace": "team",
-                "name": "sh.helm.release.v1.ops.v2",
-                "operation": "CREATE",
-                "userInfo": user,
-                "object": object,
-            }
+            "request": request,
         }))
         .unwrap()
     }
 
-    fn response(body: &[u8]) -> serde_json::Value {
-        let response: serde_json::Value = serde_json::from_slice(body).unwrap();
+    fn response(body: &[u8]) -> Value {
+        let response: Value = serde_json::from_slice(body).unwrap();
         assert_eq!(response["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(response["response"]["uid"], "r-1");
         assert_eq!(response["response"]["allowed"], true);
         response
     }
 
-    fn applied(body: &[u8], object: serde_json::Value) -> serde_json::Value {
+    fn applied(body: &[u8], object: Value) -> Value {
         let response = response(body);
+        let Some(patch) = response["response"]["patch"].as_str() else {
+            return object;
+        };
         assert_eq!(response["response"]["patchType"], "JSONPatch");
         let patch = base64::engine::general_purpose::STANDARD
-            .decode(response["response"]["patch"].as_str().unwrap())
+            .decode(patch)
             .unwrap();
         let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
         let mut object = object;
@@ -174,15 +307,88 @@ mod tests {
         object
     }
 
+    /// A release as Helm encodes it (Helm's base64 of gzip of JSON).
+    fn helm(release: &Value) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&serde_json::to_vec(release).unwrap()).unwrap();
+        base64::engine::general_purpose::STANDARD
+            .encode(gz.finish().unwrap())
+            .into_bytes()
+    }
+
+    fn release(manifest: &str, status: &str) -> Value {
+        json!({
+            "name": "ops", "namespace": "team", "version": 2,
+            "info": {"status": status, "description": "Upgrade complete"},
+            "chart": {"metadata": {"name": "ops-agent", "version": "0.1.0"}},
+            "manifest": manifest,
+            "hooks": [{"name": "ops-test", "kind": "ConfigMap", "manifest": "kind: ConfigMap", "events": ["test"]}],
+        })
+    }
+
+    /// helm test's rewrite: the hook's last run recorded, nothing else.
+    fn tested(mut release: Value) -> Value {
+        release["hooks"][0]["last_run"] =
+            json!({"started_at": "2027-01-15T08:10:00Z", "phase": "Succeeded"});
+        release
+    }
+
+    /// A release Secret as stored (or sent), with these annotations.
+    fn secret(release: &Value, annotations: Option<Value>) -> Value {
+        let mut object = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": RELEASE_SECRET_TYPE,
+            "metadata": {"name": "sh.helm.release.v1.ops.v2", "namespace": "team",
+                         "creationTimestamp": CREATED_TEXT},
+            "data": {"release": base64::engine::general_purpose::STANDARD.encode(helm(release))},
+        });
+        if let Some(a) = annotations {
+            object["metadata"]["annotations"] = a;
+        }
+        object
+    }
+
+    /// `object` as the API server stores it once `user` wrote it (CREATE when `old` is null)
+    /// at `now`.
+    fn written(object: Value, old: Value, user: Value, now: i64) -> Value {
+        let body = stamp(&key(), &update(object.clone(), old, user), now).unwrap();
+        applied(&body, object)
+    }
+
+    fn annotations_of(object: &Value) -> BTreeMap<String, String> {
+        serde_json::from_value(object["metadata"]["annotations"].clone()).unwrap_or_default()
+    }
+
+    /// Who the reverter reads as the author of the stored `object`.
+    fn author(object: &Value) -> Authorship {
+        let annotations = annotations_of(object);
+        let release = base64::engine::general_purpose::STANDARD
+            .decode(object["data"]["release"].as_str().unwrap())
+            .unwrap();
+        authorship(
+            &stamping(),
+            StoredSecret {
+                namespace: "team",
+                name: "sh.helm.release.v1.ops.v2",
+                annotations: Some(&annotations),
+                resource_version: Some("900"),
+                created: Some(CREATED),
+                release: &release,
+            },
+        )
+    }
+
+    fn known(author: Author) -> Authorship {
+        Authorship::Known(Arc::new(author))
+    }
+
     #[test]
     fn the_webhook_stamps_a_release_secret_with_the_authenticated_user_over_what_the_writer_put() {
         let data = base64::engine::general_purpose::STANDARD.encode(b"H4sI-release");
-        let user = json!({"username": "alice", "uid": "u-1", "groups": ["system:authenticated"], "extra": {"scopes": ["a"]}});
         // Without annotations, and with a forged stamp naming an admin.
         for annotations in [
             None,
             Some(
-                json!({"keep": "me", AUTHOR_ANNOTATION: "{\"username\":\"admin\"}", PROOF_ANNOTATION: "v1.AAAA"}),
+                json!({"keep": "me", AUTHOR_ANNOTATION: "{\"username\":\"admin\"}", PROOF_ANNOTATION: "v2.1.AAAA"}),
             ),
         ] {
             let mut object = json!({
@@ -193,21 +399,18 @@ mod tests {
             if let Some(a) = &annotations {
                 object["metadata"]["annotations"] = a.clone();
             }
-            let body = stamp(&key(), &review(object.clone(), user.clone())).unwrap();
+            let body = stamp(&key(), &review(object.clone(), alice_json()), CREATED).unwrap();
             let stored_object = applied(&body, object);
-            let annotations: BTreeMap<String, String> =
-                serde_json::from_value(stored_object["metadata"]["annotations"].clone()).unwrap();
+            let annotations = annotations_of(&stored_object);
             let secret = StoredSecret {
                 namespace: "team",
                 name: "sh.helm.release.v1.ops.v2",
                 annotations: Some(&annotations),
                 resource_version: Some("900"),
+                created: Some(CREATED + 1),
                 release: b"H4sI-release",
             };
-            assert_eq!(
-                authorship(&stamping(), secret),
-                Authorship::Known(Arc::new(alice()))
-            );
+            assert_eq!(authorship(&stamping(), secret), known(alice()));
             if annotations.contains_key("keep") {
                 assert_eq!(annotations["keep"], "me");
             }
@@ -217,13 +420,240 @@ mod tests {
     #[test]
     fn other_secrets_pass_unchanged_and_a_bad_review_is_an_error() {
         let object = json!({"kind": "Secret", "type": "Opaque", "metadata": {"name": "x"}, "data": {"release": "!!"}});
-        let body = stamp(&key(), &review(object, json!({"username": "alice"}))).unwrap();
+        let body = stamp(&key(), &review(object, json!({"username": "alice"})), 0).unwrap();
         let response = response(&body);
         assert!(response["response"].get("patch").is_none());
         // A release Secret whose data is not base64 cannot be stamped.
         let object = json!({"kind": "Secret", "type": RELEASE_SECRET_TYPE, "metadata": {"name": "x"}, "data": {"release": "!!"}});
-        assert!(stamp(&key(), &review(object, json!({"username": "alice"}))).is_err());
-        assert!(stamp(&key(), b"{not json").is_err());
-        assert!(stamp(&key(), br#"{"apiVersion":"admission.k8s.io/v1"}"#).is_err());
+        assert!(stamp(&key(), &review(object, json!({"username": "alice"})), 0).is_err());
+        assert!(stamp(&key(), b"{not json", 0).is_err());
+        assert!(stamp(&key(), br#"{"apiVersion":"admission.k8s.io/v1"}"#, 0).is_err());
+    }
+
+    #[test]
+    fn a_rewrite_that_keeps_the_content_keeps_its_verified_author() {
+        // alice writes revision 2 of the admin's release (CREATE): hers.
+        let forged = release("---\nkind: ClusterRole\nrules: everything\n", "deployed");
+        let stored = written(secret(&forged, None), Value::Null, alice_json(), CREATED);
+        assert_eq!(author(&stored), known(alice()));
+        // The admin's helm test rewrites it as Helm does (a new object, no annotations), ten
+        // minutes later: still alice's, and the new stamp holds on the stored Secret.
+        let later = CREATED + 600;
+        let after_test = written(
+            secret(&tested(forged.clone()), None),
+            stored.clone(),
+            admin_json(),
+            later,
+        );
+        assert_eq!(author(&after_test), known(alice()));
+        // So does a status change (Helm superseding it, Flux's unlock), and a rewrite that
+        // carries the old annotations along (kubectl edit).
+        let mut superseded = tested(forged.clone());
+        superseded["info"] = json!({"status": "superseded", "description": "Superseded"});
+        let after = written(
+            secret(&superseded, None),
+            after_test.clone(),
+            admin_json(),
+            later + 1,
+        );
+        assert_eq!(author(&after), known(alice()));
+        let carried = secret(
+            &superseded,
+            after
+                .get("metadata")
+                .and_then(|m| m.get("annotations"))
+                .cloned(),
+        );
+        let after = written(carried, after.clone(), admin_json(), later + 2);
+        assert_eq!(author(&after), known(alice()));
+        // The admin's own revision rewritten by alice without changing it stays the admin's.
+        let admins = release("---\nkind: ConfigMap\n", "deployed");
+        let stored = written(secret(&admins, None), Value::Null, admin_json(), CREATED);
+        let after = written(secret(&tested(admins), None), stored, alice_json(), later);
+        assert_eq!(author(&after), known(admin()));
+    }
+
+    #[test]
+    fn a_rewrite_of_content_whose_author_is_not_known_stays_unknown() {
+        let content = release("---\nkind: ClusterRole\nrules: everything\n", "deployed");
+        let (later, unstamped) = (CREATED + 600, secret(&content, None));
+        // Stored without a stamp (written while the webhook was away), with a stamp that does
+        // not verify, with one carried from an earlier write, with one of an older locker.
+        let forged_stamp = json!({"note": "kept", AUTHOR_ANNOTATION: admin_json().to_string(), PROOF_ANNOTATION: "v2.1.AAAA"});
+        let stamped = written(unstamped.clone(), Value::Null, alice_json(), CREATED);
+        let mut replayed = stamped.clone();
+        replayed["metadata"]["creationTimestamp"] = json!("2027-01-15T08:01:01Z");
+        let author_json = serde_json::to_string(&alice()).unwrap();
+        let mut old_locker = unstamped.clone();
+        old_locker["metadata"]["annotations"] = json!({
+            AUTHOR_ANNOTATION: author_json,
+            PROOF_ANNOTATION: key().prove_v1("team", "sh.helm.release.v1.ops.v2", &author_json, &helm(&content)),
+        });
+        assert_eq!(author(&old_locker), Authorship::Unknown(Unknown::OldProof));
+        for old in [
+            unstamped.clone(),
+            secret(&content, Some(forged_stamp.clone())),
+            replayed,
+            old_locker,
+        ] {
+            // Helm's rewrite (no annotations): none added.
+            let after = written(
+                secret(&tested(content.clone()), None),
+                old.clone(),
+                admin_json(),
+                later,
+            );
+            assert_eq!(
+                author(&after),
+                Authorship::Unknown(Unknown::NotStamped),
+                "{old}"
+            );
+            // A rewrite that carries the stored annotations: the stamp is removed, the rest kept.
+            let carried = secret(
+                &tested(content.clone()),
+                old["metadata"].get("annotations").cloned(),
+            );
+            let after = written(carried, old.clone(), admin_json(), later);
+            assert_eq!(
+                author(&after),
+                Authorship::Unknown(Unknown::NotStamped),
+                "{old}"
+            );
+            if old["metadata"]["annotations"].get("note").is_some() {
+                assert_eq!(annotations_of(&after)["note"], "kept");
+            }
+        }
+        // The window's edge: a stored stamp made 60 s before the Secret was created still holds.
+        let mut edge = stamped.clone();
+        edge["metadata"]["creationTimestamp"] = json!("2027-01-15T08:01:00Z");
+        assert_eq!(STAMP_WINDOW_SECONDS, 60);
+        let after = written(
+            secret(&tested(content.clone()), None),
+            edge,
+            admin_json(),
+            later,
+        );
+        assert_eq!(author(&after), known(alice()));
+    }
+
+    #[test]
+    fn a_change_of_content_is_stamped_with_its_writer() {
+        let admins = release("---\nkind: ConfigMap\n", "deployed");
+        let stored = written(secret(&admins, None), Value::Null, admin_json(), CREATED);
+        let later = CREATED + 600;
+        // alice changes the manifest of the admin's revision in place.
+        let hers = release("---\nkind: ClusterRole\nrules: everything\n", "deployed");
+        let after = written(secret(&hers, None), stored.clone(), alice_json(), later);
+        assert_eq!(author(&after), known(alice()));
+        // ... even carrying the admin's stamp along with her change.
+        let carried = secret(&hers, stored["metadata"].get("annotations").cloned());
+        let after = written(carried, stored.clone(), alice_json(), later);
+        assert_eq!(author(&after), known(alice()));
+        // An old revision brought back (superseded -> deployed) is the writer's.
+        let superseded = release("---\nkind: ConfigMap\n", "superseded");
+        let stored = written(
+            secret(&superseded, None),
+            Value::Null,
+            admin_json(),
+            CREATED,
+        );
+        let after = written(secret(&admins, None), stored, alice_json(), later);
+        assert_eq!(author(&after), known(alice()));
+        // Over an unstamped Secret too.
+        let after = written(
+            secret(&hers, None),
+            secret(&admins, None),
+            alice_json(),
+            later,
+        );
+        assert_eq!(author(&after), known(alice()));
+    }
+
+    #[test]
+    fn the_same_bytes_are_the_same_content_even_when_they_are_no_release() {
+        // kubectl annotate, label: the data is untouched; nothing needs decoding.
+        let data = base64::engine::general_purpose::STANDARD.encode(b"H4sI-release");
+        let object = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": RELEASE_SECRET_TYPE,
+            "metadata": {"name": "sh.helm.release.v1.ops.v2", "namespace": "team", "creationTimestamp": CREATED_TEXT},
+            "data": {"release": data},
+        });
+        let stored = written(object.clone(), Value::Null, alice_json(), CREATED);
+        let mut relabelled = stored.clone();
+        relabelled["metadata"]["labels"] = json!({"status": "superseded"});
+        let after = written(relabelled, stored.clone(), admin_json(), CREATED + 600);
+        let annotations = annotations_of(&after);
+        let check = authorship(
+            &stamping(),
+            StoredSecret {
+                namespace: "team",
+                name: "sh.helm.release.v1.ops.v2",
+                annotations: Some(&annotations),
+                resource_version: None,
+                created: Some(CREATED),
+                release: b"H4sI-release",
+            },
+        );
+        assert_eq!(check, known(alice()));
+        // Other bytes that are no release are a change: the writer's.
+        let mut other = stored.clone();
+        other["data"]["release"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(b"H4sI-other"));
+        let after = written(other, stored, admin_json(), CREATED + 600);
+        assert_eq!(
+            serde_json::from_str::<Author>(&annotations_of(&after)[AUTHOR_ANNOTATION]).unwrap(),
+            admin()
+        );
+    }
+
+    #[test]
+    fn a_malformed_old_object_never_panics_and_never_keeps_an_author() {
+        let content = release("---\nkind: ConfigMap\n", "deployed");
+        let good = written(secret(&content, None), Value::Null, admin_json(), CREATED);
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let mut olds = Vec::new();
+        for (path, value) in [
+            ("/data/release", json!("!!")),
+            ("/data/release", json!(b64(b"H4sI-not-gzip"))),
+            ("/data/release", json!(b64(b"{not json"))),
+            ("/data/release", json!(b64(&helm(&json!([1]))))),
+            ("/data/release", Value::Null),
+            ("/data", Value::Null),
+            ("/data", json!({})),
+            ("/type", json!("Opaque")),
+            ("/type", Value::Null),
+            ("/metadata/creationTimestamp", json!("yesterday")),
+            ("/metadata/creationTimestamp", Value::Null),
+            ("/metadata/name", json!("sh.helm.release.v1.ops.v3")),
+            ("/metadata/annotations", Value::Null),
+            ("/metadata", json!({})),
+        ] {
+            let mut old = good.clone();
+            *old.pointer_mut(path).unwrap() = value;
+            olds.push(old);
+        }
+        olds.push(json!({}));
+        for old in olds {
+            let after = written(
+                secret(&tested(content.clone()), None),
+                old.clone(),
+                alice_json(),
+                CREATED + 5,
+            );
+            // Either her write is hers (the old object is no release, so the content changed),
+            // or no stamp (the old stamp does not verify): never the admin's.
+            assert_ne!(author(&after), known(admin()), "{old}");
+        }
+        // Old objects the API server never sends are refused as reviews, without a panic.
+        for old in [
+            json!("x"),
+            json!(1),
+            json!([1]),
+            json!({"metadata": "x"}),
+            json!({"data": {"release": 1}}),
+        ] {
+            let body = update(secret(&content, None), old, alice_json());
+            assert!(stamp(&key(), &body, CREATED).is_err());
+        }
     }
 }

@@ -66,6 +66,7 @@ pub fn release_secret(
         },
         labels: BTreeMap::new(),
         author: crate::author::Authorship::Unknown(crate::author::Unknown::NotRead),
+        created: None,
         release: Release {
             name: name.into(),
             namespace: namespace.into(),

@@ -206,6 +206,7 @@ pub fn release(data: &[u8]) {
                     author: helm_locker_core::Authorship::Unknown(
                         helm_locker_core::UnknownAuthor::NotRead,
                     ),
+                    created: None,
                 };
                 let _ = Index::from_secrets([secret]).object_count();
             }

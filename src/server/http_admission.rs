@@ -97,8 +97,9 @@ enum Route {
     Stamp,
 }
 
-/// The author webhook: every release Secret write is stamped with the identity the API server
-/// authenticated for it. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
+/// The author webhook: every release Secret write is stamped with the author of its content
+/// (the identity the API server authenticated for it, or the stored revision's verified author
+/// when the write leaves the content alone), and the locker's time. 503 until the key is loaded (the webhook's failurePolicy is Ignore:
 /// a Secret written meanwhile has no known author, and the reverter writes none of its content).
 async fn stamp(state: &AppState, headers: &HeaderMap, body: Incoming) -> Response {
     let body = match read_body(state, headers, body).await {
@@ -114,7 +115,7 @@ async fn stamp(state: &AppState, headers: &HeaderMap, body: Incoming) -> Respons
             "the author key is not loaded yet".into(),
         );
     };
-    match crate::core::stamp_review(&stamping.key, &body) {
+    match crate::core::stamp_review(&stamping.key, &body, crate::lock_exception::now()) {
         Ok(response) => {
             state.metrics.author_stamps.inc();
             json(StatusCode::OK, response)

@@ -64,6 +64,11 @@ fn decode_or_foreign(
     };
     match release_secret_from_parts(reference.clone(), labels, &payload.0) {
         Ok(mut decoded) => {
+            decoded.created = secret
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second());
             decoded.author = authorship(
                 stamping,
                 StoredSecret {
@@ -71,6 +76,7 @@ fn decode_or_foreign(
                     name: &reference.name,
                     annotations: secret.metadata.annotations.as_ref(),
                     resource_version: secret.metadata.resource_version.as_deref(),
+                    created: decoded.created,
                     release: &payload.0,
                 },
             );
