@@ -276,7 +276,7 @@ struct ServeArgs {
     /// The Secret (in the lease namespace) that holds the key of the author stamp: every
     /// release Secret write is stamped with who made it (POST /stamp), and the reverter writes
     /// from a revision only what its author could (docs/security.md). Created when missing
-    /// (needs get, create and patch on that Secret).
+    /// (needs get and create on that Secret).
     #[arg(
         long,
         env = "HELM_LOCKER_AUTHOR_KEY_SECRET",

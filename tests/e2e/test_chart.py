@@ -98,9 +98,8 @@ def bound_to_locker(docs):
 
 
 # Every install keeps the key of the author stamp (docs/security.md): create a Secret in its own
-# namespace (RBAC cannot name what is being created), then date it once with a patch.
-AUTHOR_KEY = {("Role", "helm-locker", "", "secrets", "create", ()),
-              ("Role", "helm-locker", "", "secrets", "patch", ("helm-locker-author-key",))}
+# namespace (RBAC cannot name what is being created), then only read it (`get`, no write verb).
+AUTHOR_KEY = {("Role", "helm-locker", "", "secrets", "create", ())}
 
 
 def write_grants(docs):
