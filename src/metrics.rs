@@ -224,7 +224,7 @@ pub(crate) const TABLE: &[Row] = &[
         name: "watch_restarts",
         kind: Kind::Counter,
         labels: &[],
-        help: "Release Secret watch errors followed by a reconnect",
+        help: "Watch errors followed by a reconnect: the release Secret, LockException and reverter watches together",
     },
     Row {
         name: "release_decode_errors",
