@@ -322,6 +322,83 @@ pub fn held_paths(drift: &[Change]) -> Vec<String> {
     held
 }
 
+/// What is held for a revision whose author is not known, from the object as it is live when
+/// the reverter first sees it under that revision: [`held_paths`] of the drift with nothing
+/// ignored. LockExceptions and ignore rules decide what is reverted, not what was live: a path
+/// under an exception open at first sight is held too, so the revision's value is not written
+/// once the exception ends.
+pub fn held_at_first_sight(schema: &Schema, object: &LockedObject, live: &Value) -> Vec<String> {
+    held_paths(&drift(schema, object, live, &[]))
+}
+
+/// The apply body for a revision whose author is not known ([`held_paths`]): the revision's
+/// object ([`desired_object`]) built from the paths that agreed with what was live only. A held
+/// path carries the live value, or is left out of the body where nothing is live there (a
+/// field the revision sets and the object never had), so a forced server-side apply can write
+/// no held value: whatever is written agreed with what was live. `None` when the whole object
+/// is held (`/*`): nothing of it is written. `ignore`: the paths left as they are otherwise
+/// (LockExceptions, ignore rules), which keep their live value as [`desired_object`] gives it.
+pub fn held_object(
+    object: &LockedObject,
+    live: &Value,
+    ignore: &[&str],
+    held: &[String],
+) -> Option<Value> {
+    let held: Vec<&str> = held.iter().map(String::as_str).collect();
+    if held.contains(&"/*") || held.contains(&"") {
+        return None;
+    }
+    let mut body = desired_object(object, Some(live), ignore);
+    if !held.is_empty() {
+        keep_held_live(&mut body, live, &held, &mut String::new());
+    }
+    Some(body)
+}
+
+/// [`held_object`]'s pruning, below `path`: `false` when `node` is to be left out of its parent.
+fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut String) -> bool {
+    if !path.is_empty() && is_ignored(path, held) {
+        return match live.pointer(path) {
+            Some(value) => {
+                *node = value.clone();
+                true
+            }
+            None => false,
+        };
+    }
+    let len = path.len();
+    match node {
+        Value::Object(map) => {
+            map.retain(|key, child| {
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                let keep = keep_held_live(child, live, held, path);
+                path.truncate(len);
+                keep
+            });
+        }
+        Value::Array(items) => {
+            let mut whole = true;
+            for (i, child) in items.iter_mut().enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                whole &= keep_held_live(child, live, held, path);
+                path.truncate(len);
+            }
+            if !whole {
+                // An item held and not live (held paths stop before list indexes, so only a
+                // pattern gets here): the list is what is live, or is left out.
+                match live.pointer(path) {
+                    Some(value) => *node = value.clone(),
+                    None => return false,
+                }
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
 /// Whether a deleted object is created again. Not when the chart gives it owners
 /// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
 /// object created again under a missing owner would only be collected again.
@@ -957,6 +1034,135 @@ mod tests {
         assert!(recreate_when_deleted(named("web")));
         assert!(recreate_when_deleted(named("reader")));
         assert!(!recreate_when_deleted(named("dependent")));
+    }
+
+    /// An unknown author's Deployment: the revision sets `hostNetwork`, a privileged
+    /// container and 3 replicas; what is live has none of the first two.
+    const HELD_CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  template:\n    spec:\n      hostNetwork: true\n      containers:\n      - name: web\n        image: nginx:1.25\n        securityContext: {privileged: true}\n";
+
+    fn held_deployment() -> Arc<LockedObject> {
+        let secret =
+            crate::test_util::release_secret("shop", "shop", 2, Status::Deployed, HELD_CHART);
+        let index = Index::from_secrets([secret]);
+        let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
+        state.objects.clone().unwrap()[0].clone()
+    }
+
+    fn live_web(replicas: i64, privileged: Option<bool>) -> Value {
+        let mut container = json!({"name": "web", "image": "nginx:1.25"});
+        if let Some(p) = privileged {
+            container["securityContext"] = json!({"privileged": p});
+        }
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "9",
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"}},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [container]}}}})
+    }
+
+    /// Every held path of `body` carries what `first_sight` had there, or is absent.
+    fn writes_only_what_was_live(body: &Value, first_sight: &Value, held: &[String]) {
+        for path in held {
+            if let Some(written) = body.pointer(path) {
+                assert_eq!(Some(written), first_sight.pointer(path), "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_field_the_revision_sets_and_live_never_had_is_left_out_of_the_apply_body() {
+        let object = held_deployment();
+        let first_sight = live_web(3, None);
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        assert!(
+            held.contains(&"/spec/template/spec/hostNetwork".to_string()),
+            "{held:?}"
+        );
+        // Control: the revision's own body writes it.
+        let whole = desired_object(&object, Some(&first_sight), &[]);
+        assert_eq!(whole["spec"]["template"]["spec"]["hostNetwork"], true);
+        // Then drift of a field that agreed: it is put back, nothing held is written.
+        let drifted = live_web(7, None);
+        let body = held_object(&object, &drifted, &[], &held).unwrap();
+        assert!(body["spec"]["template"]["spec"]
+            .get("hostNetwork")
+            .is_none());
+        assert_eq!(body["spec"]["replicas"], 3);
+        assert_eq!(body["metadata"]["annotations"][RELEASE_NAME], "shop");
+        writes_only_what_was_live(&body, &first_sight, &held);
+    }
+
+    #[test]
+    fn a_held_path_inside_a_list_item_holds_the_whole_list_at_what_is_live() {
+        let object = held_deployment();
+        let first_sight = live_web(3, Some(false));
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        assert!(
+            held.contains(&"/spec/template/spec/containers".to_string()),
+            "{held:?}"
+        );
+        let body = held_object(&object, &first_sight, &[], &held).unwrap();
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"],
+            first_sight["spec"]["template"]["spec"]["containers"]
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"],
+            false
+        );
+        writes_only_what_was_live(&body, &first_sight, &held);
+        // The list gone live: it is left out, not written from the revision.
+        let mut gone = first_sight.clone();
+        gone["spec"]["template"]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("containers");
+        let body = held_object(&object, &gone, &[], &held).unwrap();
+        assert!(body["spec"]["template"]["spec"].get("containers").is_none());
+    }
+
+    #[test]
+    fn a_path_under_an_exception_open_at_first_sight_stays_held_once_it_closes() {
+        let object = held_deployment();
+        let first_sight = live_web(3, None);
+        let exception = ["/spec/template/spec/hostNetwork"];
+        // Control: held from the drift with the exception applied (as it was), the path is
+        // not held and the revision's value is written once the exception closes.
+        let held_with_exception = held_paths(&drift(
+            &Schema::builtin(),
+            &object,
+            &first_sight,
+            &exception,
+        ));
+        assert!(!held_with_exception
+            .iter()
+            .any(|p| p.ends_with("hostNetwork")));
+        let leaked = held_object(&object, &first_sight, &[], &held_with_exception).unwrap();
+        assert_eq!(leaked["spec"]["template"]["spec"]["hostNetwork"], true);
+        // The rule: held without exceptions or ignore rules.
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        for ignore in [&exception[..], &[], &["/spec/replicas"]] {
+            let body = held_object(&object, &live_web(5, None), ignore, &held).unwrap();
+            assert!(body["spec"]["template"]["spec"]
+                .get("hostNetwork")
+                .is_none());
+            writes_only_what_was_live(&body, &first_sight, &held);
+        }
+    }
+
+    #[test]
+    fn nothing_held_is_the_revision_as_it_is_and_the_whole_object_held_is_no_body() {
+        let object = held_deployment();
+        let live = live_web(3, None);
+        assert_eq!(
+            held_object(&object, &live, &[], &[]).unwrap(),
+            desired_object(&object, Some(&live), &[])
+        );
+        assert!(held_object(&object, &live, &[], &["/*".into()]).is_none());
+        // A live object that agrees everywhere holds nothing.
+        let mut agreeing = live_web(3, Some(true));
+        agreeing["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        assert!(held_at_first_sight(&Schema::builtin(), &object, &agreeing).is_empty());
     }
 
     #[test]
