@@ -27,9 +27,10 @@
 // Release Secrets and their decoding: a Secret (or a file of them) into a release.
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
-    decode_secret, each_release_secret, live_owner, parse_release_file, release_data,
-    release_secret_from_parts, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef,
-    Status,
+    decode_secret, each_release_secret, gunzip_within, helm_payload_json_within, live_owner,
+    max_release_bytes, parse_release_file, release_data, release_secret_from_parts,
+    set_max_release_bytes, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Status,
+    DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
