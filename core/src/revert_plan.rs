@@ -399,6 +399,128 @@ fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut Stri
     true
 }
 
+/// For a revision whose author is not known: the paths where the API server's answer to the
+/// reverter's dry-run write (`after`) differs from the object as it is (`live`) outside what
+/// the write puts back (`changes`). Empty when the write changes nothing but the drift, as the
+/// rule demands; anything else (a held field written, a field the revision leaves out that a
+/// server-side apply would drop, a default the write brings) refuses the write. What the API
+/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, `status`) is not
+/// compared.
+pub fn written_beyond_drift(live: &Value, after: &Value, changes: &[Change]) -> Vec<String> {
+    let mut differ = Vec::new();
+    changed_paths(live, after, &mut String::new(), &mut differ);
+    const SERVERS: [&str; 4] = [
+        "/metadata/managedFields",
+        "/metadata/resourceVersion",
+        "/metadata/generation",
+        "/status",
+    ];
+    differ.retain(|path| {
+        !SERVERS.iter().any(|s| within(path, s))
+            && !changes
+                .iter()
+                .any(|c| within(path, &c.path) || within(&c.path, path))
+    });
+    differ
+}
+
+/// For a revision whose author is not known: `body` (the apply body, [`held_object`]) given
+/// back what is live wherever the dry run of its write changed more than the drift
+/// ([`written_beyond_drift`]): each such path, cut before its first list index (the list is
+/// taken whole), carries the live value, or is left out of the body where nothing is live. A
+/// server-side apply drops a field its manager applied before and the body leaves out: the
+/// revision's omissions are held this way too.
+pub fn hold_beyond_drift(body: &mut Value, live: &Value, beyond: &[String]) {
+    for path in held_paths(
+        &beyond
+            .iter()
+            .map(|p| Change {
+                path: p.clone(),
+                chart: Value::Null,
+                requested: None,
+            })
+            .collect::<Vec<_>>(),
+    ) {
+        match live.pointer(&path) {
+            Some(value) => set_pointer(body, &path, value.clone()),
+            None => remove_pointer(body, &path),
+        }
+    }
+}
+
+fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+/// Sets `path` (of object members only) in `node` to `value`, making the objects above it.
+fn set_pointer(node: &mut Value, path: &str, value: Value) {
+    let mut node = node;
+    let segments: Vec<String> = path.split('/').skip(1).map(unescape).collect();
+    let Some((last, parents)) = segments.split_last() else {
+        return;
+    };
+    for segment in parents {
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        node = node
+            .as_object_mut()
+            .expect("an object")
+            .entry(segment.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !node.is_object() {
+        *node = Value::Object(Map::new());
+    }
+    node.as_object_mut()
+        .expect("an object")
+        .insert(last.clone(), value);
+}
+
+/// Removes `path` (of object members only) from `node`, if it is there.
+fn remove_pointer(node: &mut Value, path: &str) {
+    let Some((parent, last)) = path.rsplit_once('/') else {
+        return;
+    };
+    if let Some(Value::Object(map)) = node.pointer_mut(parent) {
+        map.remove(&unescape(last));
+    }
+}
+
+/// Whether pointer `path` is `prefix` or below it.
+fn within(path: &str, prefix: &str) -> bool {
+    path == prefix || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+}
+
+/// The pointers where `a` and `b` differ: the deepest object member, a list whose length
+/// differs (or each differing item of lists of one length), a scalar.
+fn changed_paths(a: &Value, b: &Value, path: &mut String, out: &mut Vec<String>) {
+    let len = path.len();
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for key in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match (x.get(key), y.get(key)) {
+                    (Some(l), Some(r)) => changed_paths(l, r, path, out),
+                    _ => out.push(path.clone()),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (l, r)) in x.iter().zip(y).enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                changed_paths(l, r, path, out);
+                path.truncate(len);
+            }
+        }
+        _ if a == b => {}
+        _ => out.push(path.clone()),
+    }
+}
+
 /// Whether a deleted object is created again. Not when the chart gives it owners
 /// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
 /// object created again under a missing owner would only be collected again.
@@ -1148,6 +1270,97 @@ mod tests {
                 .is_none());
             writes_only_what_was_live(&body, &first_sight, &held);
         }
+    }
+
+    #[test]
+    fn an_unknown_authors_write_changes_nothing_but_the_drift_it_puts_back() {
+        let live = live_web(7, Some(false));
+        let replicas = Change {
+            path: "/spec/replicas".into(),
+            chart: json!(3),
+            requested: Some(json!(7)),
+        };
+        let mut after = live.clone();
+        after["spec"]["replicas"] = json!(3);
+        after["metadata"]["resourceVersion"] = json!("10");
+        after["metadata"]["generation"] = json!(2);
+        after["metadata"]["managedFields"] =
+            json!([{"manager": "python", "time": "2026-11-28T10:05:54Z"}]);
+        after["status"] = json!({"observedGeneration": 2});
+        assert!(written_beyond_drift(&live, &after, std::slice::from_ref(&replicas)).is_empty());
+        // A held field written, a field dropped (a server-side apply of a body without it), an
+        // item changed in a list: each refuses the write.
+        let mut leaked = after.clone();
+        leaked["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        leaked["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app.kubernetes.io/managed-by");
+        leaked["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] =
+            json!(true);
+        assert_eq!(
+            written_beyond_drift(&live, &leaked, std::slice::from_ref(&replicas)),
+            [
+                "/metadata/labels/app.kubernetes.io~1managed-by",
+                "/spec/template/spec/containers/0/securityContext/privileged",
+                "/spec/template/spec/hostNetwork"
+            ]
+        );
+        // Without the drift to put back, the replicas themselves are beyond it.
+        assert_eq!(written_beyond_drift(&live, &after, &[]), ["/spec/replicas"]);
+        // A list put back whole: what changes in it is the drift.
+        let containers = Change {
+            path: "/spec/template/spec/containers/0/securityContext/privileged".into(),
+            chart: json!(true),
+            requested: Some(json!(false)),
+        };
+        let mut grown = live.clone();
+        grown["spec"]["template"]["spec"]["containers"] = json!([{"name": "web"}, {"name": "b"}]);
+        assert!(written_beyond_drift(&live, &grown, &[containers]).is_empty());
+    }
+
+    #[test]
+    fn what_a_write_would_change_beyond_the_drift_is_given_back_what_is_live() {
+        let object = held_deployment();
+        let mut first_sight = live_web(3, None);
+        first_sight["spec"]["template"]["spec"]["serviceAccountName"] = json!("agent");
+        first_sight["metadata"]["labels"]["tier"] = json!("web");
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        let mut live = first_sight.clone();
+        live["spec"]["replicas"] = json!(5);
+        let mut body = held_object(&object, &live, &[], &held).unwrap();
+        // The revision leaves serviceAccountName out, and a dry run of a forced apply dropped
+        // it; it also showed a label it would remove and a list item it would change.
+        assert!(body["spec"]["template"]["spec"]
+            .get("serviceAccountName")
+            .is_none());
+        body["spec"]["template"]["spec"]["dnsPolicy"] = json!("None");
+        hold_beyond_drift(
+            &mut body,
+            &live,
+            &[
+                "/spec/template/spec/serviceAccountName".into(),
+                "/metadata/labels/tier".into(),
+                "/spec/template/spec/containers/0/image".into(),
+                "/spec/template/spec/dnsPolicy".into(),
+            ],
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["serviceAccountName"],
+            "agent"
+        );
+        assert_eq!(body["metadata"]["labels"]["tier"], "web");
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"],
+            live["spec"]["template"]["spec"]["containers"]
+        );
+        assert!(body["spec"]["template"]["spec"].get("dnsPolicy").is_none());
+        // The drift is still put back.
+        assert_eq!(body["spec"]["replicas"], 3);
+        // Paths through objects the body lacks are made.
+        let mut empty = json!({});
+        hold_beyond_drift(&mut empty, &live, &["/metadata/labels/tier".into()]);
+        assert_eq!(empty, json!({"metadata": {"labels": {"tier": "web"}}}));
     }
 
     #[test]

@@ -134,6 +134,9 @@ class TrustHolds(unittest.TestCase):
     def host_network(self, release):
         return self.deployment(release)["spec"]["template"]["spec"].get("hostNetwork", False)
 
+    def setting(self, release):
+        return self.get("-n", NS, "configmap", f"{release}-settings").get("data")
+
     def forge(self, release, change, as_user):
         """Revision 2 of `release`, written by `as_user` from revision 1, `change` applied to
         each object of its manifest (JSON documents: Helm reads them as YAML)."""
@@ -183,8 +186,12 @@ class TrustHolds(unittest.TestCase):
         time.sleep(2)
 
         def host(o):
+            # The Deployment on the node's network; the ConfigMap without its setting (which a
+            # forced apply of the revision would drop: Helm's manager applied it before).
             if o["kind"] == "Deployment":
                 o["spec"]["template"]["spec"]["hostNetwork"] = True
+            if o["kind"] == "ConfigMap":
+                o["data"] = {"other": "from-alice"}
             return o
 
         for release in ("held", "heldx"):
@@ -197,18 +204,26 @@ class TrustHolds(unittest.TestCase):
             secret = self.get("-n", NS, "secret", f"sh.helm.release.v1.{release}.v2")
             self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
             self.assertIn('"hostNetwork": true', decode(secret)["manifest"])
+            self.assertNotIn("from-the-chart", decode(secret)["manifest"])
             self.assertFalse(self.host_network(release))
+            self.assertEqual(self.setting(release), {"setting": "from-the-chart"})
         self.assertTrue(eventually(lambda: (locker.metric("helm_locker_held_objects") or 0) >= 2, 20),
                         locker.log_text()[-3000:])
 
         # Drift of a field the revision agrees with (replicas 1): put back, and nothing held is
         # written with it.
+        label = "app.kubernetes.io/managed-by"
         for release in ("held", "heldx"):
             self.ok(self.k(f"--as={OPS}", "-n", NS, "scale", "deploy", f"{release}-agent", "--replicas=3"))
+            self.ok(self.k(f"--as={OPS}", "-n", NS, "label", "configmap", f"{release}-settings", f"{label}=kubectl", "--overwrite"))
         for release in ("held", "heldx"):
             self.assertTrue(eventually(lambda: self.deployment(release)["spec"]["replicas"] == 1, 20),
                             f"{release} drift never put back\n{locker.log_text()[-3000:]}")
+            cm = lambda: self.get("-n", NS, "configmap", f"{release}-settings")  # noqa: E731
+            self.assertTrue(eventually(lambda: cm()["metadata"]["labels"].get(label) == "Helm", 20),
+                            f"{release} label never put back\n{locker.log_text()[-3000:]}")
             self.assertFalse(self.host_network(release), locker.log_text()[-3000:])
+            self.assertEqual(self.setting(release), {"setting": "from-the-chart"})
         self.assertIn("drift reverted", locker.log_text())
 
         # The exception ends: the revision's hostNetwork is still held, not written.
@@ -220,6 +235,7 @@ class TrustHolds(unittest.TestCase):
         time.sleep(3)
         for release in ("held", "heldx"):
             self.assertFalse(self.host_network(release), locker.log_text()[-3000:])
+            self.assertEqual(self.setting(release), {"setting": "from-the-chart"})
 
         # The admin's next upgrade succeeds, and the release is the admin's again.
         for release in ("held", "heldx"):

@@ -91,8 +91,10 @@ impl Reverter {
                 return Ok(refused);
             }
         }
-        let Some(fixed) = self.preview(worker, &attempt, &plan, &desired).await? else {
-            return Ok(Outcome::InSync);
+        let desired = self.settle_held(&attempt, &plan, desired).await?;
+        let fixed = match self.preview(worker, &attempt, &plan, &desired).await? {
+            Ok(fixed) => fixed,
+            Err(outcome) => return Ok(outcome),
         };
         let fought = plan.fought(attempt.live.is_some());
         if let Some(held) = self.wait_or_stop(worker, &attempt, &fought).await {
