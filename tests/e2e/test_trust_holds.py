@@ -243,6 +243,63 @@ class TrustHolds(unittest.TestCase):
             self.assertFalse(self.host_network(release))
             self.assertEqual(self.deployment(release)["spec"]["replicas"], 1)
 
+    def test_a_cluster_scoped_custom_resource_of_an_unknown_revision_is_not_written(self):
+        # A kind the locker's tables do not know (a custom resource), cluster-scoped: the index
+        # places it in the release's namespace; only discovery says where it lives.
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "gadgets.example.com"},
+               "spec": {"group": "example.com", "scope": "Cluster",
+                        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                        "versions": [{"name": "v1", "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        self.ok(self.k("apply", "-f", "-", input=json.dumps(crd)))
+        self.ok(self.k("wait", "--for=condition=established", "crd/gadgets.example.com", "--timeout=30s"))
+        chart = os.path.join(self.plane.dir, "gadget-chart")
+        os.makedirs(os.path.join(chart, "templates"), exist_ok=True)
+        with open(os.path.join(chart, "Chart.yaml"), "w") as f:
+            f.write("apiVersion: v2\nname: gadget\nversion: 1.0.0\n")
+        with open(os.path.join(chart, "templates", "gadget.yaml"), "w") as f:
+            f.write("apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: {{ .Release.Name }}-gadget\n"
+                    "spec:\n  size: 1\n  color: blue\n")
+        locker = self.start("holds-cr")
+        helm = self.plane.helm(NS)
+        helm.install(chart, "gadgets", {})
+        gadget = lambda: self.get("gadget", "gadgets-gadget")["spec"]  # noqa: E731
+        drift = lambda color: self.ok(self.k(f"--as={OPS}", "patch", "gadget", "gadgets-gadget", "--type=merge",  # noqa: E731
+                                             "-p", json.dumps({"spec": {"color": color}})))
+        # Control: under the admin's own revision, the reverter writes this kind (its RBAC lets
+        # it, cluster-wide): drift is put back.
+        drift("red")
+        self.assertTrue(eventually(lambda: gadget()["color"] == "blue", 20), locker.log_text()[-3000:])
+
+        # The author webhook is away: alice writes revision 2, the gadget larger.
+        locker.unregister_author_webhook()
+        time.sleep(2)
+
+        def larger(o):
+            if o["kind"] == "Gadget":
+                o["spec"]["size"] = 99
+            return o
+
+        self.forge("gadgets", larger, "alice")
+        register_author_webhook(self.plane, locker)
+        locker.stamping = True
+        secret = self.get("-n", NS, "secret", "sh.helm.release.v1.gadgets.v2")
+        self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
+        # Drift again: a cluster-scoped object of an unknown revision is not written at all,
+        # neither the drift put back nor the revision's size; the refusal is reported.
+        drift("green")
+        self.assertTrue(eventually(lambda: "cluster-scoped" in locker.log_text(), 20), locker.log_text()[-3000:])
+        time.sleep(5)
+        self.assertEqual(gadget(), {"size": 1, "color": "green"}, locker.log_text()[-3000:])
+
+        # Nothing reverts it meanwhile: ops puts the colour back by hand (a value other than
+        # the chart's, co-owned by kubectl, would make Helm 4's server-side apply conflict).
+        # The admin's next upgrade then succeeds, and the gadget is the chart's.
+        drift("blue")
+        helm.upgrade(chart, "gadgets", {})
+        self.assertEqual(gadget(), {"size": 1, "color": "blue"})
+
     def test_a_gzip_bomb_release_secret_is_skipped_and_reported_and_the_locker_stays_up(self):
         locker = self.start("bomb")
         register_webhook(self.plane, locker, "holds-bomb")
