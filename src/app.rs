@@ -295,6 +295,14 @@ struct ServeArgs {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "HELM_LOCKER_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Largest release, in bytes once decompressed: a release Secret whose payload is larger is
+    /// not decompressed past it, and is skipped (no revision: it opens and locks nothing) and
+    /// reported (a log line, helm_locker_releases_too_large_total, a ReleaseTooLarge Warning
+    /// Event on the Secret). Helm stores a release in one Secret of at most 1 MiB; real
+    /// releases decompress to a few MiB at most.
+    #[arg(long, env = "HELM_LOCKER_MAX_RELEASE_BYTES", default_value_t = crate::core::DEFAULT_MAX_RELEASE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    max_release_bytes: u64,
     /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds). On
     /// the webhook port, an HTTP/1.1 connection that begins no request in a whole read timeout
     /// (idle, or its headers arriving too slowly) is closed after one to two of them.
@@ -828,6 +836,8 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
     config.ownership_returned = args.revert;
     config.own_release = args.own_release;
     validate_config(&config)?;
+    // Every decode of release data from here on stops at this size (bounded before decoded).
+    crate::core::set_max_release_bytes(args.max_release_bytes);
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err("--lease-duration must be at least 1 second".into());

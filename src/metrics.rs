@@ -155,6 +155,12 @@ pub(crate) const TABLE: &[Row] = &[
         help: "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
     },
     Row {
+        name: "releases_too_large",
+        kind: Kind::Counter,
+        labels: &[],
+        help: "Release Secrets skipped because their release is larger than --max-release-bytes once decompressed (not decompressed past it; each gets a Warning Event)",
+    },
+    Row {
         name: "unproven_claims_allowed",
         kind: Kind::Counter,
         labels: &[],
@@ -332,6 +338,7 @@ pub(crate) struct Metrics {
     pub schema_refreshes: Family<ResultLabels, Counter>,
     pub ownership_mismatches: Counter,
     pub foreign_release_secrets: Counter,
+    pub releases_too_large: Counter,
     pub unproven_claims_allowed: Counter,
     pub unproven_objects: Gauge,
     pub missing_objects: Gauge,
@@ -391,6 +398,7 @@ impl Metrics {
             schema_refreshes: table.add("schema_refreshes", Family::default()),
             ownership_mismatches: table.add("ownership_mismatches", Counter::default()),
             foreign_release_secrets: table.add("foreign_release_secrets", Counter::default()),
+            releases_too_large: table.add("releases_too_large", Counter::default()),
             unproven_claims_allowed: table.add("unproven_claims_allowed", Counter::default()),
             unproven_objects: table.add("unproven_objects", Gauge::default()),
             missing_objects: table.add("missing_objects", Gauge::default()),

@@ -25,6 +25,8 @@ use base64::Engine as _;
 use ring::{digest, hmac};
 use serde::{Deserialize, Serialize};
 
+use crate::kinds::Scope;
+
 /// The annotation that names the identity of a release Secret's last writer (JSON).
 pub(crate) const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
 /// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
@@ -750,6 +752,9 @@ pub enum OutOfScope {
     Rbac,
     /// A cluster-scoped object, or one in another namespace than the release's.
     OutsideItsNamespace,
+    /// Discovery has not said that its kind is namespaced (a custom resource's kind the
+    /// reverter has not looked up): it may be cluster-scoped, so nothing is written.
+    ScopeNotKnown,
 }
 
 impl OutOfScope {
@@ -760,19 +765,26 @@ impl OutOfScope {
             OutOfScope::OutsideItsNamespace => {
                 "it is outside the release's namespace (cluster-scoped or in another namespace)"
             }
+            OutOfScope::ScopeNotKnown => {
+                "its kind is not known to be namespaced (it may be cluster-scoped)"
+            }
         }
     }
 }
 
 /// What the reverter may do for a revision of an unknown author (`why`), about an object of
-/// `group`, in `namespace` (`None`: cluster-scoped), of a release of `release_namespace`:
+/// `group`, in `namespace` (`None`: cluster-scoped), of a release of `release_namespace`, whose
+/// kind discovery says is of `scope` ([`Scope::Unknown`] when it was not asked):
 /// `Ok` when it may hold the object at what was live when it first saw it under the revision
 /// (never writing the revision's content where that differed), else why it writes nothing.
+/// The index places a kind of unknown scope in the release's namespace; only discovery's word
+/// that the kind is namespaced lets such an object be written.
 pub fn unknown_author_scope(
     why: Unknown,
     group: &str,
     namespace: Option<&str>,
     release_namespace: &str,
+    scope: Scope,
 ) -> Result<(), OutOfScope> {
     // Held: revisions nobody can be told to have written on purpose (no stamp, a stamp of an
     // older locker, a stamp carried from an earlier write, as a restore from a backup does).
@@ -785,6 +797,11 @@ pub fn unknown_author_scope(
     }
     if group == RBAC {
         return Err(OutOfScope::Rbac);
+    }
+    match scope {
+        Scope::Cluster => return Err(OutOfScope::OutsideItsNamespace),
+        Scope::Unknown => return Err(OutOfScope::ScopeNotKnown),
+        Scope::Namespaced => {}
     }
     if namespace != Some(release_namespace) {
         return Err(OutOfScope::OutsideItsNamespace);
@@ -1361,7 +1378,8 @@ mod tests {
 
     #[test]
     fn an_unknown_author_holds_only_non_rbac_objects_of_its_own_namespace() {
-        let scope = |why, group, ns| unknown_author_scope(why, group, ns, "team");
+        let scope =
+            |why, group, ns| unknown_author_scope(why, group, ns, "team", Scope::Namespaced);
         assert_eq!(scope(Unknown::NotStamped, "", Some("team")), Ok(()));
         assert_eq!(scope(Unknown::NotStamped, "apps", Some("team")), Ok(()));
         assert_eq!(
@@ -1382,6 +1400,21 @@ mod tests {
             assert_eq!(scope(why, "", Some("team")), Ok(()));
             assert_eq!(scope(why, RBAC, Some("team")), Err(OutOfScope::Rbac));
         }
+        // A custom resource placed in the release's namespace by the index: written only when
+        // discovery says its kind is namespaced (a cluster-scoped one would be written
+        // cluster-wide).
+        let cr = |scope| {
+            unknown_author_scope(
+                Unknown::NotStamped,
+                "example.com",
+                Some("team"),
+                "team",
+                scope,
+            )
+        };
+        assert_eq!(cr(Scope::Namespaced), Ok(()));
+        assert_eq!(cr(Scope::Cluster), Err(OutOfScope::OutsideItsNamespace));
+        assert_eq!(cr(Scope::Unknown), Err(OutOfScope::ScopeNotKnown));
         // A stamp that does not verify was made on purpose: nothing is held for it.
         for why in [Unknown::BadProof, Unknown::NotRead] {
             assert_eq!(scope(why, "", Some("team")), Err(OutOfScope::NotHeld(why)));

@@ -28,9 +28,10 @@
 pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
-    decode_secret, each_release_secret, live_owner, parse_release_file, release_data,
-    release_secret_from_parts, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef,
-    Status,
+    decode_secret, each_release_secret, gunzip_within, helm_payload_json_within, live_owner,
+    max_release_bytes, parse_release_file, release_data, release_secret_from_parts,
+    set_max_release_bytes, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Status,
+    DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
@@ -70,8 +71,9 @@ pub use schema::{KubeVersion, Schema};
 pub use fight::{other_writer, Fight, Fights, Next as FightNext, FIGHT_REVERTS, FIGHT_WINDOW};
 pub use revert_plan::{
     attribution as helm_attribution, describe_paths, desired_object, drift, fixed_by_write,
-    held_paths, helm_writer, helm_writer_seen, locked_values, ownership_return,
-    recreate_when_deleted, revert_patch, write_would_fix, Backoff, HelmWriter, OwnershipReturn,
+    held_at_first_sight, held_object, held_paths, helm_writer, helm_writer_seen, hold_beyond_drift,
+    locked_values, ownership_return, recreate_when_deleted, revert_patch, write_would_fix,
+    written_beyond_drift, Backoff, HelmWriter, OwnershipReturn,
 };
 
 // The author stamp: who wrote a revision, and what the reverter may write for that author.

@@ -8,6 +8,7 @@ use crate::author::{Authorship, Unknown};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine;
 use serde::Deserialize;
@@ -60,8 +61,34 @@ pub fn live_owner(object: &serde_json::Value) -> Option<ReleaseKey> {
     ))
 }
 
-/// Decompressed releases larger than this are refused (a gzip bomb must not take the server).
-pub(crate) const MAX_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
+/// The default limit on a release's size once decompressed (`--max-release-bytes`). Helm stores
+/// a release in one Secret, and the API server takes at most 1 MiB of Secret data: at most
+/// 768 KiB of gzip under Helm's base64. A release's JSON carries its chart's templates and
+/// files base64-encoded, which compress poorly: the recorded releases (tests/fixtures) compress
+/// 2.7 times; even plain YAML compressing 10 times, a full Secret is 7.5 MiB decompressed.
+/// 16 MiB is twice that, and keeps decoding one release (its JSON and the strings parsed from
+/// it, about twice the limit) at 32 MiB, four decoded together at 128 MiB: under the chart's
+/// 256 MiB memory limit.
+pub const DEFAULT_MAX_RELEASE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The limit in force ([`set_max_release_bytes`]), read by every decode of release data.
+static MAX_RELEASE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_RELEASE_BYTES);
+
+/// Sets the limit on a release's decompressed size for every decode of release data (once, at
+/// start, from the flag); a release larger is [`DecodeError::TooLarge`], never decompressed past it.
+pub fn set_max_release_bytes(bytes: u64) {
+    MAX_RELEASE_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// The limit on a release's decompressed size in force.
+pub fn max_release_bytes() -> u64 {
+    MAX_RELEASE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Release notes kept of a decoded revision (the rest is cut, on a character boundary): notes
+/// are shown, never read for a decision, and a tenant's release must not keep megabytes of
+/// them in every replica for as long as it is the newest.
+pub const NOTES_KEPT_BYTES: usize = 64 * 1024;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 pub(crate) const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
 
@@ -178,8 +205,8 @@ pub enum DecodeError {
     NotBase64(Layer),
     #[error("release payload has the gzip magic but does not decompress ({0})")]
     NotGzip(String),
-    #[error("release payload is larger than {MAX_RELEASE_BYTES} bytes once decompressed")]
-    TooLarge,
+    #[error("release payload is larger than {limit} bytes once decompressed (--max-release-bytes); not decompressed further")]
+    TooLarge { limit: u64 },
     #[error("release payload is not JSON ({0})")]
     NotJson(String),
     #[error("release JSON is missing field `{0}`")]
@@ -210,23 +237,75 @@ pub fn decode_helm_payload(helm_base64: &[u8]) -> Result<Release, DecodeError> {
     decode_release_json(&helm_payload_json(helm_base64)?)
 }
 
-/// The release JSON inside Helm's encoding.
+/// The release JSON inside Helm's encoding, at most [`max_release_bytes`] of it.
 pub(crate) fn helm_payload_json(helm_base64: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    helm_payload_json_within(helm_base64, max_release_bytes())
+}
+
+/// [`helm_payload_json`] with the limit given: the release JSON, or [`DecodeError::TooLarge`]
+/// when it is longer than `limit` bytes (decompressed or not).
+pub fn helm_payload_json_within(helm_base64: &[u8], limit: u64) -> Result<Vec<u8>, DecodeError> {
     let bytes = decode_base64(helm_base64).ok_or(DecodeError::NotBase64(Layer::Helm))?;
-    let json = if bytes.starts_with(&GZIP_MAGIC) {
-        let mut out = Vec::with_capacity(bytes.len() * 4);
-        flate2::read::GzDecoder::new(bytes.as_slice())
-            .take(MAX_RELEASE_BYTES + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| DecodeError::NotGzip(e.kind().to_string()))?;
-        if out.len() as u64 > MAX_RELEASE_BYTES {
-            return Err(DecodeError::TooLarge);
-        }
-        out
+    if bytes.starts_with(&GZIP_MAGIC) {
+        gunzip_within(&bytes, limit)
+    } else if bytes.len() as u64 > limit {
+        Err(DecodeError::TooLarge { limit })
     } else {
-        bytes
+        Ok(bytes)
+    }
+}
+
+/// Decompresses `gzip`, bounded before it is decoded: never more than `limit` bytes are
+/// decompressed into memory, and a payload longer than that is [`DecodeError::TooLarge`]
+/// without holding more than `limit + 1` bytes of it. The size the gzip trailer claims
+/// (`ISIZE`, the size modulo 2^32, which flate2 checks at the end of the stream) is read
+/// first: over the limit, the payload is refused undecompressed; else it sizes the buffer. A
+/// payload that writes more than it claims is counted, decompressed into nothing, so a lying
+/// trailer cannot make the buffer grow past the limit either (it ends as an error).
+pub fn gunzip_within(gzip: &[u8], limit: u64) -> Result<Vec<u8>, DecodeError> {
+    let not_gzip = |e: std::io::Error| DecodeError::NotGzip(e.kind().to_string());
+    // A header (10 bytes) and a trailer (8) at least, else there is no trailer to read.
+    let claimed = match gzip.len().checked_sub(4).and_then(|at| gzip.get(at..)) {
+        Some(&[a, b, c, d]) if gzip.len() >= 18 => u64::from(u32::from_le_bytes([a, b, c, d])),
+        _ => 0,
     };
-    Ok(json)
+    // A single-member gzip (what Helm writes) is at least as long as its trailer says: a
+    // claim over the limit is refused before anything is decompressed.
+    if claimed > limit {
+        return Err(DecodeError::TooLarge { limit });
+    }
+    // Deflate writes at most 1032 bytes per byte read: a larger claim is a lie.
+    let first = claimed.min(gzip.len() as u64 * 1032);
+    let mut out = Vec::with_capacity(usize::try_from(first).unwrap_or(0));
+    let mut decoder = flate2::read::GzDecoder::new(gzip);
+    (&mut decoder)
+        .take(first.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(not_gzip)?;
+    if out.len() as u64 <= first {
+        return Ok(out);
+    }
+    if out.len() as u64 > limit {
+        return Err(DecodeError::TooLarge { limit });
+    }
+    // More than the trailer claims and not yet over the limit: count the rest.
+    let read = out.len() as u64;
+    drop(out);
+    let rest = std::io::copy(
+        &mut (&mut decoder).take(limit.saturating_add(1) - read),
+        &mut std::io::sink(),
+    )
+    .map_err(not_gzip)?;
+    let total = read + rest;
+    if total > limit {
+        return Err(DecodeError::TooLarge { limit });
+    }
+    let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    flate2::read::GzDecoder::new(gzip)
+        .take(total)
+        .read_to_end(&mut out)
+        .map_err(not_gzip)?;
+    Ok(out)
 }
 
 pub(crate) fn decode_base64(input: &[u8]) -> Option<Vec<u8>> {
@@ -313,7 +392,7 @@ pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
                 .ok_or(DecodeError::MissingField("info.status"))?,
         ),
         description: info.description.unwrap_or_default(),
-        notes: info.notes.unwrap_or_default(),
+        notes: kept_notes(info.notes.unwrap_or_default()),
         chart,
         apply_method: raw.apply_method.filter(|m| !m.is_empty()),
         manifest: raw.manifest.unwrap_or_default(),
@@ -328,6 +407,19 @@ pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
             })
             .collect(),
     })
+}
+
+/// `notes` cut to [`NOTES_KEPT_BYTES`], on a character boundary, its storage given back.
+fn kept_notes(mut notes: String) -> String {
+    if notes.len() > NOTES_KEPT_BYTES {
+        let mut end = NOTES_KEPT_BYTES;
+        while !notes.is_char_boundary(end) {
+            end -= 1;
+        }
+        notes.truncate(end);
+        notes.shrink_to_fit();
+    }
+    notes
 }
 
 /// Where a release revision is stored.
@@ -725,8 +817,70 @@ mod tests {
         let data = b64.encode(b64.encode(enc.finish().unwrap()));
         assert!(matches!(
             decode_data_release(&data),
-            Err(DecodeError::TooLarge)
+            Err(DecodeError::TooLarge { .. })
         ));
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn decompression_stops_at_the_limit_whatever_the_trailer_claims() {
+        let payload = vec![b'a'; 10_000];
+        let honest = gzip(&payload);
+        assert_eq!(gunzip_within(&honest, 10_000).unwrap(), payload);
+        assert!(matches!(
+            gunzip_within(&honest, 9_999),
+            Err(DecodeError::TooLarge { limit: 9_999 })
+        ));
+        // A trailer that claims less (or more) than the payload: the same answers.
+        for claim in [0u32, 1, 5_000, 9_999, 10_001, u32::MAX] {
+            let mut lying = honest.clone();
+            let at = lying.len() - 4;
+            lying[at..].copy_from_slice(&claim.to_le_bytes());
+            // flate2 checks the trailer at the end of the stream: a lie is an error or the
+            // payload, never more than the limit.
+            match gunzip_within(&lying, 10_000) {
+                Ok(out) => assert_eq!(out, payload),
+                Err(DecodeError::NotGzip(_)) => {}
+                Err(DecodeError::TooLarge { .. }) => assert!(claim > 10_000),
+                Err(e) => panic!("claim {claim}: {e}"),
+            }
+            assert!(matches!(
+                gunzip_within(&lying, 9_999),
+                Err(DecodeError::TooLarge { .. } | DecodeError::NotGzip(_))
+            ));
+        }
+        // The plain (not gzipped) payload is bounded too.
+        let b64 = base64::engine::general_purpose::STANDARD;
+        assert!(matches!(
+            helm_payload_json_within(b64.encode(&payload).as_bytes(), 9_999),
+            Err(DecodeError::TooLarge { .. })
+        ));
+        assert_eq!(
+            helm_payload_json_within(b64.encode(&payload).as_bytes(), 10_000).unwrap(),
+            payload
+        );
+    }
+
+    #[test]
+    fn notes_are_kept_up_to_their_limit_on_a_character_boundary() {
+        let long = "é".repeat(NOTES_KEPT_BYTES);
+        let kept = kept_notes(long);
+        assert!(kept.len() <= NOTES_KEPT_BYTES && kept.len() > NOTES_KEPT_BYTES - 2);
+        assert!(kept.chars().all(|c| c == 'é'));
+        assert_eq!(kept_notes("Thanks".into()), "Thanks");
+        let json = format!(
+            r#"{{"name":"x","version":1,"info":{{"status":"deployed","notes":"{}"}}}}"#,
+            "n".repeat(NOTES_KEPT_BYTES * 3)
+        );
+        assert_eq!(
+            decode_release_json(json.as_bytes()).unwrap().notes.len(),
+            NOTES_KEPT_BYTES
+        );
     }
 
     #[test]

@@ -322,6 +322,205 @@ pub fn held_paths(drift: &[Change]) -> Vec<String> {
     held
 }
 
+/// What is held for a revision whose author is not known, from the object as it is live when
+/// the reverter first sees it under that revision: [`held_paths`] of the drift with nothing
+/// ignored. LockExceptions and ignore rules decide what is reverted, not what was live: a path
+/// under an exception open at first sight is held too, so the revision's value is not written
+/// once the exception ends.
+pub fn held_at_first_sight(schema: &Schema, object: &LockedObject, live: &Value) -> Vec<String> {
+    held_paths(&drift(schema, object, live, &[]))
+}
+
+/// The apply body for a revision whose author is not known ([`held_paths`]): the revision's
+/// object ([`desired_object`]) built from the paths that agreed with what was live only. A held
+/// path carries the live value, or is left out of the body where nothing is live there (a
+/// field the revision sets and the object never had), so a forced server-side apply can write
+/// no held value: whatever is written agreed with what was live. `None` when the whole object
+/// is held (`/*`): nothing of it is written. `ignore`: the paths left as they are otherwise
+/// (LockExceptions, ignore rules), which keep their live value as [`desired_object`] gives it.
+pub fn held_object(
+    object: &LockedObject,
+    live: &Value,
+    ignore: &[&str],
+    held: &[String],
+) -> Option<Value> {
+    let held: Vec<&str> = held.iter().map(String::as_str).collect();
+    if held.contains(&"/*") || held.contains(&"") {
+        return None;
+    }
+    let mut body = desired_object(object, Some(live), ignore);
+    if !held.is_empty() {
+        keep_held_live(&mut body, live, &held, &mut String::new());
+    }
+    Some(body)
+}
+
+/// [`held_object`]'s pruning, below `path`: `false` when `node` is to be left out of its parent.
+fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut String) -> bool {
+    if !path.is_empty() && is_ignored(path, held) {
+        return match live.pointer(path) {
+            Some(value) => {
+                *node = value.clone();
+                true
+            }
+            None => false,
+        };
+    }
+    let len = path.len();
+    match node {
+        Value::Object(map) => {
+            map.retain(|key, child| {
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                let keep = keep_held_live(child, live, held, path);
+                path.truncate(len);
+                keep
+            });
+        }
+        Value::Array(items) => {
+            let mut whole = true;
+            for (i, child) in items.iter_mut().enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                whole &= keep_held_live(child, live, held, path);
+                path.truncate(len);
+            }
+            if !whole {
+                // An item held and not live (held paths stop before list indexes, so only a
+                // pattern gets here): the list is what is live, or is left out.
+                match live.pointer(path) {
+                    Some(value) => *node = value.clone(),
+                    None => return false,
+                }
+            }
+        }
+        _ => {}
+    }
+    true
+}
+
+/// For a revision whose author is not known: the paths where the API server's answer to the
+/// reverter's dry-run write (`after`) differs from the object as it is (`live`) outside what
+/// the write puts back (`changes`). Empty when the write changes nothing but the drift, as the
+/// rule demands; anything else (a held field written, a field the revision leaves out that a
+/// server-side apply would drop, a default the write brings) refuses the write. What the API
+/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, `status`) is not
+/// compared.
+pub fn written_beyond_drift(live: &Value, after: &Value, changes: &[Change]) -> Vec<String> {
+    let mut differ = Vec::new();
+    changed_paths(live, after, &mut String::new(), &mut differ);
+    const SERVERS: [&str; 4] = [
+        "/metadata/managedFields",
+        "/metadata/resourceVersion",
+        "/metadata/generation",
+        "/status",
+    ];
+    differ.retain(|path| {
+        !SERVERS.iter().any(|s| within(path, s))
+            && !changes
+                .iter()
+                .any(|c| within(path, &c.path) || within(&c.path, path))
+    });
+    differ
+}
+
+/// For a revision whose author is not known: `body` (the apply body, [`held_object`]) given
+/// back what is live wherever the dry run of its write changed more than the drift
+/// ([`written_beyond_drift`]): each such path, cut before its first list index (the list is
+/// taken whole), carries the live value, or is left out of the body where nothing is live. A
+/// server-side apply drops a field its manager applied before and the body leaves out: the
+/// revision's omissions are held this way too.
+pub fn hold_beyond_drift(body: &mut Value, live: &Value, beyond: &[String]) {
+    for path in held_paths(
+        &beyond
+            .iter()
+            .map(|p| Change {
+                path: p.clone(),
+                chart: Value::Null,
+                requested: None,
+            })
+            .collect::<Vec<_>>(),
+    ) {
+        match live.pointer(&path) {
+            Some(value) => set_pointer(body, &path, value.clone()),
+            None => remove_pointer(body, &path),
+        }
+    }
+}
+
+fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+/// Sets `path` (of object members only) in `node` to `value`, making the objects above it.
+fn set_pointer(node: &mut Value, path: &str, value: Value) {
+    let mut node = node;
+    let segments: Vec<String> = path.split('/').skip(1).map(unescape).collect();
+    let Some((last, parents)) = segments.split_last() else {
+        return;
+    };
+    for segment in parents {
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        node = node
+            .as_object_mut()
+            .expect("an object")
+            .entry(segment.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !node.is_object() {
+        *node = Value::Object(Map::new());
+    }
+    node.as_object_mut()
+        .expect("an object")
+        .insert(last.clone(), value);
+}
+
+/// Removes `path` (of object members only) from `node`, if it is there.
+fn remove_pointer(node: &mut Value, path: &str) {
+    let Some((parent, last)) = path.rsplit_once('/') else {
+        return;
+    };
+    if let Some(Value::Object(map)) = node.pointer_mut(parent) {
+        map.remove(&unescape(last));
+    }
+}
+
+/// Whether pointer `path` is `prefix` or below it.
+fn within(path: &str, prefix: &str) -> bool {
+    path == prefix || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+}
+
+/// The pointers where `a` and `b` differ: the deepest object member, a list whose length
+/// differs (or each differing item of lists of one length), a scalar.
+fn changed_paths(a: &Value, b: &Value, path: &mut String, out: &mut Vec<String>) {
+    let len = path.len();
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for key in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match (x.get(key), y.get(key)) {
+                    (Some(l), Some(r)) => changed_paths(l, r, path, out),
+                    _ => out.push(path.clone()),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (l, r)) in x.iter().zip(y).enumerate() {
+                path.push('/');
+                path.push_str(&i.to_string());
+                changed_paths(l, r, path, out);
+                path.truncate(len);
+            }
+        }
+        _ if a == b => {}
+        _ => out.push(path.clone()),
+    }
+}
+
 /// Whether a deleted object is created again. Not when the chart gives it owners
 /// (`metadata.ownerReferences`): the garbage collector deletes it with its owner, and an
 /// object created again under a missing owner would only be collected again.
@@ -957,6 +1156,226 @@ mod tests {
         assert!(recreate_when_deleted(named("web")));
         assert!(recreate_when_deleted(named("reader")));
         assert!(!recreate_when_deleted(named("dependent")));
+    }
+
+    /// An unknown author's Deployment: the revision sets `hostNetwork`, a privileged
+    /// container and 3 replicas; what is live has none of the first two.
+    const HELD_CHART: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  template:\n    spec:\n      hostNetwork: true\n      containers:\n      - name: web\n        image: nginx:1.25\n        securityContext: {privileged: true}\n";
+
+    fn held_deployment() -> Arc<LockedObject> {
+        let secret =
+            crate::test_util::release_secret("shop", "shop", 2, Status::Deployed, HELD_CHART);
+        let index = Index::from_secrets([secret]);
+        let state = index.release(&ReleaseKey::new("shop", "shop")).unwrap();
+        state.objects.clone().unwrap()[0].clone()
+    }
+
+    fn live_web(replicas: i64, privileged: Option<bool>) -> Value {
+        let mut container = json!({"name": "web", "image": "nginx:1.25"});
+        if let Some(p) = privileged {
+            container["securityContext"] = json!({"privileged": p});
+        }
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "9",
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"}},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [container]}}}})
+    }
+
+    /// Every held path of `body` carries what `first_sight` had there, or is absent.
+    fn writes_only_what_was_live(body: &Value, first_sight: &Value, held: &[String]) {
+        for path in held {
+            if let Some(written) = body.pointer(path) {
+                assert_eq!(Some(written), first_sight.pointer(path), "{path}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_field_the_revision_sets_and_live_never_had_is_left_out_of_the_apply_body() {
+        let object = held_deployment();
+        let first_sight = live_web(3, None);
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        assert!(
+            held.contains(&"/spec/template/spec/hostNetwork".to_string()),
+            "{held:?}"
+        );
+        // Control: the revision's own body writes it.
+        let whole = desired_object(&object, Some(&first_sight), &[]);
+        assert_eq!(whole["spec"]["template"]["spec"]["hostNetwork"], true);
+        // Then drift of a field that agreed: it is put back, nothing held is written.
+        let drifted = live_web(7, None);
+        let body = held_object(&object, &drifted, &[], &held).unwrap();
+        assert!(body["spec"]["template"]["spec"]
+            .get("hostNetwork")
+            .is_none());
+        assert_eq!(body["spec"]["replicas"], 3);
+        assert_eq!(body["metadata"]["annotations"][RELEASE_NAME], "shop");
+        writes_only_what_was_live(&body, &first_sight, &held);
+    }
+
+    #[test]
+    fn a_held_path_inside_a_list_item_holds_the_whole_list_at_what_is_live() {
+        let object = held_deployment();
+        let first_sight = live_web(3, Some(false));
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        assert!(
+            held.contains(&"/spec/template/spec/containers".to_string()),
+            "{held:?}"
+        );
+        let body = held_object(&object, &first_sight, &[], &held).unwrap();
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"],
+            first_sight["spec"]["template"]["spec"]["containers"]
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"],
+            false
+        );
+        writes_only_what_was_live(&body, &first_sight, &held);
+        // The list gone live: it is left out, not written from the revision.
+        let mut gone = first_sight.clone();
+        gone["spec"]["template"]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("containers");
+        let body = held_object(&object, &gone, &[], &held).unwrap();
+        assert!(body["spec"]["template"]["spec"].get("containers").is_none());
+    }
+
+    #[test]
+    fn a_path_under_an_exception_open_at_first_sight_stays_held_once_it_closes() {
+        let object = held_deployment();
+        let first_sight = live_web(3, None);
+        let exception = ["/spec/template/spec/hostNetwork"];
+        // Control: held from the drift with the exception applied (as it was), the path is
+        // not held and the revision's value is written once the exception closes.
+        let held_with_exception = held_paths(&drift(
+            &Schema::builtin(),
+            &object,
+            &first_sight,
+            &exception,
+        ));
+        assert!(!held_with_exception
+            .iter()
+            .any(|p| p.ends_with("hostNetwork")));
+        let leaked = held_object(&object, &first_sight, &[], &held_with_exception).unwrap();
+        assert_eq!(leaked["spec"]["template"]["spec"]["hostNetwork"], true);
+        // The rule: held without exceptions or ignore rules.
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        for ignore in [&exception[..], &[], &["/spec/replicas"]] {
+            let body = held_object(&object, &live_web(5, None), ignore, &held).unwrap();
+            assert!(body["spec"]["template"]["spec"]
+                .get("hostNetwork")
+                .is_none());
+            writes_only_what_was_live(&body, &first_sight, &held);
+        }
+    }
+
+    #[test]
+    fn an_unknown_authors_write_changes_nothing_but_the_drift_it_puts_back() {
+        let live = live_web(7, Some(false));
+        let replicas = Change {
+            path: "/spec/replicas".into(),
+            chart: json!(3),
+            requested: Some(json!(7)),
+        };
+        let mut after = live.clone();
+        after["spec"]["replicas"] = json!(3);
+        after["metadata"]["resourceVersion"] = json!("10");
+        after["metadata"]["generation"] = json!(2);
+        after["metadata"]["managedFields"] =
+            json!([{"manager": "python", "time": "2026-11-28T10:05:54Z"}]);
+        after["status"] = json!({"observedGeneration": 2});
+        assert!(written_beyond_drift(&live, &after, std::slice::from_ref(&replicas)).is_empty());
+        // A held field written, a field dropped (a server-side apply of a body without it), an
+        // item changed in a list: each refuses the write.
+        let mut leaked = after.clone();
+        leaked["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        leaked["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app.kubernetes.io/managed-by");
+        leaked["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] =
+            json!(true);
+        assert_eq!(
+            written_beyond_drift(&live, &leaked, std::slice::from_ref(&replicas)),
+            [
+                "/metadata/labels/app.kubernetes.io~1managed-by",
+                "/spec/template/spec/containers/0/securityContext/privileged",
+                "/spec/template/spec/hostNetwork"
+            ]
+        );
+        // Without the drift to put back, the replicas themselves are beyond it.
+        assert_eq!(written_beyond_drift(&live, &after, &[]), ["/spec/replicas"]);
+        // A list put back whole: what changes in it is the drift.
+        let containers = Change {
+            path: "/spec/template/spec/containers/0/securityContext/privileged".into(),
+            chart: json!(true),
+            requested: Some(json!(false)),
+        };
+        let mut grown = live.clone();
+        grown["spec"]["template"]["spec"]["containers"] = json!([{"name": "web"}, {"name": "b"}]);
+        assert!(written_beyond_drift(&live, &grown, &[containers]).is_empty());
+    }
+
+    #[test]
+    fn what_a_write_would_change_beyond_the_drift_is_given_back_what_is_live() {
+        let object = held_deployment();
+        let mut first_sight = live_web(3, None);
+        first_sight["spec"]["template"]["spec"]["serviceAccountName"] = json!("agent");
+        first_sight["metadata"]["labels"]["tier"] = json!("web");
+        let held = held_at_first_sight(&Schema::builtin(), &object, &first_sight);
+        let mut live = first_sight.clone();
+        live["spec"]["replicas"] = json!(5);
+        let mut body = held_object(&object, &live, &[], &held).unwrap();
+        // The revision leaves serviceAccountName out, and a dry run of a forced apply dropped
+        // it; it also showed a label it would remove and a list item it would change.
+        assert!(body["spec"]["template"]["spec"]
+            .get("serviceAccountName")
+            .is_none());
+        body["spec"]["template"]["spec"]["dnsPolicy"] = json!("None");
+        hold_beyond_drift(
+            &mut body,
+            &live,
+            &[
+                "/spec/template/spec/serviceAccountName".into(),
+                "/metadata/labels/tier".into(),
+                "/spec/template/spec/containers/0/image".into(),
+                "/spec/template/spec/dnsPolicy".into(),
+            ],
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["serviceAccountName"],
+            "agent"
+        );
+        assert_eq!(body["metadata"]["labels"]["tier"], "web");
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"],
+            live["spec"]["template"]["spec"]["containers"]
+        );
+        assert!(body["spec"]["template"]["spec"].get("dnsPolicy").is_none());
+        // The drift is still put back.
+        assert_eq!(body["spec"]["replicas"], 3);
+        // Paths through objects the body lacks are made.
+        let mut empty = json!({});
+        hold_beyond_drift(&mut empty, &live, &["/metadata/labels/tier".into()]);
+        assert_eq!(empty, json!({"metadata": {"labels": {"tier": "web"}}}));
+    }
+
+    #[test]
+    fn nothing_held_is_the_revision_as_it_is_and_the_whole_object_held_is_no_body() {
+        let object = held_deployment();
+        let live = live_web(3, None);
+        assert_eq!(
+            held_object(&object, &live, &[], &[]).unwrap(),
+            desired_object(&object, Some(&live), &[])
+        );
+        assert!(held_object(&object, &live, &[], &["/*".into()]).is_none());
+        // A live object that agrees everywhere holds nothing.
+        let mut agreeing = live_web(3, Some(true));
+        agreeing["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
+        assert!(held_at_first_sight(&Schema::builtin(), &object, &agreeing).is_empty());
     }
 
     #[test]

@@ -760,3 +760,70 @@ proptest! {
         prop_assert!(!drift.is_empty(), "{} changed in {}", pointer, new);
     }
 }
+
+/// A payload that compresses as a tenant's bomb does (long runs) or does not (noise), at any size.
+fn payload() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        (any::<u8>(), 0usize..200_000).prop_map(|(b, n)| vec![b; n]),
+        prop::collection::vec(any::<u8>(), 0..4_000),
+    ]
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(bytes).unwrap();
+    enc.finish().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Bounded before decoded: a payload within the limit decompresses whole, one over it is
+    /// too large, whatever its gzip trailer claims; nothing ever comes out longer than the limit.
+    #[test]
+    fn decompression_never_goes_past_the_limit(
+        data in payload(),
+        limit in 0u64..250_000,
+        claim in prop::option::of(any::<u32>()),
+    ) {
+        let mut gz = gzip(&data);
+        if let Some(claim) = claim {
+            let at = gz.len() - 4;
+            gz[at..].copy_from_slice(&claim.to_le_bytes());
+        }
+        let honest = claim.is_none_or(|c| u64::from(c) == data.len() as u64);
+        match helm_locker_core::gunzip_within(&gz, limit) {
+            Ok(out) => {
+                prop_assert!(out.len() as u64 <= limit);
+                prop_assert_eq!(&out, &data);
+            }
+            Err(helm_locker_core::DecodeError::TooLarge { limit: l }) => {
+                prop_assert_eq!(l, limit);
+                // Too large, or a trailer that says so (refused before decompressing).
+                prop_assert!(data.len() as u64 > limit || claim.is_some_and(|c| u64::from(c) > limit));
+            }
+            Err(e) => prop_assert!(!honest, "{}", e),
+        }
+        if honest && data.len() as u64 <= limit {
+            prop_assert!(helm_locker_core::gunzip_within(&gz, limit).is_ok());
+        }
+    }
+
+    /// Any bytes at all, as gzip: never more than the limit out.
+    #[test]
+    fn garbage_never_decompresses_past_the_limit(
+        mut data in prop::collection::vec(any::<u8>(), 0..2_000),
+        limit in 0u64..10_000,
+    ) {
+        let magic = [0x1f, 0x8b, 0x08];
+        for (i, b) in magic.iter().enumerate() {
+            if let Some(d) = data.get_mut(i) {
+                *d = *b;
+            }
+        }
+        if let Ok(out) = helm_locker_core::gunzip_within(&data, limit) {
+            prop_assert!(out.len() as u64 <= limit);
+        }
+    }
+}

@@ -195,6 +195,10 @@ pub fn release(data: &[u8]) {
     for result in decoded {
         match result {
             Ok(release) => {
+                // Bounded before decoded: nothing decoded is longer than the limit, and notes
+                // are cut to what is kept.
+                assert!(release.manifest.len() as u64 <= helm_locker_core::max_release_bytes());
+                assert!(release.notes.len() <= helm_locker_core::NOTES_KEPT_BYTES);
                 let _ = parse_manifest(&release.manifest).objects.len();
                 let secret = ReleaseSecret {
                     secret: SecretRef {

@@ -14,8 +14,8 @@ use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::{
-    authorship, release_secret_from_parts, Authorship, Index, PreparedSecret, ReleaseKey,
-    ReleaseSecret, SecretError, SecretRef, Stamping, Status, StoredSecret,
+    authorship, release_secret_from_parts, Authorship, DecodeError, Index, PreparedSecret,
+    ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping, Status, StoredSecret,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
@@ -90,6 +90,13 @@ fn decode_or_foreign(
             tracing::warn!(secret = %reference, error = %e, "release Secret ignored");
             Err(e)
         }
+        Err(e @ SecretError::Decode(DecodeError::TooLarge { .. })) => {
+            // Bounded before decoded: never decompressed past the limit (by name, no content).
+            metrics.release_decode_errors.inc();
+            metrics.releases_too_large.inc();
+            tracing::warn!(secret = %reference, error = %e, "release Secret too large; skipped, no revision: it opens and locks nothing (--max-release-bytes)");
+            Err(e)
+        }
         Err(e) => {
             metrics.release_decode_errors.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret does not decode; skipped (its release keeps its other revisions)");
@@ -135,19 +142,24 @@ impl ForeignWarnings {
         }
     }
 
-    /// Warns once on `secret`, which names another namespace's release (`note`).
+    /// Warns once on `secret`, which names another namespace's release, or whose release is
+    /// too large to decode (`note`).
     async fn warn(&mut self, secret: &Secret, note: SecretError) {
         let uid = secret.metadata.uid.clone().unwrap_or_default();
         if self.warned.insert(uid) {
+            let reason = match note {
+                SecretError::Decode(DecodeError::TooLarge { .. }) => "ReleaseTooLarge",
+                _ => "ForeignRelease",
+            };
             let event = Event {
                 type_: EventType::Warning,
-                reason: "ForeignRelease".into(),
+                reason: reason.into(),
                 note: Some(format!("helm-locker ignores this release Secret: {note}")),
                 action: "Ignore".into(),
                 secondary: None,
             };
             if let Err(e) = self.recorder.publish(&event, &secret.object_ref(&())).await {
-                tracing::debug!(error = %e, "could not record the ForeignRelease event");
+                tracing::debug!(error = %e, reason, "could not record the warning event");
             }
         }
     }

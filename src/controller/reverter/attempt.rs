@@ -39,8 +39,8 @@ pub(super) struct Attempt<'a> {
     /// Paths left as they are: opened by a LockException, or held for an unknown author.
     pub(super) ignore: Vec<String>,
     /// The newest revision's author is not known: it writes none of its content, only what was
-    /// live where it holds.
-    pub(super) unknown_author: bool,
+    /// live where it holds: these paths ([`crate::core::held_object`]).
+    pub(super) unknown_author: Option<Vec<String>>,
 }
 
 impl Attempt<'_> {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::core::{held_paths, unknown_author_scope, Authorship, Change, Index, LockedObject};
+use crate::core::{unknown_author_scope, Authorship, Index, KindScope, LockedObject};
 
 use super::attempt::{Attempt, Outcome};
 use super::authorize::Refusal;
@@ -15,28 +15,48 @@ impl Reverter {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The scope of the object's kind as discovery answered it ([`KindScope::Unknown`] when it
+    /// has not been asked yet).
+    pub(super) fn known_scope(&self, key: &ObjectKey) -> KindScope {
+        let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
+        match resources.get(&key.gvk()) {
+            Some((_, true)) => KindScope::Namespaced,
+            Some((_, false)) => KindScope::Cluster,
+            None => KindScope::Unknown,
+        }
+    }
+
     /// For a revision whose author is not known: the paths where `object` differed from it when
-    /// the reverter first saw the object under it (`drift` is asked only then), held at what is
-    /// live. `None` when the author is known.
+    /// the reverter first saw the object under it (`first_sight` is asked only then:
+    /// [`crate::core::held_at_first_sight`], without exceptions or ignore rules), held at what
+    /// is live. `None` when the author is known.
     pub(super) fn held_paths(
         &self,
         object: &LockedObject,
         newest: &crate::core::Revision,
-        drift: impl FnOnce() -> Vec<Change>,
+        first_sight: impl FnOnce() -> Vec<String>,
     ) -> Option<(Vec<String>, bool)> {
         let Authorship::Unknown(why) = &newest.author else {
             return None;
         };
         let namespace = object.namespace.as_deref();
-        unknown_author_scope(*why, &object.group, namespace, &object.release.namespace).ok()?;
         let key = ObjectKey::of(object);
+        let scope = self.known_scope(&key);
+        unknown_author_scope(
+            *why,
+            &object.group,
+            namespace,
+            &object.release.namespace,
+            scope,
+        )
+        .ok()?;
         let mut held = self.held();
         if let Some((revision, paths)) = held.get(&key) {
             if *revision == newest.revision {
                 return Some((paths.clone(), false));
             }
         }
-        let paths = held_paths(&drift());
+        let paths = first_sight();
         let before = held.insert(key, (newest.revision, paths.clone()));
         let was_held = before.is_some_and(|(_, p)| !p.is_empty());
         match (was_held, !paths.is_empty()) {
@@ -89,9 +109,17 @@ impl Reverter {
             return Ok(None);
         };
         let namespace = object.namespace.as_deref();
-        if let Err(out) =
-            unknown_author_scope(*why, &object.group, namespace, &object.release.namespace)
-        {
+        let scope = match attempt.namespaced {
+            true => KindScope::Namespaced,
+            false => KindScope::Cluster,
+        };
+        if let Err(out) = unknown_author_scope(
+            *why,
+            &object.group,
+            namespace,
+            &object.release.namespace,
+            scope,
+        ) {
             self.report_refusal(newest, object, Refusal::NotKnown(*why, out))
                 .await;
             return Err(Outcome::Refused);
@@ -102,8 +130,8 @@ impl Reverter {
             return Err(Outcome::Skipped("missing; left to helm upgrade"));
         };
         let schema = self.schema.load();
-        let drift = || crate::core::drift(&schema, object, live, &attempt.ignored());
-        let Some((paths, _)) = self.held_paths(object, newest, drift) else {
+        let first_sight = || crate::core::held_at_first_sight(&schema, object, live);
+        let Some((paths, _)) = self.held_paths(object, newest, first_sight) else {
             return Ok(None);
         };
         if !paths.is_empty() {

@@ -4,11 +4,12 @@
 use serde_json::Value;
 
 use crate::core::{
-    describe_paths, drift, fixed_by_write, ownership_return, write_would_fix, Change, HelmWriter,
-    OwnershipReturn,
+    describe_paths, drift, fixed_by_write, ownership_return, write_would_fix, written_beyond_drift,
+    Change, HelmWriter, OwnershipReturn,
 };
 
 use super::attempt::{Attempt, Failure, Outcome};
+use super::authorize::Refusal;
 use super::key::ObjectKey;
 use super::work::Worker;
 use super::Reverter;
@@ -76,6 +77,31 @@ impl Reverter {
         Ok(Plan::Revert(changes))
     }
 
+    /// For a revision whose author is not known, the apply body made to change nothing but the
+    /// drift: a dry run of the write, and where the API server's answer changes more (a field
+    /// the revision leaves out, which a server-side apply drops), the live value given back
+    /// ([`crate::core::hold_beyond_drift`]). [`Self::preview`] checks the body again.
+    pub(super) async fn settle_held(
+        &self,
+        attempt: &Attempt<'_>,
+        plan: &Plan,
+        mut desired: Value,
+    ) -> Result<Value, Failure> {
+        let (Some(_), Plan::Revert(changes), Some(live)) =
+            (&attempt.unknown_author, plan, &attempt.live)
+        else {
+            return Ok(desired);
+        };
+        let preview = self.write(attempt, &desired, changes, live, true).await?;
+        let preview = serde_json::to_value(&preview)?;
+        let beyond = written_beyond_drift(live, &preview, changes);
+        if !beyond.is_empty() {
+            tracing::debug!(object = %attempt.object.describe(), paths = %beyond.join(", "), "held at what is live: the revision leaves them out or changes them");
+            crate::core::hold_beyond_drift(&mut desired, live, &beyond);
+        }
+        Ok(desired)
+    }
+
     /// The revert as a dry run: what it would not change is not stored by the API server as
     /// the chart writes it (`hostNetwork: false`), and writing it would start again after every
     /// backoff. The paths the write puts back (none to name when the plan creates the object or
@@ -87,22 +113,37 @@ impl Reverter {
         attempt: &Attempt<'_>,
         plan: &Plan,
         desired: &Value,
-    ) -> Result<Option<String>, Failure> {
+    ) -> Result<Result<String, Outcome>, Failure> {
         let (Plan::Revert(changes), Some(live)) = (plan, &attempt.live) else {
-            return Ok(Some(String::new()));
+            return Ok(Ok(String::new()));
         };
         let object = &attempt.object;
         let preview = self.write(attempt, desired, changes, live, true).await?;
         let preview = serde_json::to_value(&preview)?;
+        // A revision whose author is not known writes nothing but the drift it puts back, as
+        // the API server answers the write (docs/security.md).
+        if attempt.unknown_author.is_some() {
+            let beyond = written_beyond_drift(live, &preview, changes);
+            if !beyond.is_empty() {
+                if let Some(newest) = attempt.state.newest() {
+                    if let crate::core::Authorship::Unknown(why) = &newest.author {
+                        self.report_refusal(newest, object, Refusal::Held(*why, &beyond))
+                            .await;
+                    }
+                }
+                tracing::warn!(object = %object.describe(), release = %object.release, revision = attempt.revision, paths = %beyond.join(", "), "not reverted: the write would change what a revision whose author is not known holds");
+                return Ok(Err(Outcome::Refused));
+            }
+        }
         let after = drift(&self.schema.load(), object, &preview, &attempt.ignored());
         if !write_would_fix(changes, &after) {
             tracing::debug!(object = %object.describe(), paths = %describe_paths(changes), "differs from the chart only where the API server stores nothing; not reverted");
             worker
                 .not_stored
                 .insert(attempt.key().clone(), (attempt.revision, changes.clone()));
-            return Ok(None);
+            return Ok(Err(Outcome::InSync));
         }
         // What the write puts back: the rest differs before and after it.
-        Ok(Some(describe_paths(fixed_by_write(changes, &after))))
+        Ok(Ok(describe_paths(fixed_by_write(changes, &after))))
     }
 }

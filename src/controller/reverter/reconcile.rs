@@ -4,7 +4,7 @@
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
-use crate::core::{desired_object, helm_writer_seen, Index, Status};
+use crate::core::{desired_object, held_object, helm_writer_seen, Index, Status};
 
 use super::attempt::{Attempt, Conflict, Failure, Outcome, RevertError};
 use super::key::Job;
@@ -74,16 +74,27 @@ impl Reverter {
         worker
             .last_writer
             .insert(job.key.clone(), attempt.writer.clone());
-        let desired = desired_object(&attempt.object, attempt.live.as_ref(), &attempt.ignored());
         // The revision speaks only with its author's rights (docs/security.md); one whose
-        // author is not known writes only what was live, held in `begin`.
-        if !attempt.unknown_author {
+        // author is not known writes only what was live, held in `begin`: its apply body is
+        // built from the paths that agreed with what was live.
+        let desired = match (&attempt.unknown_author, &attempt.live) {
+            (Some(held), Some(live)) => {
+                match held_object(&attempt.object, live, &attempt.ignored(), held) {
+                    Some(body) => body,
+                    None => return Ok(Outcome::Refused),
+                }
+            }
+            _ => desired_object(&attempt.object, attempt.live.as_ref(), &attempt.ignored()),
+        };
+        if attempt.unknown_author.is_none() {
             if let Some(refused) = self.authorize(&attempt, &desired).await? {
                 return Ok(refused);
             }
         }
-        let Some(fixed) = self.preview(worker, &attempt, &plan, &desired).await? else {
-            return Ok(Outcome::InSync);
+        let desired = self.settle_held(&attempt, &plan, desired).await?;
+        let fixed = match self.preview(worker, &attempt, &plan, &desired).await? {
+            Ok(fixed) => fixed,
+            Err(outcome) => return Ok(outcome),
         };
         let fought = plan.fought(attempt.live.is_some());
         if let Some(held) = self.wait_or_stop(worker, &attempt, &fought).await {
@@ -156,13 +167,13 @@ impl Reverter {
             live,
             writer,
             ignore,
-            unknown_author: false,
+            unknown_author: None,
         };
         // A revision whose author is not known writes none of its content (docs/security.md).
         match self.unknown_author(&attempt).await {
             Ok(Some(held)) => {
-                attempt.ignore.extend(held);
-                attempt.unknown_author = true;
+                attempt.ignore.extend(held.iter().cloned());
+                attempt.unknown_author = Some(held);
             }
             Ok(None) => {}
             Err(outcome) => return Ok(Err(outcome)),

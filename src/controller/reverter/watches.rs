@@ -258,11 +258,8 @@ impl Reverter {
         self.check_attribution(&schema, locked, &live);
         let mut ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
-            let seen = |ignore: &[String]| {
-                let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-                drift(&schema, locked, &live, &ignore)
-            };
-            match self.held_paths(locked, newest, || seen(&ignore)) {
+            let first_sight = || crate::core::held_at_first_sight(&schema, locked, &live);
+            match self.held_paths(locked, newest, first_sight) {
                 // Newly held: reported by the worker.
                 Some((held, true)) if !held.is_empty() => {
                     let _ = tx.send(Job {
