@@ -269,6 +269,16 @@ up() {
     >"$dir/controller-manager.log" 2>&1 &
   echo $! >"$dir/controller-manager.pid"
   printf 'export KUBECONFIG=%s\nexport KUBE_TESTENV_API=https://%s:%s\n' "$kc" "$host" "$api_port" >"$dir/env"
+  # Up means as a cluster is when people use it: the controller manager has filled the
+  # aggregated roles (`edit`, `view`, `admin` start with no rules), or a binding to `edit`
+  # made by a test grants nothing for a while.
+  local i
+  for i in $(seq 1 300); do
+    [[ -n $(kubectl --kubeconfig="$kc" get clusterrole edit -o jsonpath='{.rules[0].verbs}' 2>/dev/null) ]] && break
+    sleep 0.2
+  done
+  [[ -n $(kubectl --kubeconfig="$kc" get clusterrole edit -o jsonpath='{.rules[0].verbs}' 2>/dev/null) ]] \
+    || { log "the controller manager never filled the aggregated roles; see $dir/controller-manager.log"; exit 1; }
   log "up: KUBECONFIG=$kc"
 }
 
