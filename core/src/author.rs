@@ -443,7 +443,7 @@ pub struct Access {
 }
 
 impl Access {
-    fn resource(
+    pub(crate) fn resource(
         verb: &str,
         group: &str,
         resource: &str,

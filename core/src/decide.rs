@@ -276,7 +276,7 @@ impl Decision {
 pub fn prove(decision: Decision, read: Option<&ReleaseKey>) -> Decision {
     match &decision {
         Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)
-            if l.proof == OwnerProof::ToRead && read != Some(&l.release) =>
+            if l.proof == OwnerProof::ToRead && !read.is_some_and(|r| r.is(&l.release)) =>
         {
             Decision::Allow(Allowed::Unproven {
                 release: l.release.clone(),

@@ -154,7 +154,11 @@ version() { "$BIN/kube-apiserver" --version 2>/dev/null || echo "no kube-apiserv
 # `--port=0` (no insecure port) where the binary still has the flag: 1.23 removed it from the
 # controller manager and the scheduler, which serve only securely since.
 insecure_port_off() {
-  if "$BIN/$1" --help 2>&1 | grep -q -- '--port int'; then echo --port=0; fi
+  # The help text is read whole first: `grep -q` stopping early would fail the pipe (SIGPIPE,
+  # pipefail), and a second control plane's controller manager would then die on port 10252.
+  local help
+  help=$("$BIN/$1" --help 2>&1 || true)
+  if [[ $help == *"--port int"* ]]; then echo --port=0; fi
 }
 
 # Unpacks SRC/NAME.xz (after checking SRC/SHA256SUMS when there) into the cache; prints the

@@ -2247,10 +2247,7 @@ fn custom_resources_are_decided_by_their_crds() {
 /// key counting, and nothing when any annotation is not a string.
 #[test]
 fn the_release_annotations_are_read_as_a_map_of_strings() {
-    let release = ReleaseKey {
-        namespace: "shop".into(),
-        name: "shop".into(),
-    };
+    let release = ReleaseKey::new("shop", "shop");
     let proves = |annotations: &str| {
         let text =
             format!(r#"{{"metadata":{{"name":"web","annotations":{annotations}}},"spec":{{}}}}"#);
