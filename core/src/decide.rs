@@ -408,7 +408,11 @@ pub fn decide_found<'i>(
             return Ok(decision);
         }
     }
-    if changes.is_empty() && !door.scale {
+    // Who owns a field is kept only by a write that is stored: a dry run (Flux's drift
+    // detection applies the whole chart as `helm-controller` with `dryRun` on every reconcile)
+    // makes nobody a co-owner, so only the values it would write can be locked.
+    let stored = request.dry_run != Some(true);
+    if changes.is_empty() && !door.scale && stored {
         if let Some(decision) = lock.co_owner(schema, &compared) {
             return Ok(decision);
         }
@@ -421,7 +425,7 @@ pub fn decide_found<'i>(
             }
         }
     }
-    if changes.is_empty() && door.scale && lock.server_side {
+    if changes.is_empty() && door.scale && lock.server_side && stored {
         if let Some(decision) = lock.scale_co_owner(schema, &compared) {
             return Ok(decision);
         }
