@@ -45,8 +45,8 @@ pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, Upd
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
-    confirm, decide, decide_found, excuse, find, prove, Allowed, Decision, Found, Locked,
-    OwnerProof, Target as DecisionTarget,
+    confirm, decide, decide_found, excuse, find, hand_over, hand_over_question, prove, Allowed,
+    Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
 };
 pub use review::{
     parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,

@@ -24,6 +24,10 @@ helm-controller's ServiceAccount (which the author webhook stamps), and removed 
    release's object is denied (its creator would co-own the chart's fields and the next upgrade
    would conflict). Remediation: a rollback (`pending-rollback`) opens the release and a stale
    pending revision that Flux marks `failed` locks it again.
+4. Hand-over: Flux installing `apps-cli2` (pending-install, helm-controller's) takes over the
+   objects the Helm CLI's deployed `cli2` holds, its author being able to uninstall `cli2`; alice,
+   who may write in `apps` but not in `team`, cannot take over an object of `team/ops` (the
+   control: denied as before).
 
     HELM_LOCKER_BIN=target/debug/helm-locker .venv-e2e/bin/python -m unittest -v test_flux_layout
 """
@@ -50,6 +54,9 @@ CHART = {
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-settings
+  {{- with .Values.namespace }}
+  namespace: {{ . }}
+  {{- end }}
 data:
   colour: {{ .Values.colour | default "blue" | quote }}
 """,
@@ -79,7 +86,7 @@ class FluxLayout(unittest.TestCase):
     def setUpClass(cls):
         cls.plane = ControlPlane()
         k = cls.plane.kubectl
-        for ns in ("apps", "flux-system"):
+        for ns in ("apps", "flux-system", "team"):
             assert k("create", "namespace", ns).returncode == 0
         grants = [
             ("create", "clusterrolebinding", "flux-helm-controller", "--clusterrole=cluster-admin",
@@ -331,6 +338,51 @@ class FluxLayout(unittest.TestCase):
         # The drift detection's dry run is still allowed there.
         out = self.flux_apply(obj)
         self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_5_a_release_at_work_takes_objects_over_when_its_author_could_uninstall_the_holder(self):
+        helm = self.plane.helm("apps")
+        helm.install(self.chart, "cli2", {})
+        name = "cli2-settings"
+        self.assertTrue(self.denied("alice", name), self.log())
+        # Flux installs the same chart as apps-cli2, taking ownership: its pending revision,
+        # then its apply of the objects with its own annotations.
+        body = decode(self.get("-n", "apps", "secret", "sh.helm.release.v1.cli2.v1"))
+        taking = json.loads(json.dumps(body))
+        taking.update(name="apps-cli2", version=1)
+        taking["info"]["status"] = "pending-install"
+        self.write(FLUX, "flux-system", taking)
+        obj = self.chart_object("cli2")
+        obj["metadata"]["annotations"]["meta.helm.sh/release-name"] = "apps-cli2"
+        out = eventually(lambda: (lambda o: o if o.returncode == 0 else None)(self.flux_apply(obj, dry_run=False)), 20)
+        self.assertTrue(out, self.log())
+        self.assertIn("hand-over allowed", self.log())
+        taking["info"]["status"] = "deployed"
+        self.write(FLUX, "flux-system", taking, replace=True)
+        denied = self.denied("alice", name, expect="apps/apps-cli2 (stored in flux-system)")
+        self.assertTrue(denied, self.log())
+
+        # The control: team/ops renders an object in apps; alice (edit in apps, nothing in
+        # team) writes a pending install of her own release rendering it, and takes it over:
+        # denied, she could not uninstall team/ops.
+        self.plane.helm("team").install(self.chart, "ops", {"namespace": "apps"})
+        held = "ops-settings"
+        self.assertTrue(self.denied("alice", held, expect="team/ops"), self.log())
+        self.assertEqual(self.can_i("alice", "delete", "secrets", "-n", "team"), "no")
+        mine = decode(self.get("-n", "team", "secret", "sh.helm.release.v1.ops.v1"))
+        mine.update(name="alice-take", namespace="apps", version=1)
+        mine["info"]["status"] = "pending-install"
+        self.write("alice", "apps", mine)
+        time.sleep(2)
+        grab = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": held, "namespace": "apps",
+                             "annotations": {"meta.helm.sh/release-name": "alice-take",
+                                             "meta.helm.sh/release-namespace": "apps"}}}
+        out = self.k("--as=alice", "apply", "--server-side", "--field-manager=helm",
+                     "--force-conflicts", "-f", "-", input=json.dumps(grab))
+        self.assertNotEqual(out.returncode, 0, self.log())
+        self.assertIn("team/ops", out.stderr)
+        self.assertEqual(self.get("-n", "apps", "configmap", held)["metadata"]["annotations"]
+                         ["meta.helm.sh/release-name"], "ops")
 
 
 if __name__ == "__main__":

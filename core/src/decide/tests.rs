@@ -204,11 +204,18 @@ fn a_dry_run_makes_no_co_owner_but_its_values_are_still_locked() {
         panic!("a stored apply of Helm's fields by another manager makes a co-owner")
     };
     assert!(stored.message.contains("co-owner"), "{}", stored.message);
-    assert!(matches!(apply(3, true), Decision::Allow(Allowed::NoLockedChange { .. })));
+    assert!(matches!(
+        apply(3, true),
+        Decision::Allow(Allowed::NoLockedChange { .. })
+    ));
     let Decision::Deny(other) = apply(7, true) else {
         panic!("a dry run of another value is denied as the write would be")
     };
-    assert!(other.message.contains("/spec/replicas"), "{}", other.message);
+    assert!(
+        other.message.contains("/spec/replicas"),
+        "{}",
+        other.message
+    );
 }
 
 fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
