@@ -83,9 +83,9 @@ pub use author::{
     stamp_annotations, unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
     Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
     Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
-    Write as ReverterWrite, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
+    Write as ReverterWrite, AUTHOR_ANNOTATION, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
 };
-pub use stamp::stamp as stamp_review;
+pub use stamp::{stamp as stamp_review, VOUCH_ANNOTATION};
 
 // Chart files and tracing: which template and values key set a field; `inspect`'s report.
 pub use chart::{decode_chart_files, decode_chart_files_payload, find_chart_files, ChartFiles};
