@@ -213,6 +213,8 @@ async fn admit(
     // server writes before the objects; then the whole review. One index for all three.
     let index = state.index.current();
     let schema = state.schema.load();
+    // The policy in force for this request (a switch flipped meanwhile applies to the next).
+    let config = state.config.load();
     let mut head = read_head(&body);
     let mut found = None;
     if let Some(head) = &mut head {
@@ -223,7 +225,7 @@ async fn admit(
         }
         if head.read_user() {
             let request = &head.review.request;
-            if let Some(decision) = at.check_user(&index, &state.config, request) {
+            if let Some(decision) = at.check_user(&index, &config, request) {
                 tracing::debug!(uid = %request.uid, "{}", decision.explain());
                 return respond(state, endpoint, &head.review, &decision, started);
             }
@@ -244,7 +246,7 @@ async fn admit(
     if found.owner_to_read() {
         found = read_stored_owner(state, request, found).await;
     }
-    let decision = match decide_found(&index, &schema, &state.config, request, found) {
+    let decision = match decide_found(&index, &schema, &config, request, found) {
         Ok(decision) => decision,
         Err(e) => {
             state.metrics.bad_requests.inc();
