@@ -200,7 +200,7 @@ pub(crate) const TABLE: &[Row] = &[
         name: "pending_release_oldest_seconds",
         kind: Kind::Gauge,
         labels: &[],
-        help: "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none); its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback)",
+        help: "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none): a pending revision since its Secret was created, uninstalling since this process saw it; its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback, or helm uninstall for pending-install and uninstalling)",
     },
     Row {
         name: "revert_fights",

@@ -31,6 +31,10 @@ pub struct Revision {
     pub apply_method: Option<String>,
     pub secret: SecretRef,
     pub labels: BTreeMap<String, String>,
+    /// When the API server created the revision's Secret (Unix seconds; `None` when not read
+    /// from it). Helm creates a `pending-*` revision's Secret as it begins its work, so this is
+    /// when that work began.
+    pub created: Option<i64>,
 }
 
 /// A release and the objects of its newest revision.
@@ -462,7 +466,13 @@ impl Index {
         }
         revisions.insert(
             release.revision,
-            Box::new(revision_of(&release, secret_ref.clone(), labels, author)),
+            Box::new(revision_of(
+                &release,
+                secret_ref.clone(),
+                labels,
+                author,
+                created,
+            )),
         );
         self.secrets
             .insert(secret_ref, (key.clone(), release.revision));
@@ -877,6 +887,7 @@ fn revision_of(
     secret: SecretRef,
     labels: BTreeMap<String, String>,
     author: crate::author::Authorship,
+    created: Option<i64>,
 ) -> Revision {
     Revision {
         revision: release.revision,
@@ -888,6 +899,7 @@ fn revision_of(
         apply_method: release.apply_method.clone(),
         secret,
         labels,
+        created,
     }
 }
 

@@ -59,16 +59,23 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     }
     let pending = index.releases().into_iter().filter_map(|release| {
         let newest = release.newest()?;
-        newest
-            .status
-            .is_helm_at_work()
-            .then(|| (release.key.clone(), newest.revision, newest.status))
+        newest.status.is_helm_at_work().then(|| {
+            (
+                release.key.clone(),
+                newest.revision,
+                newest.status,
+                newest.created,
+            )
+        })
     });
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     let oldest = state
         .pending
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .oldest(pending, std::time::Instant::now());
+        .oldest(pending, std::time::Instant::now(), now_unix);
     state
         .metrics
         .pending_release_oldest_seconds
