@@ -19,6 +19,7 @@ use crate::core::{
 };
 use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
 use crate::server::state::AppState;
+use tracing::Instrument as _;
 
 /// Every answer of the TLS port: a small JSON document, whole.
 type Response = hyper::Response<Full<Bytes>>;
@@ -70,7 +71,16 @@ impl hyper::service::Service<Request<Incoming>> for Webhook {
             };
             Ok(match (route, parts.method == Method::POST) {
                 (Some(Route::Admit(endpoint)), true) => {
-                    admit(&state, endpoint, &parts.headers, body).await
+                    // Every log line of one review carries its uid, operation and object.
+                    let span = tracing::info_span!(
+                        "admission",
+                        uid = tracing::field::Empty,
+                        operation = tracing::field::Empty,
+                        object = tracing::field::Empty,
+                    );
+                    admit(&state, endpoint, &parts.headers, body)
+                        .instrument(span)
+                        .await
                 }
                 (Some(Route::Stamp), true) => stamp(&state, &parts.headers, body).await,
                 (Some(_), false) => {
@@ -219,6 +229,7 @@ async fn admit(
     let mut found = None;
     if let Some(head) = &mut head {
         let request = &head.review.request;
+        name_span(request);
         let mut at = find(&index, &schema, request);
         if let Some(decision) = at.answer(&index, request) {
             return respond(state, endpoint, &head.review, &decision, started);
@@ -226,7 +237,7 @@ async fn admit(
         if head.read_user() {
             let request = &head.review.request;
             if let Some(decision) = at.check_user(&index, &config, request) {
-                tracing::debug!(uid = %request.uid, "{}", decision.explain());
+                tracing::debug!("{}", decision.explain());
                 return respond(state, endpoint, &head.review, &decision, started);
             }
         }
@@ -242,6 +253,10 @@ async fn admit(
         }
     };
     let request = &review.request;
+    if found.is_none() {
+        // The head did not read: the span is named from the whole review.
+        name_span(request);
+    }
     let mut found = found.unwrap_or_else(|| find(&index, &schema, request));
     if found.owner_to_read() {
         found = read_stored_owner(state, request, found).await;
@@ -250,7 +265,7 @@ async fn admit(
         Ok(decision) => decision,
         Err(e) => {
             state.metrics.bad_requests.inc();
-            tracing::warn!(uid = %request.uid, error = %e, "malformed admission request");
+            tracing::warn!(error = %e, "malformed admission request");
             return error(StatusCode::BAD_REQUEST, e.to_string());
         }
     };
@@ -264,15 +279,13 @@ async fn admit(
     drop((index, schema));
     let decision = confirm_if_needed(state, decision).await;
     let decision = prove_if_needed(state, request, decision).await;
-    let decision = hand_over_if_allowed(state, request, taking, decision).await;
+    let decision = hand_over_if_allowed(state, taking, decision).await;
     let decision = with_values_advice(state, decision).await;
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
         let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
         tracing::info!(
-            uid = %request.uid,
             user = %request.user_info.username,
-            operation = request.operation.as_str(),
             object = %locked.object,
             release = %locked.release,
             paths = ?paths,
@@ -289,9 +302,30 @@ async fn admit(
         ) {
             state.metrics.unproven_claims_allowed.inc();
         }
-        tracing::debug!(uid = %request.uid, "{}", decision.explain());
+        tracing::debug!("{}", decision.explain());
     }
     respond(state, endpoint, &review, &decision, started)
+}
+
+/// Names the current span (an admission) after the review's request: its uid, operation and
+/// object (`Kind namespace/name`, or the resource when the request names no object).
+fn name_span(request: &crate::core::Request<'_>) {
+    let span = tracing::Span::current();
+    span.record("uid", request.uid.as_ref() as &str);
+    span.record("operation", request.operation.as_str());
+    let object = match request.namespace() {
+        Some(ns) => format!(
+            "{} {ns}/{}",
+            request.kind.kind,
+            request.name.as_deref().unwrap_or_default()
+        ),
+        None => format!(
+            "{} {}",
+            request.kind.kind,
+            request.name.as_deref().unwrap_or_default()
+        ),
+    };
+    span.record("object", object.as_str());
 }
 
 /// Break glass: a denial, warning or repair that an open LockException covers is allowed; each
@@ -337,7 +371,7 @@ fn excuse_if_open(
     }) = &excused
     {
         state.metrics.exceptions_used.inc();
-        tracing::info!(uid = %request.uid, user = %user, exception = %exception, release = %release, reason = %reason, until, "{what}: allowed by a LockException");
+        tracing::info!(user = %user, exception = %exception, release = %release, reason = %reason, until, "{what}: allowed by a LockException");
         if let (Some(sink), false) = (&state.attempts, request.dry_run.unwrap_or(false)) {
             sink.record(crate::attempts::Attempt {
                 regarding: k8s_openapi::api::core::v1::ObjectReference {
@@ -512,7 +546,7 @@ async fn prove_if_needed(
         Ok(Ok(owner)) => {
             let proved = prove(decision, owner.as_ref());
             if matches!(proved, Decision::Allow(_)) {
-                tracing::info!(uid = %request.uid, object = ?stored, "the stored object does not carry the release's annotations; allowed");
+                tracing::info!(object = ?stored, "the stored object does not carry the release's annotations; allowed");
             }
             proved
         }
@@ -534,7 +568,6 @@ async fn prove_if_needed(
 /// the denial).
 async fn hand_over_if_allowed(
     state: &AppState,
-    request: &crate::core::Request<'_>,
     taking: Option<crate::core::HandOver>,
     decision: Decision,
 ) -> Decision {
@@ -553,17 +586,20 @@ async fn hand_over_if_allowed(
     {
         Ok(Ok(allowed)) => allowed,
         Ok(Err(e)) => {
-            tracing::warn!(uid = %request.uid, error = %crate::error_chain::with_causes(&e), "could not ask about a hand-over; keeping the denial");
+            tracing::warn!(error = %crate::error_chain::with_causes(&e), "could not ask about a hand-over; keeping the denial");
             false
         }
         Err(_) => {
-            tracing::warn!(uid = %request.uid, ?timeout, "asking about a hand-over timed out; keeping the denial");
+            tracing::warn!(
+                ?timeout,
+                "asking about a hand-over timed out; keeping the denial"
+            );
             false
         }
     };
     let decision = crate::core::hand_over(decision, &taking, allowed);
     if let Decision::Allow(allowed) = &decision {
-        tracing::info!(uid = %request.uid, from = %taking.from, to = %taking.to, author = %taking.author.username, "hand-over allowed: {}", Decision::Allow(allowed.clone()).explain());
+        tracing::info!(from = %taking.from, to = %taking.to, author = %taking.author.username, "hand-over allowed: {}", Decision::Allow(allowed.clone()).explain());
     }
     decision
 }

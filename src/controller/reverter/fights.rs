@@ -33,7 +33,7 @@ impl Reverter {
         if !job.delayed && attempt.stale.is_none() {
             let delay = worker.backoff.next_delay(key, Instant::now());
             if !delay.is_zero() {
-                tracing::info!(kind = %key.kind, namespace = ?key.namespace, name = %key.name, ?delay, "drifted again soon after a revert; backing off");
+                tracing::info!(object = %key, ?delay, "drifted again soon after a revert; backing off");
                 worker.later(job, delay);
                 return Some(Outcome::Skipped("backing off"));
             }

@@ -14,6 +14,16 @@ pub(crate) struct ObjectKey {
     pub name: String,
 }
 
+/// `Kind namespace/name`, or `Kind name` for a cluster-scoped object: how logs name it.
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
 impl ObjectKey {
     pub(super) fn of(object: &LockedObject) -> ObjectKey {
         ObjectKey {

@@ -39,7 +39,7 @@ impl Reverter {
                     })
                 }
                 Err(Failure::Conflict(conflict)) => {
-                    tracing::debug!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, resource_version = %conflict.resource_version, "the object changed between the read and the write; reading it again");
+                    tracing::debug!(resource_version = %conflict.resource_version, "the object changed between the read and the write; reading it again");
                     stale = Some(conflict);
                 }
             }

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 use tokio::sync::mpsc;
 
@@ -122,7 +123,9 @@ impl Reverter {
                 tokio::time::sleep_until((last + MIN_WRITE_INTERVAL).into()).await;
             }
             let started = Instant::now();
-            let result = self.reconcile(&mut worker, &job).await;
+            // Every log line of one revert carries the object it is about.
+            let span = tracing::info_span!("reconcile", object = %job.key);
+            let result = self.reconcile(&mut worker, &job).instrument(span).await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
                 Ok(Outcome::Refused) => Some("refused"),
@@ -149,7 +152,7 @@ impl Reverter {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(kind = %job.key.kind, namespace = ?job.key.namespace, name = %job.key.name, error = %crate::error_chain::with_causes(&e), "revert failed; retrying with backoff");
+                    tracing::warn!(object = %job.key, error = %crate::error_chain::with_causes(&e), "revert failed; retrying with backoff");
                     let delay = worker
                         .backoff
                         .next_delay(&job.key, Instant::now())
