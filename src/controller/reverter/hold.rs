@@ -81,6 +81,29 @@ impl Reverter {
     /// Forgets what is held for objects that no release's newest revision of unknown author
     /// renders any more at the revision held for (the release uninstalled, the object gone from
     /// its chart, a newer revision), so `helm_locker_held_objects` counts only what is held now.
+    /// Forgets, for objects no release renders any more, what the reverter kept of them: the
+    /// annotations the watches saw, the attribution last compared, a refusal reported.
+    pub(super) fn forget_unclaimed(&self, index: &Index) {
+        {
+            let mut proofs = self.proofs();
+            proofs.carried.retain(|key, _| key.claimed(index));
+            proofs.unproven.retain(|key| key.claimed(index));
+            proofs.missing.retain(|key| key.claimed(index));
+            self.metrics
+                .unproven_objects
+                .set(proofs.unproven.len() as i64);
+        }
+        self.attributions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|key, _| key.claimed(index));
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        refused.retain(|key, _| key.claimed(index));
+        self.metrics
+            .author_refused_objects
+            .set(refused.len() as i64);
+    }
+
     pub(super) fn forget_holds(&self, index: &Index) {
         let mut held = self.held();
         let mut released = 0;

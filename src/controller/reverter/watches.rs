@@ -29,6 +29,7 @@ impl Reverter {
         // A switch flipped back (mode on again, the reverter resumed) re-checks every object.
         let mut switches = self.config.subscribe();
         let mut switched = false;
+        let mut updates_seen: u64 = 0;
         let mut watches: HashMap<(String, String), (String, tokio::task::JoinHandle<()>)> =
             HashMap::new();
         let mut previous = self.index.snapshot();
@@ -82,6 +83,16 @@ impl Reverter {
                 }
             }
             self.forget_holds(&index);
+            // What is kept per object is forgotten when releases or objects went, and every
+            // 256 updates (an upgrade that renames objects): a lookup per kept object, not on
+            // every update of a large index.
+            updates_seen += 1;
+            if index.object_count() < previous.object_count()
+                || index.release_count() < previous.release_count()
+                || updates_seen % 256 == 0
+            {
+                self.forget_unclaimed(&index);
+            }
             previous = index;
             switched = tokio::select! {
                 changed = updates.changed() => {

@@ -112,6 +112,11 @@ impl Reverter {
             }
             if let Some(writer) = &job.writer {
                 worker.last_writer.insert(job.key.clone(), writer.clone());
+                // Bounded by what the releases render: objects none renders are forgotten.
+                let index = self.index.snapshot();
+                if worker.last_writer.len() > index.object_count() {
+                    worker.last_writer.retain(|key, _| key.claimed(&index));
+                }
             }
             if !worker.scheduled.admit(&job) {
                 tracing::debug!(object = ?job.key, "a revert is already scheduled");
