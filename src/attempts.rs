@@ -257,9 +257,25 @@ pub(crate) async fn create(client: &Client, mut event: Event) -> Result<(), kube
     }
 }
 
+/// An Event's name from its object's: a DNS subdomain as the API server requires (lowercase
+/// letters, digits, `-` and `.`, starting and ending with a letter or digit). Object names may
+/// hold what Event names may not (cert-manager's and Kubernetes' own `system:...` RBAC objects):
+/// each such character becomes `-`, or the Event would be refused and the attempt unrecorded.
 fn event_name(object: &str, now: k8s_openapi::jiff::Timestamp) -> String {
-    let mut name: String = object.chars().take(200).collect();
-    name = name.trim_end_matches(['.', '-']).to_lowercase();
+    let name: String = object
+        .chars()
+        .take(200)
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let name = name.trim_matches(['.', '-']);
+    let name = if name.is_empty() { "object" } else { name };
     format!("{name}.{:x}", now.as_nanosecond())
 }
 
@@ -456,5 +472,30 @@ mod tests {
         assert!(metrics
             .render()
             .contains("helm_locker_attempt_events_total{result=\"dropped\"} 1"));
+    }
+
+    #[test]
+    fn an_event_is_named_as_the_api_server_accepts_whatever_its_objects_name() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let valid = |name: &str| {
+            name.len() <= 253
+                && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        };
+        for object in [
+            "web",
+            "system:controller:cert-manager-cainjector",
+            "Ops_Agent",
+            ":::",
+            "-lead.",
+            &"x".repeat(300),
+        ] {
+            let name = event_name(object, now);
+            assert!(valid(&name), "{object:?} gave {name:?}");
+        }
+        assert!(event_name("system:controller:x", now).starts_with("system-controller-x."));
     }
 }
