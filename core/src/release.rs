@@ -460,16 +460,98 @@ fn kept_notes(mut notes: String) -> String {
     notes
 }
 
-/// Where a release revision is stored.
+/// Which kind of object Helm keeps a release's revisions in: its storage driver
+/// (`HELM_DRIVER`). Both name a revision `sh.helm.release.v1.<name>.v<revision>` and label it
+/// `owner=helm`; the Secret driver gives it `type: helm.sh/release.v1` and stores Helm's layer
+/// (base64 of gzip of JSON) base64-encoded once more as Secret data, the ConfigMap driver
+/// stores the same layer as a plain string. (Helm's SQL driver writes to a database, never
+/// through the API server: nothing of it can be seen here.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Driver {
+    #[default]
+    Secret,
+    ConfigMap,
+}
+
+impl Driver {
+    pub const ALL: [Driver; 2] = [Driver::Secret, Driver::ConfigMap];
+
+    /// The kind of object a revision is stored in (`Secret`, `ConfigMap`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Driver::Secret => "Secret",
+            Driver::ConfigMap => "ConfigMap",
+        }
+    }
+
+    /// The API resource of that kind (`secrets`, `configmaps`, in the core group).
+    pub fn resource(self) -> &'static str {
+        match self {
+            Driver::Secret => "secrets",
+            Driver::ConfigMap => "configmaps",
+        }
+    }
+
+    /// Helm's name for the driver (`HELM_DRIVER`, `--release-drivers`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Secret => "secret",
+            Driver::ConfigMap => "configmap",
+        }
+    }
+
+    /// The driver Helm calls `name` (`secret`/`secrets`, `configmap`/`configmaps`, any case).
+    pub fn parse(name: &str) -> Option<Driver> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "secret" | "secrets" => Some(Driver::Secret),
+            "configmap" | "configmaps" => Some(Driver::ConfigMap),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a release revision is stored: the object's namespace and name, and which kind it is
+/// ([`Driver`]): a Secret and a ConfigMap of one namespace and name are two places.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SecretRef {
     pub namespace: String,
     pub name: String,
+    pub driver: Driver,
+}
+
+impl SecretRef {
+    /// A revision stored in a Secret (Helm's default driver).
+    pub fn secret(namespace: impl Into<String>, name: impl Into<String>) -> SecretRef {
+        SecretRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            driver: Driver::Secret,
+        }
+    }
+
+    /// A revision stored in a ConfigMap (`HELM_DRIVER=configmap`).
+    pub fn config_map(namespace: impl Into<String>, name: impl Into<String>) -> SecretRef {
+        SecretRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            driver: Driver::ConfigMap,
+        }
+    }
 }
 
 impl fmt::Display for SecretRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        if self.driver != Driver::Secret {
+            write!(f, " ({})", self.driver.kind())?;
+        }
+        Ok(())
     }
 }
 
@@ -594,10 +676,7 @@ pub fn release_data(text: &str) -> Vec<ReleaseData> {
                     .and_then(Value::as_str)
                 {
                     out.push(ReleaseData {
-                        secret: Some(SecretRef {
-                            namespace: field("namespace"),
-                            name: field("name"),
-                        }),
+                        secret: Some(SecretRef::secret(field("namespace"), field("name"))),
                         data: data.to_string(),
                     });
                 }
@@ -669,10 +748,10 @@ fn decode_entry(entry: &Value) -> SecretResult {
 
 fn bare_secret(release: Release) -> ReleaseSecret {
     ReleaseSecret {
-        secret: SecretRef {
-            namespace: release.namespace.clone(),
-            name: format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
-        },
+        secret: SecretRef::secret(
+            release.namespace.clone(),
+            format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+        ),
         labels: BTreeMap::new(),
         release,
         author: Authorship::Unknown(Unknown::NotRead),
@@ -716,10 +795,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
             .unwrap_or_default()
             .to_string()
     };
-    let secret_ref = SecretRef {
-        namespace: text("/metadata/namespace"),
-        name: text("/metadata/name"),
-    };
+    let secret_ref = SecretRef::secret(text("/metadata/namespace"), text("/metadata/name"));
     let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
     let (kind, secret_type) = (text("/kind"), text("/type"));
     if kind != "Secret" || (!secret_type.is_empty() && secret_type != RELEASE_SECRET_TYPE) {
@@ -1044,10 +1120,7 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD;
         let helm_layer = b64.decode(encode(MINIMAL, false)).unwrap();
         let parts = release_secret_from_parts(
-            SecretRef {
-                namespace: "flux-system".into(),
-                name: "sh.helm.release.v1.web.v3".into(),
-            },
+            SecretRef::secret("flux-system", "sh.helm.release.v1.web.v3"),
             BTreeMap::new(),
             &helm_layer,
         )

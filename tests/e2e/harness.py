@@ -361,7 +361,7 @@ webhooks:
   - apiGroups: [""]
     apiVersions: [v1]
     operations: [CREATE, UPDATE]
-    resources: [secrets]
+    resources: [secrets, configmaps]
     scope: Namespaced
 """
 
