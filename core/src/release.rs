@@ -647,6 +647,8 @@ pub fn each_release_secret(
 pub struct ReleaseData {
     /// `None` for a bare `data.release` value.
     pub secret: Option<SecretRef>,
+    /// As a Secret holds it (both base64 layers): a release ConfigMap's Helm layer is encoded
+    /// once more, so every reader of a file reads one format.
     pub data: String,
 }
 
@@ -675,9 +677,18 @@ pub fn release_data(text: &str) -> Vec<ReleaseData> {
                     .and_then(|d| d.get("release"))
                     .and_then(Value::as_str)
                 {
+                    let config_map = map.get("kind").and_then(Value::as_str) == Some("ConfigMap");
                     out.push(ReleaseData {
-                        secret: Some(SecretRef::secret(field("namespace"), field("name"))),
-                        data: data.to_string(),
+                        secret: Some(if config_map {
+                            SecretRef::config_map(field("namespace"), field("name"))
+                        } else {
+                            SecretRef::secret(field("namespace"), field("name"))
+                        }),
+                        data: if config_map {
+                            base64::engine::general_purpose::STANDARD.encode(data)
+                        } else {
+                            data.to_string()
+                        },
                     });
                 }
             }
@@ -786,7 +797,8 @@ pub fn release_secret_from_parts(
     })
 }
 
-/// Decodes one Secret object (as JSON).
+/// Decodes one Secret object (as JSON), or one ConfigMap of Helm's ConfigMap driver (its
+/// `data.release` is Helm's layer, without a Secret's base64).
 pub fn decode_secret(secret: &Value) -> SecretResult {
     let text = |p: &str| {
         secret
@@ -795,16 +807,32 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
             .unwrap_or_default()
             .to_string()
     };
-    let secret_ref = SecretRef::secret(text("/metadata/namespace"), text("/metadata/name"));
-    let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
     let (kind, secret_type) = (text("/kind"), text("/type"));
-    if kind != "Secret" || (!secret_type.is_empty() && secret_type != RELEASE_SECRET_TYPE) {
+    let driver = match kind.as_str() {
+        "ConfigMap" => Driver::ConfigMap,
+        _ => Driver::Secret,
+    };
+    let secret_ref = SecretRef {
+        driver,
+        ..SecretRef::secret(text("/metadata/namespace"), text("/metadata/name"))
+    };
+    let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
+    let a_release_secret =
+        kind == "Secret" && (secret_type.is_empty() || secret_type == RELEASE_SECRET_TYPE);
+    // A ConfigMap has no type: one is a release when it carries one.
+    let a_release_config_map =
+        driver == Driver::ConfigMap && secret.pointer("/data/release").is_some();
+    if !a_release_secret && !a_release_config_map {
         return fail(SecretError::NotAReleaseSecret { kind, secret_type });
     }
     let Some(data) = secret.pointer("/data/release").and_then(Value::as_str) else {
         return fail(SecretError::NoReleaseData);
     };
-    let mut release = match decode_data_release(data) {
+    let decoded = match driver {
+        Driver::Secret => decode_data_release(data),
+        Driver::ConfigMap => decode_helm_payload(data.as_bytes()),
+    };
+    let mut release = match decoded {
         Ok(release) => release,
         Err(e) => return fail(e.into()),
     };
@@ -859,6 +887,53 @@ mod tests {
             assert_eq!(r.hooks.len(), 1);
             assert_eq!(r.manifest, "---\nkind: ConfigMap\n");
         }
+    }
+
+    #[test]
+    fn a_file_holds_release_config_maps_as_it_holds_secrets() {
+        // `kubectl get configmap -o yaml` of Helm's ConfigMap driver: Helm's layer, plain.
+        let secret_data = encode(MINIMAL, true);
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let helm_layer = String::from_utf8(b64.decode(&secret_data).unwrap()).unwrap();
+        let meta = |kind: &str, data: &str| {
+            format!(
+                "apiVersion: v1\nkind: {kind}\nmetadata:\n  name: sh.helm.release.v1.web.v3\n  namespace: shop\n  labels: {{owner: helm}}\ndata:\n  release: {data}\n"
+            )
+        };
+        let text = format!(
+            "{}---\n{}",
+            meta("ConfigMap", &helm_layer),
+            meta("Secret", &secret_data)
+        );
+        let read: Vec<ReleaseSecret> = parse_release_file(&text)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(read.len(), 2);
+        assert_eq!(
+            read[0].secret,
+            SecretRef::config_map("shop", "sh.helm.release.v1.web.v3")
+        );
+        assert_eq!(
+            read[1].secret,
+            SecretRef::secret("shop", "sh.helm.release.v1.web.v3")
+        );
+        assert_eq!(read[0].release, read[1].release);
+        // Every entry's data as a Secret holds it, whichever kind it came from.
+        let data = release_data(&text);
+        assert!(data.iter().all(|d| d.data == secret_data));
+        // A ConfigMap without a release, like any other kind, is no release.
+        let empty = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n";
+        assert!(matches!(
+            parse_release_file(empty).unwrap()[0],
+            Err((_, SecretError::NotAReleaseSecret { .. }))
+        ));
+        let other = "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n";
+        assert!(matches!(
+            parse_release_file(other).unwrap()[0],
+            Err((_, SecretError::NotAReleaseSecret { .. }))
+        ));
     }
 
     #[test]
