@@ -1,7 +1,8 @@
 //! Helm's release storage format: a release Secret -> [`Release`].
 //!
 //! `data.release` is base64 (the Secret encoding) of base64 (Helm's) of gzip of JSON; Helm reads
-//! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Errors name
+//! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Helm's
+//! ConfigMap driver stores the same Helm layer as a ConfigMap's plain string ([`Driver`]). Errors name
 //! what is wrong and never quote the payload: release Secrets carry chart values.
 
 use crate::author::{Authorship, Unknown};
