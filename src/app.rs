@@ -181,6 +181,13 @@ struct ServeArgs {
     /// Default mode: deny, warn, repair or off.
     #[arg(long, env = "HELM_LOCKER_MODE", value_parser = mode_parser())]
     mode: Option<Mode>,
+    /// A ConfigMap in the locker's own namespace (--lease-namespace) whose `mode` (deny, warn,
+    /// repair, off: the default mode, over --mode) and `revert` (false pauses the reverter, true
+    /// resumes it) act on the running server within a second, ready or not, with no restart.
+    /// The chart creates `<fullname>-switches` from its `mode` and `revert.enabled` values. A
+    /// missing ConfigMap leaves the flags in force.
+    #[arg(long, env = "HELM_LOCKER_SWITCHES_CONFIGMAP", value_name = "NAME")]
+    switches_configmap: Option<String>,
     /// Lock (and watch) only releases in these namespaces.
     #[arg(
         long = "namespace",
@@ -944,6 +951,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
             drivers.dedup();
             drivers
         },
+        switches_configmap: args.switches_configmap,
         author_key,
     })
 }

@@ -20,6 +20,7 @@ pub mod controller;
 pub(crate) mod crd;
 mod error_chain;
 pub(crate) mod index_store;
+pub(crate) mod live_config;
 pub(crate) mod lock_exception;
 pub(crate) mod metrics;
 pub(crate) mod plugin;

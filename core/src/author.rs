@@ -29,7 +29,7 @@ use crate::kinds::Scope;
 use crate::release::Driver;
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
-pub(crate) const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
+pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
 /// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
 pub(crate) const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
 /// The proof's format version, its first characters: `v2.<stamped at>.<tag>`, the tag an

@@ -45,8 +45,8 @@ pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, Upd
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
-    confirm, decide, decide_found, excuse, find, prove, Allowed, Decision, Found, Locked,
-    OwnerProof, Target as DecisionTarget,
+    confirm, decide, decide_found, excuse, find, hand_over, hand_over_question, prove, Allowed,
+    Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
 };
 pub use review::{
     parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
@@ -83,9 +83,9 @@ pub use author::{
     stamp_annotations, unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
     Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
     Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
-    Write as ReverterWrite, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
+    Write as ReverterWrite, AUTHOR_ANNOTATION, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
 };
-pub use stamp::stamp as stamp_review;
+pub use stamp::{stamp as stamp_review, VOUCH_ANNOTATION};
 
 // Chart files and tracing: which template and values key set a field; `inspect`'s report.
 pub use chart::{decode_chart_files, decode_chart_files_payload, find_chart_files, ChartFiles};

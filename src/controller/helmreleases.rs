@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::core::{Config, Mode, Status};
+use crate::core::{Mode, Status};
 use crate::crd::{desired_status, registrations, target_release, transition_event, HelmRelease};
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
@@ -25,7 +25,7 @@ pub(crate) struct HelmReleases {
     pub client: Client,
     pub namespace: String,
     pub index: Arc<IndexStore>,
-    pub config: Arc<Config>,
+    pub config: Arc<crate::live_config::LiveConfig>,
     pub leader: watch::Receiver<bool>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
@@ -109,9 +109,8 @@ impl HelmReleases {
             let state = index.release(&key).map(|s| &**s);
             let locked = match state.and_then(|s| s.newest()) {
                 Some(newest) if newest.status == Status::Deployed => {
-                    let policy = self
-                        .config
-                        .policy(&key, &newest.labels, index.registration(&key));
+                    let config = self.config.load();
+                    let policy = config.policy(&key, &newest.labels, index.registration(&key));
                     if policy.mode == Mode::Off {
                         Err(policy.unlocked_because)
                     } else {

@@ -82,6 +82,9 @@ pub struct Settings {
     pub lock_exceptions: Option<Duration>,
     /// A LockException also ends when its release's next revision is deployed.
     pub exceptions_end_on_upgrade: bool,
+    /// The ConfigMap of switches in the locker's own namespace (`--switches-configmap`): its
+    /// `mode` and `revert` act on the running server as they change.
+    pub switches_configmap: Option<String>,
     /// Storage namespaces whose releases of other namespaces count without a known author
     /// (`--trusted-storage-namespace`; [`crate::core::speaks_for_its_namespace`]).
     pub trusted_storage_namespaces: Vec<String>,
@@ -173,6 +176,7 @@ pub struct BoundServer {
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
+    switches_configmap: Option<String>,
     /// The gate of releases stored in another namespace (Kubernetes source only).
     gate: Option<Arc<source::storage_gate::StorageGate>>,
     release_drivers: Vec<crate::core::ReleaseDriver>,
@@ -275,6 +279,9 @@ impl BoundServer {
             &settings.source,
             &settings.config,
             settings.release_drivers.len(),
+        ) + usize::from(
+            settings.switches_configmap.is_some()
+                && matches!(settings.source, ReleaseSource::Kubernetes),
         );
         let (attempt_sink, attempts) = match (&kube, settings.events) {
             (Some(_), true) => {
@@ -287,7 +294,7 @@ impl BoundServer {
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
             index: Arc::new(IndexStore::default()),
-            config: Arc::new(settings.config),
+            config: Arc::new(crate::live_config::LiveConfig::new(settings.config)),
             // Replaced by the API server's own document before the server is ready; a folder
             // of releases is decided with the embedded schema of --kube-version.
             schema: Arc::new(source::openapi::SharedSchema::new(
@@ -329,6 +336,7 @@ impl BoundServer {
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
             gate,
             release_drivers: settings.release_drivers,
+            switches_configmap: settings.switches_configmap,
             author_key: settings.author_key,
             stamping,
         })
@@ -370,9 +378,23 @@ impl BoundServer {
                     }
                     .run(self.stamping),
                 );
+                if let Some(name) = self.switches_configmap.clone() {
+                    tasks.spawn(
+                        "the switches watch",
+                        source::switches::SwitchesConfigMap {
+                            client: client.clone(),
+                            namespace: self.author_key.namespace.clone(),
+                            name,
+                            config: state.config.clone(),
+                            metrics: state.metrics.clone(),
+                            readiness: state.readiness.clone(),
+                        }
+                        .run(),
+                    );
+                }
                 let gate = self.gate.clone().expect("a gate for the Kubernetes source");
                 let drivers = self.release_drivers.clone();
-                for ns in watch_scopes(&state.config) {
+                for ns in watch_scopes(&state.config.load()) {
                     for driver in &drivers {
                         let (client, ns, index, metrics, readiness, stamping, gate) = (
                             client.clone(),
@@ -444,7 +466,7 @@ impl BoundServer {
                     );
                 }
                 if let Some(max) = self.lock_exceptions {
-                    for namespace in watch_scopes(&state.config) {
+                    for namespace in watch_scopes(&state.config.load()) {
                         tasks.spawn(
                             "a LockException watch",
                             source::lock_exceptions::LockExceptions {
@@ -563,7 +585,7 @@ fn start_controllers(
 ) {
     use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
     use kube::runtime::events::{Recorder, Reporter};
-    let registration_ns = state.config.registration_namespace.clone();
+    let registration_ns = state.config.load().registration_namespace.clone();
     let settings = settings.unwrap_or_else(|| crate::controller::ControllerSettings {
         revert: false,
         recreate: false,

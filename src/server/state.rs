@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::Confirm;
-use crate::core::Config;
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
@@ -30,7 +29,8 @@ impl Default for HttpSettings {
 
 pub(crate) struct AppState {
     pub index: Arc<IndexStore>,
-    pub config: Arc<Config>,
+    /// The lock policy in force (switches flipped at run time included).
+    pub config: Arc<crate::live_config::LiveConfig>,
     /// List and map semantics of every kind (embedded, then the API server's).
     pub schema: Arc<SharedSchema>,
     pub metrics: Arc<Metrics>,

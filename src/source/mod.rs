@@ -7,6 +7,7 @@ pub(crate) mod lock_exceptions;
 pub(crate) mod openapi;
 pub(crate) mod release_secrets;
 pub(crate) mod storage_gate;
+pub(crate) mod switches;
 
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; an allocator keeps such freed memory for later

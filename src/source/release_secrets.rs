@@ -694,6 +694,27 @@ impl Confirm for KubeConfirm {
         })
     }
 
+    fn author_may<'a>(
+        &'a self,
+        author: &'a crate::core::Author,
+        access: &'a crate::core::AuthorAccess,
+    ) -> BoxFuture<'a, Result<bool, ConfirmError>> {
+        Box::pin(async move {
+            let authorship = Authorship::Known(Arc::new(author.clone()));
+            self.gate
+                .author_checks()
+                .may(&authorship, access)
+                .await
+                .map(|answer| answer.unwrap_or(false))
+                .map_err(|source| ConfirmError::Authorize {
+                    author: author.username.clone(),
+                    verb: access.verb.clone(),
+                    resource: access.resource.clone(),
+                    source,
+                })
+        })
+    }
+
     fn owner_of<'a>(
         &'a self,
         object: &'a StoredObject,

@@ -20,6 +20,11 @@ impl StorageGate {
         }
     }
 
+    /// The authorizer's answers, kept for their time to live.
+    pub(crate) fn author_checks(&self) -> &AuthorChecks {
+        &self.checks
+    }
+
     /// Whether `secret`'s release counts: always when stored in its own namespace (no call);
     /// else as its author's answer says. An authorizer that cannot be asked counts as a no: the
     /// release locks nothing until the next list or write of it.

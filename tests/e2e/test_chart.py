@@ -100,6 +100,9 @@ def bound_to_locker(docs):
 # Every install keeps the key of the author stamp (docs/security.md): create a Secret in its own
 # namespace (RBAC cannot name what is being created), then only read it (`get`, no write verb).
 AUTHOR_KEY = {("Role", "helm-locker", "", "secrets", "create", ())}
+# Asking the API server a question (a SubjectAccessReview) grants nothing: whether the author of a
+# release stored in another namespace may create Secrets there, whether a taker may uninstall.
+ASKING = {("ClusterRole", None, "authorization.k8s.io", "subjectaccessreviews", "create", ())}
 
 
 def write_grants(docs):
@@ -205,15 +208,15 @@ class ChartLintAndRender(unittest.TestCase):
         for mode in ("given", "certManager"):
             with self.subTest(mode=mode):
                 _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False}}))
-                self.assertEqual(write_grants(docs), AUTHOR_KEY)
+                self.assertEqual(write_grants(docs), AUTHOR_KEY | ASKING)
                 self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_EVENTS"], "false")
                 # Recording denials as Events adds exactly that: creating and patching Events.
                 _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}}))
-                self.assertEqual(write_grants(docs), events | AUTHOR_KEY)
+                self.assertEqual(write_grants(docs), events | AUTHOR_KEY | ASKING)
         _, docs = render({"revert": {"enabled": False}, "events": {"enabled": False}})
         # Self-managed certificate: create a Secret in its own namespace (RBAC cannot name what
         # is being created), update only that Secret, patch only its own webhook configurations.
-        self.assertEqual(write_grants(docs), AUTHOR_KEY | {
+        self.assertEqual(write_grants(docs), AUTHOR_KEY | ASKING | {
             ("Role", "helm-locker", "", "secrets", "update", ("helm-locker-tls",)),
             ("ClusterRole", None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", "patch",
              ("helm-locker", "helm-locker-author")),

@@ -15,6 +15,19 @@ helm-controller's ServiceAccount (which the author webhook stamps), and removed 
 2. A tenant who may write Secrets in `flux-system` (and nothing in `apps`) writes a release of
    `apps` there claiming an object of `apps`: it locks nothing and the reverter writes nothing
    of it; the same Secret written by helm-controller (the control) does lock.
+3. Flux's own writes outside a Helm action, as helm-controller's source makes them
+   (internal/action/diff.go): drift detection's server-side apply of the whole chart with
+   `dryRun`, on a release the Helm CLI installed (Helm's entry is another manager's), is allowed
+   (stored, the same apply would make helm-controller a co-owner: denied, the control); drift
+   correction's RFC 6902 patch back to the chart's value and its CREATE of a deleted object are
+   allowed, a patch to another value is not; with `--revert=false` the CREATE of a server-side
+   release's object is denied (its creator would co-own the chart's fields and the next upgrade
+   would conflict). Remediation: a rollback (`pending-rollback`) opens the release and a stale
+   pending revision that Flux marks `failed` locks it again.
+4. Hand-over: Flux installing `apps-cli2` (pending-install, helm-controller's) takes over the
+   objects the Helm CLI's deployed `cli2` holds, its author being able to uninstall `cli2`; alice,
+   who may write in `apps` but not in `team`, cannot take over an object of `team/ops` (the
+   control: denied as before).
 
     HELM_LOCKER_BIN=target/debug/helm-locker .venv-e2e/bin/python -m unittest -v test_flux_layout
 """
@@ -41,6 +54,9 @@ CHART = {
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-settings
+  {{- with .Values.namespace }}
+  namespace: {{ . }}
+  {{- end }}
 data:
   colour: {{ .Values.colour | default "blue" | quote }}
 """,
@@ -70,7 +86,7 @@ class FluxLayout(unittest.TestCase):
     def setUpClass(cls):
         cls.plane = ControlPlane()
         k = cls.plane.kubectl
-        for ns in ("apps", "flux-system"):
+        for ns in ("apps", "flux-system", "team"):
             assert k("create", "namespace", ns).returncode == 0
         grants = [
             ("create", "clusterrolebinding", "flux-helm-controller", "--clusterrole=cluster-admin",
@@ -242,6 +258,131 @@ class FluxLayout(unittest.TestCase):
         self.ok(self.patch_colour("alice", "red", shared))
         time.sleep(5)
         self.assertEqual(self.colour(shared), "red", self.log())
+
+
+    def chart_object(self, release):
+        """The release's ConfigMap as Flux's drift detection applies it: the chart's object with
+        Helm's metadata set (setHelmMetadata)."""
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"{release}-settings", "namespace": "apps",
+                             "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                             "annotations": {"meta.helm.sh/release-name": release,
+                                             "meta.helm.sh/release-namespace": "apps"}},
+                "data": {"colour": "blue"}}
+
+    def flux_apply(self, obj, dry_run=True):
+        return self.k(f"--as={FLUX}", "apply", "--server-side", "--field-manager=helm-controller",
+                      "--force-conflicts", *(["--dry-run=server"] if dry_run else []), "-f", "-",
+                      input=json.dumps(obj))
+
+    def flux_patch(self, name, colour):
+        return self.k(f"--as={FLUX}", "-n", "apps", "patch", "configmap", name, "--type=json",
+                      "--field-manager=helm-controller",
+                      "-p", json.dumps([{"op": "replace", "path": "/data/colour", "value": colour}]))
+
+    def test_3_fluxs_drift_detection_and_correction_and_remediation(self):
+        # A release the Helm CLI installed (Helm's Apply entry is the SDK's manager).
+        self.plane.helm("apps").install(self.chart, "cli", {})
+        name, obj = "cli-settings", self.chart_object("cli")
+        self.assertTrue(self.denied("alice", name), self.log())
+        # Drift detection's dry run: allowed, with and without drift; the same apply stored
+        # (the control) is denied as a co-owner of Helm's fields.
+        out = self.flux_apply(obj)
+        self.assertEqual(out.returncode, 0, out.stderr + self.log())
+        stored = self.flux_apply(obj, dry_run=False)
+        self.assertNotEqual(stored.returncode, 0, "\n".join(
+            line for line in self.locker.log_text().splitlines() if "cli-settings" in line or "apps/cli" in line))
+        self.assertIn("co-owner", stored.stderr)
+        # With drift (the reverter puts it back within a second or so: whichever comes first).
+        self.ok(self.patch_colour(OPS, "green", name))
+        out = self.flux_apply(obj)
+        self.assertEqual(out.returncode, 0, out.stderr + self.log())
+        # Drift correction: a JSON patch back to the chart's value goes through; to another
+        # value it is denied.
+        self.ok(self.flux_patch(name, "blue"))
+        self.assertEqual(self.colour(name), "blue")
+        other = self.flux_patch(name, "yellow")
+        self.assertNotEqual(other.returncode, 0)
+        self.assertIn("/data/colour", other.stderr)
+        # Its CREATE of a deleted object: allowed (the reverter hands the fields back to Helm).
+        self.ok(self.k(f"--as={OPS}", "-n", "apps", "delete", "configmap", name))
+        self.ok(self.k(f"--as={FLUX}", "create", "--field-manager=helm-controller", "-f", "-", input=json.dumps(obj)))
+
+        # Remediation of the Flux-stored release: a rollback opens it while pending, and a stale
+        # pending revision Flux marks failed locks it again (at the failed revision).
+        flux = decode(self.get("-n", "flux-system", "secret", f"sh.helm.release.v1.{RELEASE}.v2"))
+        rollback = json.loads(json.dumps(flux))
+        rollback["version"] = 4
+        rollback["info"]["status"] = "pending-rollback"
+        self.write(FLUX, "flux-system", rollback)
+        self.assertTrue(eventually(lambda: self.flux_patch(f"{RELEASE}-settings", "teal").returncode == 0, 20),
+                        self.log())
+        rollback["info"]["status"] = "failed"
+        self.write(FLUX, "flux-system", rollback, replace=True)
+        self.assertTrue(self.denied("alice", expect="revision 4, failed"), self.log())
+        self.ok(self.flux_patch(f"{RELEASE}-settings", "purple"))
+
+    def test_4_without_the_reverter_fluxs_create_of_a_server_side_releases_object_is_denied(self):
+        locker = chart_locker(self.plane, self.env, "flux-norevert", "--exempt-user", OPS, "--revert=false")
+        self.addCleanup(locker.stop)
+        locker.wait_ready()
+        register_webhook(self.plane, locker, "flux-norevert")
+        self.addCleanup(unregister_webhook, self.plane, "flux-norevert")
+        self.plane.helm("apps").install(self.chart, "norevert", {})
+        name, obj = "norevert-settings", self.chart_object("norevert")
+        self.assertTrue(self.denied("alice", name), locker.log_text()[-3000:])
+        self.ok(self.k(f"--as={OPS}", "-n", "apps", "delete", "configmap", name))
+        out = self.k(f"--as={FLUX}", "create", "--field-manager=helm-controller", "-f", "-", input=json.dumps(obj))
+        self.assertNotEqual(out.returncode, 0, locker.log_text()[-3000:])
+        self.assertIn("helm-controller", out.stderr)
+        # The drift detection's dry run is still allowed there.
+        out = self.flux_apply(obj)
+        self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_5_a_release_at_work_takes_objects_over_when_its_author_could_uninstall_the_holder(self):
+        helm = self.plane.helm("apps")
+        helm.install(self.chart, "cli2", {})
+        name = "cli2-settings"
+        self.assertTrue(self.denied("alice", name), self.log())
+        # Flux installs the same chart as apps-cli2, taking ownership: its pending revision,
+        # then its apply of the objects with its own annotations.
+        body = decode(self.get("-n", "apps", "secret", "sh.helm.release.v1.cli2.v1"))
+        taking = json.loads(json.dumps(body))
+        taking.update(name="apps-cli2", version=1)
+        taking["info"]["status"] = "pending-install"
+        self.write(FLUX, "flux-system", taking)
+        obj = self.chart_object("cli2")
+        obj["metadata"]["annotations"]["meta.helm.sh/release-name"] = "apps-cli2"
+        out = eventually(lambda: (lambda o: o if o.returncode == 0 else None)(self.flux_apply(obj, dry_run=False)), 20)
+        self.assertTrue(out, self.log())
+        self.assertIn("hand-over allowed", self.log())
+        taking["info"]["status"] = "deployed"
+        self.write(FLUX, "flux-system", taking, replace=True)
+        denied = self.denied("alice", name, expect="apps/apps-cli2 (stored in flux-system)")
+        self.assertTrue(denied, self.log())
+
+        # The control: team/ops renders an object in apps; alice (edit in apps, nothing in
+        # team) writes a pending install of her own release rendering it, and takes it over:
+        # denied, she could not uninstall team/ops.
+        self.plane.helm("team").install(self.chart, "ops", {"namespace": "apps"})
+        held = "ops-settings"
+        self.assertTrue(self.denied("alice", held, expect="team/ops"), self.log())
+        self.assertEqual(self.can_i("alice", "delete", "secrets", "-n", "team"), "no")
+        mine = decode(self.get("-n", "team", "secret", "sh.helm.release.v1.ops.v1"))
+        mine.update(name="alice-take", namespace="apps", version=1)
+        mine["info"]["status"] = "pending-install"
+        self.write("alice", "apps", mine)
+        time.sleep(2)
+        grab = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": held, "namespace": "apps",
+                             "annotations": {"meta.helm.sh/release-name": "alice-take",
+                                             "meta.helm.sh/release-namespace": "apps"}}}
+        out = self.k("--as=alice", "apply", "--server-side", "--field-manager=helm",
+                     "--force-conflicts", "-f", "-", input=json.dumps(grab))
+        self.assertNotEqual(out.returncode, 0, self.log())
+        self.assertIn("team/ops", out.stderr)
+        self.assertEqual(self.get("-n", "apps", "configmap", held)["metadata"]["annotations"]
+                         ["meta.helm.sh/release-name"], "ops")
 
 
 if __name__ == "__main__":

@@ -54,12 +54,16 @@ use self::key::ObjectKey;
 use self::proofs::Proofs;
 
 /// Which objects the reverter may touch: those of deployed releases whose mode is deny or
-/// repair (warn only reports; off does nothing).
+/// repair (warn only reports; off does nothing), while the reverter is not paused
+/// (`ownership_returned`, which the `revert` switch turns off).
 fn revertable<'i>(
     config: &Config,
     index: &'i Index,
     object: &LockedObject,
 ) -> Option<(&'i ReleaseState, u64)> {
+    if !config.ownership_returned {
+        return None;
+    }
     let state = index.release(&object.release)?;
     let newest = state.newest()?;
     if newest.status != Status::Deployed || state.objects.is_none() {
@@ -72,7 +76,9 @@ fn revertable<'i>(
 pub(crate) struct Reverter {
     pub client: Client,
     pub index: Arc<crate::index_store::IndexStore>,
-    pub config: Arc<Config>,
+    /// The policy in force: a switch to `off`, or `revert: false`, takes effect on the next
+    /// object ([`revertable`]).
+    pub config: Arc<crate::live_config::LiveConfig>,
     pub schema: Arc<SharedSchema>,
     pub confirm: Arc<dyn Confirm>,
     pub leader: watch::Receiver<bool>,
@@ -106,7 +112,7 @@ impl Reverter {
     pub(crate) fn new(
         client: Client,
         index: Arc<crate::index_store::IndexStore>,
-        config: Arc<Config>,
+        config: Arc<crate::live_config::LiveConfig>,
         schema: Arc<SharedSchema>,
         confirm: Arc<dyn Confirm>,
         leader: watch::Receiver<bool>,

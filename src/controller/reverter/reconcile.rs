@@ -145,11 +145,11 @@ impl Reverter {
         else {
             return Ok(Err(Outcome::Skipped("no longer locked")));
         };
-        let Some((state, revision)) = revertable(&self.config, index, &object) else {
+        let Some((state, revision)) = revertable(&self.config.load(), index, &object) else {
             return Ok(Err(Outcome::Skipped("release not revertable")));
         };
         let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
-        let ignore = index.left_alone(&self.config, &object, crate::lock_exception::now());
+        let ignore = index.left_alone(&self.config.load(), &object, crate::lock_exception::now());
         if ignore.iter().any(String::is_empty) {
             return Ok(Err(Outcome::Skipped("opened by a LockException")));
         }

@@ -26,6 +26,9 @@ impl Reverter {
     /// releases that just became revertable or changed (a deleted object shows up here).
     pub(super) async fn follow_index(self: Arc<Self>, tx: mpsc::UnboundedSender<Job>) {
         let mut updates = self.index.subscribe();
+        // A switch flipped back (mode on again, the reverter resumed) re-checks every object.
+        let mut switches = self.config.subscribe();
+        let mut switched = false;
         let mut watches: HashMap<(String, String), (String, tokio::task::JoinHandle<()>)> =
             HashMap::new();
         let mut previous = self.index.snapshot();
@@ -61,14 +64,15 @@ impl Reverter {
                 let before = previous.release(&state.key);
                 // A LockException that opens or closes changes what is left alone: when one
                 // closes, the drift it left behind is reverted.
-                let changed = before.is_none_or(|b| !Arc::ptr_eq(b, state))
+                let changed = switched
+                    || before.is_none_or(|b| !Arc::ptr_eq(b, state))
                     || previous.registration(&state.key) != index.registration(&state.key)
                     || previous.exceptions(&state.key) != index.exceptions(&state.key);
                 if !changed {
                     continue;
                 }
                 for object in state.objects.iter().flatten() {
-                    if revertable(&self.config, &index, object).is_some() {
+                    if revertable(&self.config.load(), &index, object).is_some() {
                         let _ = tx.send(Job {
                             key: ObjectKey::of(object),
                             writer: None,
@@ -79,9 +83,20 @@ impl Reverter {
             }
             self.forget_holds(&index);
             previous = index;
-            if updates.changed().await.is_err() {
-                return;
-            }
+            switched = tokio::select! {
+                changed = updates.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    false
+                }
+                changed = switches.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    true
+                }
+            };
         }
     }
 
@@ -163,7 +178,7 @@ impl Reverter {
                                     object.namespace.as_deref().map(str::to_string),
                                     object.name.to_string(),
                                 ))
-                                && revertable(&self.config, &index, object).is_some()
+                                && revertable(&self.config.load(), &index, object).is_some()
                             {
                                 let _ = tx.send(Job {
                                     key: ObjectKey::of(object),
@@ -189,7 +204,7 @@ impl Reverter {
                                 .unproven_objects
                                 .set(proofs.unproven.len() as i64);
                         }
-                        if revertable(&self.config, &index, locked).is_some() {
+                        if revertable(&self.config.load(), &index, locked).is_some() {
                             let apply_method = index
                                 .release(&locked.release)
                                 .and_then(|s| s.newest())
@@ -245,7 +260,7 @@ impl Reverter {
         let Some(locked) = self.locked(&index, gvk, object) else {
             return;
         };
-        if revertable(&self.config, &index, locked).is_none() {
+        if revertable(&self.config.load(), &index, locked).is_none() {
             return;
         }
         let Ok(live) = serde_json::to_value(object) else {
@@ -256,7 +271,8 @@ impl Reverter {
         }
         let schema = self.schema.load();
         self.check_attribution(&schema, locked, &live);
-        let mut ignore = index.left_alone(&self.config, locked, crate::lock_exception::now());
+        let mut ignore =
+            index.left_alone(&self.config.load(), locked, crate::lock_exception::now());
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
             let first_sight = || crate::core::held_at_first_sight(&schema, locked, &live);
             match self.held_paths(locked, newest, first_sight) {
