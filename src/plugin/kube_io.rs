@@ -279,31 +279,45 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     }
 }
 
-/// Writes the vouch annotation on a release Secret as the user; the author webhook stamps the
-/// write with them and takes the annotation off. The author the stored Secret names after it
-/// (`None`: no stamp, the webhook did not answer).
+/// Writes the vouch annotation on a release Secret (or the release ConfigMap of Helm's
+/// ConfigMap driver) as the user; the author webhook stamps the write with them and takes the
+/// annotation off. The author the stored object names after it (`None`: no stamp, the webhook
+/// did not answer).
 async fn vouch(
     client: &Client,
     secret: &SecretRef,
     reason: &str,
 ) -> Result<Option<String>, PluginError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    async fn annotate<K: crate::source::release_secrets::ReleaseObject>(
+        client: &Client,
+        secret: &SecretRef,
+        patch: &serde_json::Value,
+    ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+        let api: Api<K> = Api::namespaced(client.clone(), &secret.namespace);
+        let written = api
+            .patch(
+                &secret.name,
+                &kube::api::PatchParams {
+                    field_manager: Some("kubectl-locker".into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+            .map_err(PluginError::api(format!(
+                "write the release {} {secret}",
+                secret.driver.kind()
+            )))?;
+        Ok(written.annotations().clone())
+    }
     let patch =
         serde_json::json!({"metadata": {"annotations": {crate::core::VOUCH_ANNOTATION: reason}}});
-    let written = api
-        .patch(
-            &secret.name,
-            &kube::api::PatchParams {
-                field_manager: Some("kubectl-locker".into()),
-                ..Default::default()
-            },
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map_err(PluginError::api(format!(
-            "write the release Secret {secret}"
-        )))?;
-    let annotations = written.metadata.annotations.unwrap_or_default();
+    let annotations = match secret.driver {
+        crate::core::ReleaseDriver::Secret => annotate::<Secret>(client, secret, &patch).await?,
+        crate::core::ReleaseDriver::ConfigMap => {
+            annotate::<ConfigMap>(client, secret, &patch).await?
+        }
+    };
     if annotations.contains_key(crate::core::VOUCH_ANNOTATION) {
         return Ok(None);
     }
