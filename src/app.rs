@@ -280,6 +280,20 @@ struct ServeArgs {
         value_name = "NAMESPACE"
     )]
     trusted_storage_namespace: Vec<String>,
+    /// Where Helm keeps releases, as its storage drivers (HELM_DRIVER) do: `secret` (Helm's
+    /// default) and `configmap` (HELM_DRIVER=configmap, k3s's helm-controller with
+    /// spec.driver: configmap), comma-separated. Each is one list and one watch per namespace
+    /// scope, of `owner=helm` objects of that kind; needs get, list and watch on it. Helm's
+    /// SQL driver writes to a database, never through the API server: not seen.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_RELEASE_DRIVERS",
+        value_delimiter = ',',
+        value_parser = release_driver,
+        default_value = "secret,configmap",
+        value_name = "DRIVER"
+    )]
+    release_drivers: Vec<crate::core::ReleaseDriver>,
     /// With --releases-dir: the embedded schema of this Kubernetes version decides (1.20, 1.28,
     /// 1.34, 1.36). From the API server, its own /openapi/v2 does, and the server is not ready
     /// until it has read it.
@@ -785,6 +799,11 @@ fn add_offline_advice(releases: &[PathBuf], decision: &mut crate::core::Decision
 }
 
 /// A duration flag: `15s`, `500ms`, `1m 30s`, or a bare number of seconds (`2.5`).
+fn release_driver(text: &str) -> Result<crate::core::ReleaseDriver, String> {
+    crate::core::ReleaseDriver::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a driver helm-locker reads: secret or configmap"))
+}
+
 fn kube_version(text: &str) -> Result<KubeVersion, String> {
     KubeVersion::parse(text).ok_or_else(|| {
         format!("{text:?} is not a Kubernetes version from 1.20 on (1.20, 1.28, 1.34, 1.36 are embedded)")
@@ -926,6 +945,12 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         kube_version: args.kube_version,
         exceptions_end_on_upgrade: args.exceptions_end_on_upgrade,
         trusted_storage_namespaces: args.trusted_storage_namespace,
+        release_drivers: {
+            let mut drivers = args.release_drivers;
+            drivers.sort();
+            drivers.dedup();
+            drivers
+        },
         switches_configmap: args.switches_configmap,
         author_key,
     })

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
 use crate::confirm::BoxFuture;
@@ -35,9 +35,45 @@ pub(crate) trait ReadChartFiles: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>>;
 }
 
-/// Reads `sh.helm.release.v1.<name>.v<revision>` from the release's namespace.
+/// Reads `sh.helm.release.v1.<name>.v<revision>` from the release's namespace: the Secret, or
+/// the ConfigMap of that name when no Secret holds it (Helm's ConfigMap driver).
 pub(crate) struct KubeChartFiles {
     pub client: Client,
+    /// The kinds a revision is read from, in this order (`--release-drivers`).
+    pub drivers: Vec<crate::core::ReleaseDriver>,
+}
+
+impl KubeChartFiles {
+    /// Helm's layer of the revision `name` in `namespace`, from the first kind that holds it.
+    async fn helm_layer(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, kube::Error> {
+        use crate::core::ReleaseDriver;
+        for driver in &self.drivers {
+            let payload = match driver {
+                ReleaseDriver::Secret => {
+                    let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+                    // A client hands `data` over with the Secret's base64 undone: Helm's layer
+                    // remains.
+                    api.get_opt(name)
+                        .await?
+                        .and_then(|secret| Some(secret.data?.remove("release")?.0))
+                }
+                ReleaseDriver::ConfigMap => {
+                    let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+                    api.get_opt(name)
+                        .await?
+                        .and_then(|map| Some(map.data?.remove("release")?.into_bytes()))
+                }
+            };
+            if payload.is_some() {
+                return Ok(payload);
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl ReadChartFiles for KubeChartFiles {
@@ -47,17 +83,11 @@ impl ReadChartFiles for KubeChartFiles {
         revision: u64,
     ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>> {
         Box::pin(async move {
-            let api: Api<Secret> =
-                Api::namespaced(self.client.clone(), release.storage_namespace());
             let name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
-            let Some(secret) = api.get_opt(&name).await? else {
+            let Some(helm_layer) = self.helm_layer(release.storage_namespace(), &name).await?
+            else {
                 return Ok(None);
             };
-            let Some(data) = secret.data.as_ref().and_then(|d| d.get("release")) else {
-                return Ok(None);
-            };
-            // A client hands `data` over with the Secret's base64 undone: Helm's layer remains.
-            let helm_layer = data.0.clone();
             tokio::task::spawn_blocking(move || {
                 crate::core::decode_chart_files_payload(&helm_layer)
             })

@@ -236,13 +236,13 @@ pub(crate) const TABLE: &[Row] = &[
         name: "release_decode_errors",
         kind: Kind::Counter,
         labels: &[],
-        help: "Release Secrets that could not be decoded (skipped)",
+        help: "Release Secrets (and release ConfigMaps) that could not be decoded (skipped)",
     },
     Row {
         name: "release_secrets_decoded",
         kind: Kind::Counter,
         labels: &[],
-        help: "Release Secrets decoded, from lists and watch events (superseded revisions are not watched)",
+        help: "Release Secrets (and release ConfigMaps) decoded, from lists and watch events (superseded revisions are not watched)",
     },
     Row {
         name: "release_secrets_unchanged",
@@ -254,7 +254,7 @@ pub(crate) const TABLE: &[Row] = &[
         name: "release_secret_lists",
         kind: Kind::Counter,
         labels: &[],
-        help: "Complete lists of release Secrets: one per watched scope at start-up, and one after each watch expiry",
+        help: "Complete lists of release Secrets (or release ConfigMaps): one per watched kind and scope at start-up, and one after each watch expiry",
     },
     Row {
         name: "confirmations",

@@ -93,6 +93,7 @@ async fn start(config: Config) -> Running {
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         trusted_storage_namespaces: vec![],
+        release_drivers: helm_locker_core::ReleaseDriver::ALL.to_vec(),
         switches_configmap: None,
         author_key: Default::default(),
         kube_version: helm_locker::core::KubeVersion::V1_20,

@@ -12,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use helm_locker_core::{
-    decide, decide_found, find, parse_review, Config, Index, ReleaseSecret, Status,
+    decide, decide_found, find, parse_review, Config, Index, ReleaseDriver, ReleaseSecret, Status,
 };
 use serde_json::json;
 
@@ -405,10 +405,7 @@ fn author_benches(c: &mut Criterion) {
         &manifest("ops", 30),
     );
     let payload = helm_locker_core::test_util::helm_payload(&release).into_bytes();
-    let reference = SecretRef {
-        namespace: "team".into(),
-        name: "sh.helm.release.v1.ops.v1".into(),
-    };
+    let reference = SecretRef::secret("team", "sh.helm.release.v1.ops.v1");
     let key = AuthorKey::new(&[7u8; 32]).unwrap();
     let author = Author {
         username: "system:serviceaccount:ci:deployer".into(),
@@ -420,6 +417,7 @@ fn author_benches(c: &mut Criterion) {
     };
     let annotations: std::collections::BTreeMap<String, String> = stamp_annotations(
         &key,
+        ReleaseDriver::Secret,
         "team",
         &reference.name,
         &author,
@@ -449,6 +447,7 @@ fn author_benches(c: &mut Criterion) {
             secret.author = authorship(
                 &stamping,
                 StoredSecret {
+                    driver: ReleaseDriver::Secret,
                     namespace: "team",
                     name: &reference.name,
                     annotations: Some(&annotations),
@@ -498,6 +497,7 @@ fn author_benches(c: &mut Criterion) {
         };
         stamp_annotations(
             &stamping.key,
+            ReleaseDriver::Secret,
             "team",
             &reference.name,
             &author,

@@ -26,6 +26,7 @@ use ring::{digest, hmac};
 use serde::{Deserialize, Serialize};
 
 use crate::kinds::Scope;
+use crate::release::Driver;
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
 pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
@@ -99,8 +100,12 @@ impl AuthorKey {
 
     /// What is signed: a Secret's place, its author annotation exactly as written, the time
     /// of the stamp (`None`: a `v1.` proof, which had none) and the digest of its release data
-    /// (the bytes after the Secret's own base64).
+    /// (the bytes after the Secret's own base64: Helm's layer). A revision kept in a ConfigMap
+    /// is signed under another first part, so a stamp of a Secret never verifies on the
+    /// ConfigMap of the same namespace and name (nor the reverse); a Secret's message is as it
+    /// was before ConfigMaps were stamped, so its stamps still hold.
     fn message(
+        driver: Driver,
         namespace: &str,
         name: &str,
         author_json: &str,
@@ -111,9 +116,11 @@ impl AuthorKey {
         let mut message = Vec::with_capacity(96 + namespace.len() + name.len() + author_json.len());
         let time = stamped_at.map(|t| t.to_string());
         let mut parts = vec![
-            match stamped_at {
-                Some(_) => b"helm-locker.io/author v2".as_slice(),
-                None => b"helm-locker.io/author v1".as_slice(),
+            match (stamped_at, driver) {
+                (Some(_), Driver::Secret) => b"helm-locker.io/author v2".as_slice(),
+                (None, Driver::Secret) => b"helm-locker.io/author v1".as_slice(),
+                (Some(_), Driver::ConfigMap) => b"helm-locker.io/author v2 ConfigMap".as_slice(),
+                (None, Driver::ConfigMap) => b"helm-locker.io/author v1 ConfigMap".as_slice(),
             },
             namespace.as_bytes(),
             name.as_bytes(),
@@ -133,6 +140,7 @@ impl AuthorKey {
     /// The proof annotation's value for these contents, stamped at `stamped_at` (Unix seconds).
     pub fn prove(
         &self,
+        driver: Driver,
         namespace: &str,
         name: &str,
         author_json: &str,
@@ -141,7 +149,14 @@ impl AuthorKey {
     ) -> String {
         let tag = hmac::sign(
             &self.0,
-            &Self::message(namespace, name, author_json, Some(stamped_at), release),
+            &Self::message(
+                driver,
+                namespace,
+                name,
+                author_json,
+                Some(stamped_at),
+                release,
+            ),
         );
         format!(
             "{PROOF_PREFIX}{stamped_at}.{}",
@@ -160,7 +175,7 @@ impl AuthorKey {
     ) -> String {
         let tag = hmac::sign(
             &self.0,
-            &Self::message(namespace, name, author_json, None, release),
+            &Self::message(Driver::Secret, namespace, name, author_json, None, release),
         );
         format!(
             "{OLD_PROOF_PREFIX}{}",
@@ -171,6 +186,7 @@ impl AuthorKey {
     /// What `proof` says about these contents (the tag compared in constant time).
     fn check(
         &self,
+        driver: Driver,
         namespace: &str,
         name: &str,
         author_json: &str,
@@ -185,7 +201,7 @@ impl AuthorKey {
         let verified = |stamped_at: Option<i64>, tag: &[u8]| {
             hmac::verify(
                 &self.0,
-                &Self::message(namespace, name, author_json, stamped_at, release),
+                &Self::message(driver, namespace, name, author_json, stamped_at, release),
                 tag,
             )
             .is_ok()
@@ -288,9 +304,12 @@ impl fmt::Display for Authorship {
     }
 }
 
-/// What the locker knows of a release Secret as the API server stores it.
+/// What the locker knows of a release Secret (or ConfigMap, [`Driver`]) as the API server
+/// stores it.
 #[derive(Clone, Copy, Debug)]
 pub struct StoredSecret<'a> {
+    /// Which kind of object holds the revision: its stamp is bound to it.
+    pub driver: Driver,
     pub namespace: &'a str,
     pub name: &'a str,
     pub annotations: Option<&'a BTreeMap<String, String>>,
@@ -298,7 +317,7 @@ pub struct StoredSecret<'a> {
     /// `metadata.creationTimestamp` in Unix seconds: set by the API server when the Secret is
     /// created (after the author webhook), never by its writer, kept by every update.
     pub created: Option<i64>,
-    /// `data.release`, after the Secret's own base64.
+    /// `data.release`, after the Secret's own base64 (a ConfigMap's as it is): Helm's layer.
     pub release: &'a [u8],
 }
 
@@ -317,6 +336,7 @@ pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
     match (annotation(AUTHOR_ANNOTATION), annotation(PROOF_ANNOTATION)) {
         (Some(author_json), Some(proof)) => {
             let proof = stamping.key.check(
+                secret.driver,
                 secret.namespace,
                 secret.name,
                 author_json,
@@ -352,6 +372,7 @@ fn made_for(stamped_at: i64, created: Option<i64>) -> bool {
 /// seconds, the locker's clock).
 pub fn stamp_annotations(
     key: &AuthorKey,
+    driver: Driver,
     namespace: &str,
     name: &str,
     author: &Author,
@@ -359,7 +380,7 @@ pub fn stamp_annotations(
     release: &[u8],
 ) -> [(&'static str, String); 2] {
     let author_json = serde_json::to_string(author).expect("an author serializes");
-    let proof = key.prove(namespace, name, &author_json, stamped_at, release);
+    let proof = key.prove(driver, namespace, name, &author_json, stamped_at, release);
     [(AUTHOR_ANNOTATION, author_json), (PROOF_ANNOTATION, proof)]
 }
 
@@ -841,6 +862,7 @@ mod tests {
     fn stamped_at(author: &Author, at: i64, release: &[u8]) -> BTreeMap<String, String> {
         stamp_annotations(
             &key(),
+            Driver::Secret,
             "team",
             "sh.helm.release.v1.ops.v2",
             author,
@@ -858,6 +880,7 @@ mod tests {
         release: &'a [u8],
     ) -> StoredSecret<'a> {
         StoredSecret {
+            driver: Driver::Secret,
             namespace: "team",
             name: "sh.helm.release.v1.ops.v2",
             annotations,
@@ -898,6 +921,7 @@ mod tests {
             Authorship::Unknown(Unknown::BadProof)
         );
         let other_namespace = StoredSecret {
+            driver: Driver::Secret,
             namespace: "other",
             ..stored(Some(&annotations), "500", b"release-2")
         };

@@ -16,7 +16,7 @@ pub use crate::locked::LockedObject;
 use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
 use crate::policy::Registration;
 pub use crate::release::ReleaseKey;
-use crate::release::{Release, ReleaseSecret, SecretRef, Status};
+use crate::release::{Driver, Release, ReleaseSecret, SecretRef, Status};
 
 /// What the index keeps of a revision: everything but the manifest text.
 #[derive(Clone, Debug, PartialEq)]
@@ -282,8 +282,10 @@ impl Index {
     /// A list again of the release Secrets in `scope` (every namespace when `None`), as after
     /// a watch expired: `listed` are the Secrets it found new or changed, `unchanged` those it
     /// found as the index holds them (the same resourceVersion), kept without being decoded
-    /// again. Every other Secret of the scope is gone from the cluster and leaves the index.
-    /// With nothing unchanged, the result is the index of `listed` alone in that scope.
+    /// again. Every other Secret of the scope and of `driver` (one watch lists Secrets, another
+    /// ConfigMaps) is gone from the cluster and leaves the index; what the other driver keeps
+    /// is left as it is. With nothing unchanged, the result is the index of `listed` alone in
+    /// that scope and driver.
     ///
     /// A release whose newest Secret is gone while older, unchanged ones remain is left
     /// without objects and named in a report's `needs_reload`: those older revisions were not
@@ -291,6 +293,7 @@ impl Index {
     pub fn relist(
         &mut self,
         scope: Option<&str>,
+        driver: Driver,
         unchanged: &std::collections::HashSet<SecretRef>,
         listed: Vec<PreparedSecret>,
     ) -> Vec<UpdateReport> {
@@ -299,7 +302,7 @@ impl Index {
         let gone: Vec<SecretRef> = self
             .secrets
             .keys()
-            .filter(|s| scope.is_none_or(|ns| s.namespace == ns))
+            .filter(|s| s.driver == driver && scope.is_none_or(|ns| s.namespace == ns))
             .filter(|s| !unchanged.contains(*s) && !listed_refs.contains(s))
             .cloned()
             .collect();
@@ -508,6 +511,13 @@ impl Index {
     }
 
     /// Forgets the revision a Secret held (the Secret was deleted).
+    ///
+    /// When the object of the other kind of the same namespace and name (its [`Driver`] twin:
+    /// the same revision kept by both drivers, as while a release is moved from one to the
+    /// other) still holds the same revision, the revision stays, as that object holds it.
+    /// If what the index read of it was the removed object's, it is read again from the twin
+    /// (`needs_reload`, the release open meanwhile, as when a newest revision is deleted):
+    /// until then it has no known author, never the removed object's.
     pub fn remove_secret(&mut self, secret: &SecretRef) -> UpdateReport {
         let mut report = UpdateReport::default();
         let Some((key, revision)) = self.secrets.remove(secret) else {
@@ -517,8 +527,49 @@ impl Index {
             return report;
         };
         let mut revisions = previous.revisions.clone();
-        revisions.remove(&revision);
         let was_newest = previous.newest().map(|r| r.revision) == Some(revision);
+        let twin = SecretRef {
+            driver: match secret.driver {
+                Driver::Secret => Driver::ConfigMap,
+                Driver::ConfigMap => Driver::Secret,
+            },
+            ..secret.clone()
+        };
+        if self.secrets.get(&twin) == Some(&(key.clone(), revision)) {
+            let Some(kept) = revisions.get_mut(&revision) else {
+                return report;
+            };
+            if kept.secret != *secret {
+                // What the index holds was read from the twin: nothing changes.
+                return report;
+            }
+            kept.secret = twin;
+            kept.author = crate::author::Authorship::Unknown(crate::author::Unknown::NotRead);
+            let objects = if was_newest {
+                self.unclaim(&previous);
+                report.reindexed = Some(key.clone());
+                report.needs_reload = Some(key.clone());
+                None
+            } else {
+                previous.objects.clone()
+            };
+            let skipped = if was_newest {
+                Vec::new()
+            } else {
+                previous.skipped.clone()
+            };
+            self.releases.insert(
+                key.clone(),
+                Arc::new(ReleaseState {
+                    key,
+                    revisions,
+                    objects,
+                    skipped,
+                }),
+            );
+            return report;
+        }
+        revisions.remove(&revision);
         if revisions.is_empty() {
             self.unclaim(&previous);
             self.releases.remove(&key);
@@ -554,8 +605,14 @@ impl Index {
     pub fn remove_release(&mut self, key: &ReleaseKey) {
         if let Some(previous) = self.releases.remove(key) {
             self.unclaim(&previous);
-            for revision in previous.revisions.values() {
-                self.secrets.remove(&revision.secret);
+            let held: Vec<SecretRef> = self
+                .secrets
+                .iter()
+                .filter(|(_, (held, _))| held == key)
+                .map(|(place, _)| place.clone())
+                .collect();
+            for place in held {
+                self.secrets.remove(&place);
             }
         }
     }
@@ -1232,7 +1289,12 @@ mod tests {
         for s in listed.clone() {
             alone.upsert(s);
         }
-        let reports = index.relist(Some("shop"), &Default::default(), Index::prepare(listed));
+        let reports = index.relist(
+            Some("shop"),
+            Driver::Secret,
+            &Default::default(),
+            Index::prepare(listed),
+        );
         assert_eq!(releases_and_objects(&index), releases_and_objects(&alone));
         assert_eq!(index.object_count(), alone.object_count());
         assert!(reports.iter().all(|r| r.needs_reload.is_none()));
@@ -1251,9 +1313,8 @@ mod tests {
         let before = releases_and_objects(&index);
         let unchanged = |refs: &[(&str, u64)]| -> std::collections::HashSet<SecretRef> {
             refs.iter()
-                .map(|(name, revision)| SecretRef {
-                    namespace: "shop".into(),
-                    name: format!("sh.helm.release.v1.{name}.v{revision}"),
+                .map(|(name, revision)| {
+                    SecretRef::secret("shop", format!("sh.helm.release.v1.{name}.v{revision}"))
                 })
                 .collect()
         };
@@ -1264,6 +1325,7 @@ mod tests {
         let mut again = index.clone();
         let reports = again.relist(
             Some("shop"),
+            Driver::Secret,
             &unchanged(&[("shop", 1), ("shop", 2), ("db", 4)]),
             Vec::new(),
         );
@@ -1280,6 +1342,7 @@ mod tests {
         let mut again = index.clone();
         let reports = again.relist(
             Some("shop"),
+            Driver::Secret,
             &unchanged(&[("shop", 1), ("db", 4), ("gone", 1)]),
             Vec::new(),
         );
@@ -1292,6 +1355,7 @@ mod tests {
         let mut again = index.clone();
         let reports = again.relist(
             Some("shop"),
+            Driver::Secret,
             &unchanged(&[("shop", 1), ("db", 4), ("gone", 1)]),
             Index::prepare(vec![secret("shop", "shop", 3, Status::Deployed, v1)]),
         );
@@ -1304,6 +1368,88 @@ mod tests {
                 .map(|r| r.revisions.keys().copied().collect::<Vec<_>>()),
             Some(vec![1, 3])
         );
+    }
+
+    #[test]
+    fn a_secret_and_a_config_map_of_one_name_are_two_places_and_each_list_keeps_the_others() {
+        // The same revision of `shop` kept by both drivers (a cluster moving from one to the
+        // other), and `web` kept in a ConfigMap only.
+        let in_config_map = |mut s: ReleaseSecret| {
+            s.secret.driver = Driver::ConfigMap;
+            s
+        };
+        let mut index = Index::new();
+        let shop = secret("shop", "shop", 1, Status::Deployed, APP);
+        index.upsert(shop.clone());
+        index.upsert(in_config_map(shop.clone()));
+        index.upsert(in_config_map(secret(
+            "shop",
+            "web",
+            1,
+            Status::Deployed,
+            OLD_CONFIG,
+        )));
+        let (as_secret, as_config_map) = (
+            SecretRef::secret("shop", "sh.helm.release.v1.shop.v1"),
+            SecretRef::config_map("shop", "sh.helm.release.v1.shop.v1"),
+        );
+        assert_ne!(as_secret, as_config_map);
+        assert!(index.holds_secret(&as_secret) && index.holds_secret(&as_config_map));
+        assert_eq!(
+            as_config_map.to_string(),
+            "shop/sh.helm.release.v1.shop.v1 (ConfigMap)"
+        );
+        assert_eq!(as_secret.to_string(), "shop/sh.helm.release.v1.shop.v1");
+        // A list again of the scope's Secrets, which finds none: the ConfigMaps' releases stay.
+        let mut again = index.clone();
+        again.relist(
+            Some("shop"),
+            Driver::Secret,
+            &Default::default(),
+            Vec::new(),
+        );
+        assert!(!again.holds_secret(&as_secret));
+        assert!(again.holds_secret(&as_config_map));
+        assert!(again.lookup("", "ConfigMap", Some("shop"), "old").is_some());
+        assert!(again
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_some());
+        // A list of its ConfigMaps that finds none leaves the Secrets' alone. `shop`'s revision
+        // was last read from the ConfigMap: it stays, held by the Secret, read again from it
+        // (named for a reload, no author until then, never the ConfigMap's).
+        let mut again = index.clone();
+        let reports = again.relist(
+            Some("shop"),
+            Driver::ConfigMap,
+            &Default::default(),
+            Vec::new(),
+        );
+        assert!(again.holds_secret(&as_secret) && !again.holds_secret(&as_config_map));
+        assert!(again.release(&ReleaseKey::new("shop", "web")).is_none());
+        let key = ReleaseKey::new("shop", "shop");
+        assert!(reports
+            .iter()
+            .any(|r| r.needs_reload.as_ref() == Some(&key)));
+        let kept = again.release(&key).and_then(|r| r.newest()).expect("kept");
+        assert_eq!(kept.secret, as_secret);
+        assert_eq!(
+            kept.author,
+            crate::author::Authorship::Unknown(crate::author::Unknown::NotRead)
+        );
+        again.upsert(shop);
+        assert!(again
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_some());
+        // Deleting the one it was not read from changes nothing.
+        let mut again = index.clone();
+        let report = again.remove_secret(&as_secret);
+        assert_eq!(report, UpdateReport::default());
+        assert!(again
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_some());
+        // Deleting both forgets the release.
+        again.remove_secret(&as_config_map);
+        assert!(again.release(&key).is_none());
     }
 
     #[test]
@@ -1452,10 +1598,7 @@ mod tests {
             .lookup("apps", "Deployment", Some("a"), "web")
             .is_some());
         // Deleting the only Secret removes the release.
-        let report = index.remove_secret(&SecretRef {
-            namespace: "b".into(),
-            name: "sh.helm.release.v1.b.v1".into(),
-        });
+        let report = index.remove_secret(&SecretRef::secret("b", "sh.helm.release.v1.b.v1"));
         assert_eq!(report.reindexed, Some(ReleaseKey::new("b", "b")));
         assert_eq!((index.release_count(), index.object_count()), (0, 0));
     }
@@ -1466,10 +1609,7 @@ mod tests {
             secret("a", "a", 1, Status::Superseded, APP),
             secret("a", "a", 2, Status::Deployed, APP),
         ]);
-        let report = index.remove_secret(&SecretRef {
-            namespace: "a".into(),
-            name: "sh.helm.release.v1.a.v2".into(),
-        });
+        let report = index.remove_secret(&SecretRef::secret("a", "sh.helm.release.v1.a.v2"));
         assert_eq!(report.needs_reload, Some(ReleaseKey::new("a", "a")));
         assert!(index
             .lookup("apps", "Deployment", Some("a"), "web")

@@ -50,10 +50,7 @@ mod tests {
     }
 
     fn secret(namespace: &str, name: &str) -> SecretRef {
-        SecretRef {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
+        SecretRef::secret(namespace, name)
     }
 
     fn ops() -> ReleaseKey {

@@ -1,7 +1,8 @@
 //! Helm's release storage format: a release Secret -> [`Release`].
 //!
 //! `data.release` is base64 (the Secret encoding) of base64 (Helm's) of gzip of JSON; Helm reads
-//! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Errors name
+//! the payload as plain JSON when it does not start with the gzip magic `1f 8b 08`. Helm's
+//! ConfigMap driver stores the same Helm layer as a ConfigMap's plain string ([`Driver`]). Errors name
 //! what is wrong and never quote the payload: release Secrets carry chart values.
 
 use crate::author::{Authorship, Unknown};
@@ -460,16 +461,98 @@ fn kept_notes(mut notes: String) -> String {
     notes
 }
 
-/// Where a release revision is stored.
+/// Which kind of object Helm keeps a release's revisions in: its storage driver
+/// (`HELM_DRIVER`). Both name a revision `sh.helm.release.v1.<name>.v<revision>` and label it
+/// `owner=helm`; the Secret driver gives it `type: helm.sh/release.v1` and stores Helm's layer
+/// (base64 of gzip of JSON) base64-encoded once more as Secret data, the ConfigMap driver
+/// stores the same layer as a plain string. (Helm's SQL driver writes to a database, never
+/// through the API server: nothing of it can be seen here.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Driver {
+    #[default]
+    Secret,
+    ConfigMap,
+}
+
+impl Driver {
+    pub const ALL: [Driver; 2] = [Driver::Secret, Driver::ConfigMap];
+
+    /// The kind of object a revision is stored in (`Secret`, `ConfigMap`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Driver::Secret => "Secret",
+            Driver::ConfigMap => "ConfigMap",
+        }
+    }
+
+    /// The API resource of that kind (`secrets`, `configmaps`, in the core group).
+    pub fn resource(self) -> &'static str {
+        match self {
+            Driver::Secret => "secrets",
+            Driver::ConfigMap => "configmaps",
+        }
+    }
+
+    /// Helm's name for the driver (`HELM_DRIVER`, `--release-drivers`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Secret => "secret",
+            Driver::ConfigMap => "configmap",
+        }
+    }
+
+    /// The driver Helm calls `name` (`secret`/`secrets`, `configmap`/`configmaps`, any case).
+    pub fn parse(name: &str) -> Option<Driver> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "secret" | "secrets" => Some(Driver::Secret),
+            "configmap" | "configmaps" => Some(Driver::ConfigMap),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a release revision is stored: the object's namespace and name, and which kind it is
+/// ([`Driver`]): a Secret and a ConfigMap of one namespace and name are two places.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SecretRef {
     pub namespace: String,
     pub name: String,
+    pub driver: Driver,
+}
+
+impl SecretRef {
+    /// A revision stored in a Secret (Helm's default driver).
+    pub fn secret(namespace: impl Into<String>, name: impl Into<String>) -> SecretRef {
+        SecretRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            driver: Driver::Secret,
+        }
+    }
+
+    /// A revision stored in a ConfigMap (`HELM_DRIVER=configmap`).
+    pub fn config_map(namespace: impl Into<String>, name: impl Into<String>) -> SecretRef {
+        SecretRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            driver: Driver::ConfigMap,
+        }
+    }
 }
 
 impl fmt::Display for SecretRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        if self.driver != Driver::Secret {
+            write!(f, " ({})", self.driver.kind())?;
+        }
+        Ok(())
     }
 }
 
@@ -565,6 +648,8 @@ pub fn each_release_secret(
 pub struct ReleaseData {
     /// `None` for a bare `data.release` value.
     pub secret: Option<SecretRef>,
+    /// As a Secret holds it (both base64 layers): a release ConfigMap's Helm layer is encoded
+    /// once more, so every reader of a file reads one format.
     pub data: String,
 }
 
@@ -593,12 +678,18 @@ pub fn release_data(text: &str) -> Vec<ReleaseData> {
                     .and_then(|d| d.get("release"))
                     .and_then(Value::as_str)
                 {
+                    let config_map = map.get("kind").and_then(Value::as_str) == Some("ConfigMap");
                     out.push(ReleaseData {
-                        secret: Some(SecretRef {
-                            namespace: field("namespace"),
-                            name: field("name"),
+                        secret: Some(if config_map {
+                            SecretRef::config_map(field("namespace"), field("name"))
+                        } else {
+                            SecretRef::secret(field("namespace"), field("name"))
                         }),
-                        data: data.to_string(),
+                        data: if config_map {
+                            base64::engine::general_purpose::STANDARD.encode(data)
+                        } else {
+                            data.to_string()
+                        },
                     });
                 }
             }
@@ -669,10 +760,10 @@ fn decode_entry(entry: &Value) -> SecretResult {
 
 fn bare_secret(release: Release) -> ReleaseSecret {
     ReleaseSecret {
-        secret: SecretRef {
-            namespace: release.namespace.clone(),
-            name: format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
-        },
+        secret: SecretRef::secret(
+            release.namespace.clone(),
+            format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+        ),
         labels: BTreeMap::new(),
         release,
         author: Authorship::Unknown(Unknown::NotRead),
@@ -707,7 +798,8 @@ pub fn release_secret_from_parts(
     })
 }
 
-/// Decodes one Secret object (as JSON).
+/// Decodes one Secret object (as JSON), or one ConfigMap of Helm's ConfigMap driver (its
+/// `data.release` is Helm's layer, without a Secret's base64).
 pub fn decode_secret(secret: &Value) -> SecretResult {
     let text = |p: &str| {
         secret
@@ -716,19 +808,32 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
             .unwrap_or_default()
             .to_string()
     };
+    let (kind, secret_type) = (text("/kind"), text("/type"));
+    let driver = match kind.as_str() {
+        "ConfigMap" => Driver::ConfigMap,
+        _ => Driver::Secret,
+    };
     let secret_ref = SecretRef {
-        namespace: text("/metadata/namespace"),
-        name: text("/metadata/name"),
+        driver,
+        ..SecretRef::secret(text("/metadata/namespace"), text("/metadata/name"))
     };
     let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
-    let (kind, secret_type) = (text("/kind"), text("/type"));
-    if kind != "Secret" || (!secret_type.is_empty() && secret_type != RELEASE_SECRET_TYPE) {
+    let a_release_secret =
+        kind == "Secret" && (secret_type.is_empty() || secret_type == RELEASE_SECRET_TYPE);
+    // A ConfigMap has no type: one is a release when it carries one.
+    let a_release_config_map =
+        driver == Driver::ConfigMap && secret.pointer("/data/release").is_some();
+    if !a_release_secret && !a_release_config_map {
         return fail(SecretError::NotAReleaseSecret { kind, secret_type });
     }
     let Some(data) = secret.pointer("/data/release").and_then(Value::as_str) else {
         return fail(SecretError::NoReleaseData);
     };
-    let mut release = match decode_data_release(data) {
+    let decoded = match driver {
+        Driver::Secret => decode_data_release(data),
+        Driver::ConfigMap => decode_helm_payload(data.as_bytes()),
+    };
+    let mut release = match decoded {
         Ok(release) => release,
         Err(e) => return fail(e.into()),
     };
@@ -783,6 +888,53 @@ mod tests {
             assert_eq!(r.hooks.len(), 1);
             assert_eq!(r.manifest, "---\nkind: ConfigMap\n");
         }
+    }
+
+    #[test]
+    fn a_file_holds_release_config_maps_as_it_holds_secrets() {
+        // `kubectl get configmap -o yaml` of Helm's ConfigMap driver: Helm's layer, plain.
+        let secret_data = encode(MINIMAL, true);
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let helm_layer = String::from_utf8(b64.decode(&secret_data).unwrap()).unwrap();
+        let meta = |kind: &str, data: &str| {
+            format!(
+                "apiVersion: v1\nkind: {kind}\nmetadata:\n  name: sh.helm.release.v1.web.v3\n  namespace: shop\n  labels: {{owner: helm}}\ndata:\n  release: {data}\n"
+            )
+        };
+        let text = format!(
+            "{}---\n{}",
+            meta("ConfigMap", &helm_layer),
+            meta("Secret", &secret_data)
+        );
+        let read: Vec<ReleaseSecret> = parse_release_file(&text)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(read.len(), 2);
+        assert_eq!(
+            read[0].secret,
+            SecretRef::config_map("shop", "sh.helm.release.v1.web.v3")
+        );
+        assert_eq!(
+            read[1].secret,
+            SecretRef::secret("shop", "sh.helm.release.v1.web.v3")
+        );
+        assert_eq!(read[0].release, read[1].release);
+        // Every entry's data as a Secret holds it, whichever kind it came from.
+        let data = release_data(&text);
+        assert!(data.iter().all(|d| d.data == secret_data));
+        // A ConfigMap without a release, like any other kind, is no release.
+        let empty = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n";
+        assert!(matches!(
+            parse_release_file(empty).unwrap()[0],
+            Err((_, SecretError::NotAReleaseSecret { .. }))
+        ));
+        let other = "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n";
+        assert!(matches!(
+            parse_release_file(other).unwrap()[0],
+            Err((_, SecretError::NotAReleaseSecret { .. }))
+        ));
     }
 
     #[test]
@@ -1044,10 +1196,7 @@ mod tests {
         let b64 = base64::engine::general_purpose::STANDARD;
         let helm_layer = b64.decode(encode(MINIMAL, false)).unwrap();
         let parts = release_secret_from_parts(
-            SecretRef {
-                namespace: "flux-system".into(),
-                name: "sh.helm.release.v1.web.v3".into(),
-            },
+            SecretRef::secret("flux-system", "sh.helm.release.v1.web.v3"),
             BTreeMap::new(),
             &helm_layer,
         )

@@ -1,8 +1,9 @@
-//! The author webhook's answer (POST `/stamp`): every write of a release Secret gets the
-//! annotations of [`crate::author`] naming who wrote its content, over whatever the writer put
-//! there: the identity the API server authenticated for the write when it changes the
-//! release's content, else the author the stored Secret's stamp verifies for
-//! ([`crate::content`]), or no stamp at all when that is not known.
+//! The author webhook's answer (POST `/stamp`): every write of a release Secret (or of a
+//! release ConfigMap, Helm's ConfigMap driver) gets the annotations of [`crate::author`] naming
+//! who wrote its content, over whatever the writer put there: the identity the API server
+//! authenticated for the write when it changes the release's content, else the author the
+//! stored object's stamp verifies for ([`crate::content`]), or no stamp at all when that is
+//! not known.
 //!
 //! **A vouch.** A write that carries the annotation [`VOUCH_ANNOTATION`] (what
 //! `kubectl locker vouch` sends) is stamped with its writer whatever it keeps: the writer takes
@@ -21,7 +22,7 @@ use crate::author::{
     authorship, stamp_annotations, unix_seconds, Author, AuthorKey, Authorship, Stamping,
     StoredSecret, AUTHOR_ANNOTATION, PROOF_ANNOTATION,
 };
-use crate::release::RELEASE_SECRET_TYPE;
+use crate::release::{Driver, RELEASE_SECRET_TYPE};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,6 +40,9 @@ struct StampRequest {
     namespace: Option<String>,
     #[serde(default)]
     name: Option<String>,
+    /// The kind written (`Secret`, `ConfigMap`); the webhook is sent nothing else.
+    #[serde(default)]
+    kind: Option<RequestKind>,
     #[serde(default)]
     user_info: Author,
     #[serde(default)]
@@ -46,6 +50,12 @@ struct StampRequest {
     /// The Secret as stored, on an UPDATE.
     #[serde(default)]
     old_object: Option<StampObject>,
+}
+
+#[derive(Deserialize)]
+struct RequestKind {
+    #[serde(default)]
+    kind: String,
 }
 
 #[derive(Deserialize)]
@@ -59,16 +69,40 @@ struct StampObject {
 }
 
 impl StampObject {
-    /// `data.release` after the Secret's own base64 (empty when absent); `None`: not base64.
-    fn release(&self) -> Option<Vec<u8>> {
-        match self
-            .data
+    fn data_release(&self) -> Option<&str> {
+        self.data
             .as_ref()
             .and_then(|d| d.get("release"))
             .and_then(Option::as_deref)
-        {
-            None => Some(Vec::new()),
-            Some(b64) => base64::engine::general_purpose::STANDARD.decode(b64).ok(),
+    }
+
+    /// Whether this is a revision of a release as `driver` stores it: a Secret of Helm's type,
+    /// or a ConfigMap labelled `owner=helm` that carries `data.release` (a ConfigMap has no
+    /// type to say so).
+    fn is_release(&self, driver: Driver) -> bool {
+        match driver {
+            Driver::Secret => self.type_.as_deref() == Some(RELEASE_SECRET_TYPE),
+            Driver::ConfigMap => {
+                self.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("owner"))
+                    .map(String::as_str)
+                    == Some("helm")
+                    && self.data_release().is_some()
+            }
+        }
+    }
+
+    /// Helm's layer of `data.release` (empty when absent): a Secret's after its own base64
+    /// (`None`: not base64), a ConfigMap's as it is.
+    fn release(&self, driver: Driver) -> Option<Vec<u8>> {
+        match (self.data_release(), driver) {
+            (None, _) => Some(Vec::new()),
+            (Some(b64), Driver::Secret) => {
+                base64::engine::general_purpose::STANDARD.decode(b64).ok()
+            }
+            (Some(text), Driver::ConfigMap) => Some(text.as_bytes().to_vec()),
         }
     }
 }
@@ -82,6 +116,8 @@ struct StampMetadata {
     creation_timestamp: Option<String>,
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
 }
 
 /// The annotation by which a writer takes responsibility for a release revision as it stands
@@ -106,19 +142,21 @@ enum Stamp {
 /// (Helm finishing or superseding its own revision), nor when the bytes are the same.
 fn author_of_write(
     key: &AuthorKey,
+    driver: Driver,
     namespace: &str,
     name: &str,
     writer: Author,
     old: Option<&StampObject>,
     release: &[u8],
 ) -> Stamp {
-    let Some(old) = old.filter(|o| o.type_.as_deref() == Some(RELEASE_SECRET_TYPE)) else {
+    let Some(old) = old.filter(|o| o.is_release(driver)) else {
         return Stamp::By(writer);
     };
-    let Some(old_release) = old.release() else {
+    let Some(old_release) = old.release(driver) else {
         return Stamp::By(writer);
     };
     let stored = StoredSecret {
+        driver,
         namespace,
         name: old.metadata.name.as_deref().unwrap_or(name),
         annotations: old.metadata.annotations.as_ref(),
@@ -151,11 +189,14 @@ fn pointer(key: &str) -> String {
     )
 }
 
-/// The `author` webhook's answer to an AdmissionReview of a Secret write, at `now` (Unix
-/// seconds, the locker's clock): a release Secret (`type: helm.sh/release.v1`) gets the
-/// annotations of the author of its content (replacing whatever the writer put there), or
-/// loses them when that author is not known; anything else is allowed unchanged. Errors: the
-/// body is not a review of a Secret the locker can read.
+/// The `author` webhook's answer to an AdmissionReview of a Secret or ConfigMap write, at
+/// `now` (Unix seconds, the locker's clock): a release Secret (`type: helm.sh/release.v1`) or
+/// release ConfigMap (labelled `owner=helm`, with `data.release`; the request's kind says it
+/// is a ConfigMap) gets the annotations of the author of its content (replacing whatever the
+/// writer put there), or loses them when that author is not known; anything else is allowed
+/// unchanged. Both are stamped over the same bytes, Helm's layer of the release, and the stamp
+/// names the kind it was made for. Errors: the body is not a review of an object the locker
+/// can read.
 pub fn stamp(
     key: &AuthorKey,
     body: &[u8],
@@ -169,10 +210,11 @@ pub fn stamp(
         return Err(ReviewError::UnsupportedVersion(api_version));
     }
     let request = review.request.ok_or(ReviewError::NoRequest)?;
-    let Some(object) = request
-        .object
-        .filter(|o| o.type_.as_deref() == Some(RELEASE_SECRET_TYPE))
-    else {
+    let driver = match request.kind.as_ref().map(|k| k.kind.as_str()) {
+        Some("ConfigMap") => Driver::ConfigMap,
+        _ => Driver::Secret,
+    };
+    let Some(object) = request.object.filter(|o| o.is_release(driver)) else {
         return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
     };
     let namespace = request.namespace.unwrap_or_default();
@@ -183,7 +225,7 @@ pub fn stamp(
         .or(request.name)
         .unwrap_or_default();
     let release = object
-        .release()
+        .release(driver)
         .ok_or_else(|| ReviewError::BadRequest("data.release is not base64".into()))?;
     let vouched = object
         .metadata
@@ -195,6 +237,7 @@ pub fn stamp(
     } else {
         author_of_write(
             key,
+            driver,
             &namespace,
             &name,
             request.user_info,
@@ -204,7 +247,7 @@ pub fn stamp(
     };
     let mut patch = match (author, &object.metadata.annotations) {
         (Stamp::By(author), annotations) => {
-            let stamp = stamp_annotations(key, &namespace, &name, &author, now, &release);
+            let stamp = stamp_annotations(key, driver, &namespace, &name, &author, now, &release);
             match annotations {
                 None => vec![serde_json::json!({
                     "op": "add",
@@ -391,6 +434,7 @@ mod tests {
         authorship(
             &stamping(),
             StoredSecret {
+                driver: Driver::Secret,
                 namespace: "team",
                 name: "sh.helm.release.v1.ops.v2",
                 annotations: Some(&annotations),
@@ -427,6 +471,7 @@ mod tests {
             let stored_object = applied(&body, object);
             let annotations = annotations_of(&stored_object);
             let secret = StoredSecret {
+                driver: Driver::Secret,
                 namespace: "team",
                 name: "sh.helm.release.v1.ops.v2",
                 annotations: Some(&annotations),
@@ -439,6 +484,120 @@ mod tests {
                 assert_eq!(annotations["keep"], "me");
             }
         }
+    }
+
+    /// A release ConfigMap as Helm's ConfigMap driver stores it: Helm's layer as a plain string.
+    fn config_map(release: &Value, annotations: Option<Value>) -> Value {
+        let mut object = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "sh.helm.release.v1.ops.v2", "namespace": "team",
+                         "creationTimestamp": CREATED_TEXT,
+                         "labels": {"owner": "helm", "name": "ops", "status": "deployed", "version": "2"}},
+            "data": {"release": String::from_utf8(helm(release)).unwrap()},
+        });
+        if let Some(a) = annotations {
+            object["metadata"]["annotations"] = a;
+        }
+        object
+    }
+
+    /// `object` as the API server stores a ConfigMap once `user` wrote it (CREATE when `old`
+    /// is null) at `now`: the request names its kind.
+    fn written_config_map(object: Value, old: Value, user: Value, now: i64) -> Value {
+        let mut review: Value = serde_json::from_slice(&update(object.clone(), old, user)).unwrap();
+        review["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+        let body = stamp(&key(), &serde_json::to_vec(&review).unwrap(), now).unwrap();
+        applied(&body, object)
+    }
+
+    /// Who the reverter reads as the author of the stored release `object` of `driver`.
+    fn author_as(object: &Value, driver: Driver) -> Authorship {
+        let annotations = annotations_of(object);
+        let data = object["data"]["release"].as_str().unwrap();
+        let release = match driver {
+            Driver::Secret => base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .unwrap(),
+            Driver::ConfigMap => data.as_bytes().to_vec(),
+        };
+        authorship(
+            &stamping(),
+            StoredSecret {
+                driver,
+                namespace: "team",
+                name: "sh.helm.release.v1.ops.v2",
+                annotations: Some(&annotations),
+                resource_version: Some("900"),
+                created: Some(CREATED),
+                release: &release,
+            },
+        )
+    }
+
+    #[test]
+    fn a_release_config_map_is_stamped_over_helms_layer_and_its_stamp_holds_only_on_a_config_map() {
+        let content = release("---\nkind: ConfigMap\n", "deployed");
+        // Written by alice, over a forged stamp naming the admin: hers.
+        let forged =
+            json!({AUTHOR_ANNOTATION: admin_json().to_string(), PROOF_ANNOTATION: "v2.1.AAAA"});
+        let stored = written_config_map(
+            config_map(&content, Some(forged)),
+            Value::Null,
+            alice_json(),
+            CREATED,
+        );
+        assert_eq!(author_as(&stored, Driver::ConfigMap), known(alice()));
+        // The same annotations on the Secret of that name and content (a copy) verify nothing,
+        // and a Secret's stamp verifies nothing on the ConfigMap.
+        let mut copied = secret(&content, stored["metadata"].get("annotations").cloned());
+        assert_eq!(
+            author_as(&copied, Driver::Secret),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        copied = written(secret(&content, None), Value::Null, alice_json(), CREATED);
+        let carried = config_map(&content, copied["metadata"].get("annotations").cloned());
+        assert_eq!(
+            author_as(&carried, Driver::ConfigMap),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // Helm's rewrite of it (helm test, a status change) by the admin keeps alice's stamp.
+        let after = written_config_map(
+            config_map(&tested(content.clone()), None),
+            stored.clone(),
+            admin_json(),
+            CREATED + 600,
+        );
+        assert_eq!(author_as(&after, Driver::ConfigMap), known(alice()));
+        // A change of its content is the writer's.
+        let other = release("---\nkind: ClusterRole\n", "deployed");
+        let after = written_config_map(
+            config_map(&other, None),
+            stored,
+            admin_json(),
+            CREATED + 600,
+        );
+        assert_eq!(author_as(&after, Driver::ConfigMap), known(admin()));
+    }
+
+    #[test]
+    fn a_config_map_that_is_no_release_passes_unchanged() {
+        let content = release("---\nkind: ConfigMap\n", "deployed");
+        let mut unlabelled = config_map(&content, None);
+        unlabelled["metadata"]["labels"] = json!({"app": "web"});
+        let mut no_release = config_map(&content, None);
+        no_release["data"] = json!({"greeting": "hello"});
+        for object in [unlabelled, no_release] {
+            assert_eq!(
+                written_config_map(object.clone(), Value::Null, alice_json(), CREATED),
+                object
+            );
+        }
+        // A ConfigMap's data is a plain string: not read as a Secret's base64 (which it is
+        // not), and never an error.
+        let mut plain = config_map(&content, None);
+        plain["data"]["release"] = json!("not base64 at all!");
+        let stored = written_config_map(plain.clone(), Value::Null, alice_json(), CREATED);
+        assert!(annotations_of(&stored).contains_key(AUTHOR_ANNOTATION));
     }
 
     #[test]
@@ -647,6 +806,7 @@ mod tests {
         let check = authorship(
             &stamping(),
             StoredSecret {
+                driver: Driver::Secret,
                 namespace: "team",
                 name: "sh.helm.release.v1.ops.v2",
                 annotations: Some(&annotations),

@@ -24,10 +24,19 @@ use crate::release::{ReleaseSecret, SecretError};
 
 /// What a release stored in another namespace asks of its author: the question, put to the
 /// API server as the author (a SubjectAccessReview), is whether they may create Secrets in the
-/// release's namespace. `None` for a release stored in its own namespace (nothing to ask).
+/// release's namespace (ConfigMaps, for a revision kept in a ConfigMap: whether they could have
+/// stored it there with the same driver). `None` for a release stored in its own namespace
+/// (nothing to ask).
 pub fn storage_question(secret: &ReleaseSecret) -> Option<Access> {
-    stored_elsewhere(secret)
-        .then(|| Access::resource("create", "", "secrets", Some(&secret.release.namespace), ""))
+    stored_elsewhere(secret).then(|| {
+        Access::resource(
+            "create",
+            "",
+            secret.secret.driver.resource(),
+            Some(&secret.release.namespace),
+            "",
+        )
+    })
 }
 
 fn stored_elsewhere(secret: &ReleaseSecret) -> bool {
@@ -55,8 +64,10 @@ pub fn speaks_for_its_namespace(
     match (&secret.author, allowed) {
         (Authorship::Known(_), Some(true)) => Ok(()),
         (Authorship::Known(author), _) => refuse(format!(
-            "its author {:?} may not create Secrets in {:?}",
-            author.username, secret.release.namespace
+            "its author {:?} may not create {}s in {:?}",
+            author.username,
+            secret.secret.driver.kind(),
+            secret.release.namespace
         )),
         (Authorship::Unknown(_), _) if trusted.contains(&secret.secret.namespace) => Ok(()),
         (Authorship::Unknown(why), _) => refuse(format!(
@@ -108,6 +119,19 @@ mod tests {
                 question.name.as_str()
             ),
             ("create", "", "secrets", Some("apps"), "")
+        );
+        // Kept in a ConfigMap (Helm's ConfigMap driver): could its author have stored it there?
+        let mut kept = flux(controller());
+        kept.secret.driver = crate::release::Driver::ConfigMap;
+        let question = storage_question(&kept).expect("a question");
+        assert_eq!(
+            (question.resource.as_str(), question.namespace.as_deref()),
+            ("configmaps", Some("apps"))
+        );
+        let refused = speaks_for_its_namespace(&kept, &[], Some(false)).unwrap_err();
+        assert!(
+            refused.to_string().contains("may not create ConfigMaps"),
+            "{refused}"
         );
         assert_eq!(
             ReleaseKey::stored("apps", "apps-podinfo", "flux-system").to_string(),

@@ -60,10 +60,7 @@ pub fn release_secret(
     manifest: &str,
 ) -> ReleaseSecret {
     ReleaseSecret {
-        secret: SecretRef {
-            namespace: namespace.into(),
-            name: format!("sh.helm.release.v1.{name}.v{revision}"),
-        },
+        secret: SecretRef::secret(namespace, format!("sh.helm.release.v1.{name}.v{revision}")),
         labels: BTreeMap::new(),
         author: crate::author::Authorship::Unknown(crate::author::Unknown::NotRead),
         created: None,

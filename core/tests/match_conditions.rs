@@ -170,10 +170,10 @@ fn observe(index: &mut Index, body: &Value) {
         return;
     }
     if delete {
-        index.remove_secret(&SecretRef {
-            namespace: object["metadata"]["namespace"].as_str().unwrap().into(),
-            name: object["metadata"]["name"].as_str().unwrap().into(),
-        });
+        index.remove_secret(&SecretRef::secret(
+            object["metadata"]["namespace"].as_str().unwrap(),
+            object["metadata"]["name"].as_str().unwrap(),
+        ));
     } else {
         index.upsert(decode_secret(object).unwrap());
     }

@@ -201,10 +201,10 @@ pub fn release(data: &[u8]) {
                 assert!(release.notes.len() <= helm_locker_core::NOTES_KEPT_BYTES);
                 let _ = parse_manifest(&release.manifest).objects.len();
                 let secret = ReleaseSecret {
-                    secret: SecretRef {
-                        namespace: release.namespace.clone(),
-                        name: format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
-                    },
+                    secret: SecretRef::secret(
+                        release.namespace.clone(),
+                        format!("sh.helm.release.v1.{}.v{}", release.name, release.revision),
+                    ),
                     labels: Default::default(),
                     release,
                     author: helm_locker_core::Authorship::Unknown(

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{pinned_kind, Discovery, Scope};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use serde::Serialize;
 
 use super::{diff, status, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand};
@@ -279,31 +279,45 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     }
 }
 
-/// Writes the vouch annotation on a release Secret as the user; the author webhook stamps the
-/// write with them and takes the annotation off. The author the stored Secret names after it
-/// (`None`: no stamp, the webhook did not answer).
+/// Writes the vouch annotation on a release Secret (or the release ConfigMap of Helm's
+/// ConfigMap driver) as the user; the author webhook stamps the write with them and takes the
+/// annotation off. The author the stored object names after it (`None`: no stamp, the webhook
+/// did not answer).
 async fn vouch(
     client: &Client,
     secret: &SecretRef,
     reason: &str,
 ) -> Result<Option<String>, PluginError> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    async fn annotate<K: crate::source::release_secrets::ReleaseObject>(
+        client: &Client,
+        secret: &SecretRef,
+        patch: &serde_json::Value,
+    ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+        let api: Api<K> = Api::namespaced(client.clone(), &secret.namespace);
+        let written = api
+            .patch(
+                &secret.name,
+                &kube::api::PatchParams {
+                    field_manager: Some("kubectl-locker".into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+            .map_err(PluginError::api(format!(
+                "write the release {} {secret}",
+                secret.driver.kind()
+            )))?;
+        Ok(written.annotations().clone())
+    }
     let patch =
         serde_json::json!({"metadata": {"annotations": {crate::core::VOUCH_ANNOTATION: reason}}});
-    let written = api
-        .patch(
-            &secret.name,
-            &kube::api::PatchParams {
-                field_manager: Some("kubectl-locker".into()),
-                ..Default::default()
-            },
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map_err(PluginError::api(format!(
-            "write the release Secret {secret}"
-        )))?;
-    let annotations = written.metadata.annotations.unwrap_or_default();
+    let annotations = match secret.driver {
+        crate::core::ReleaseDriver::Secret => annotate::<Secret>(client, secret, &patch).await?,
+        crate::core::ReleaseDriver::ConfigMap => {
+            annotate::<ConfigMap>(client, secret, &patch).await?
+        }
+    };
     if annotations.contains_key(crate::core::VOUCH_ANNOTATION) {
         return Ok(None);
     }
@@ -378,12 +392,12 @@ async fn why_locked(
     // The owning revision's chart, to say which values key sets each field.
     let chart = match why::claims(&index, &wanted, None).first() {
         Some(object) => {
-            let revision = index
-                .release(&object.release)
-                .and_then(|s| s.newest())
-                .map(|r| r.revision);
+            let newest = index.release(&object.release).and_then(|s| s.newest());
+            let revision = newest.map(|r| r.revision);
+            // Read where the index found it: a Secret or a ConfigMap.
             let reader = crate::chart_files::KubeChartFiles {
                 client: client.clone(),
+                drivers: newest.map(|r| vec![r.secret.driver]).unwrap_or_default(),
             };
             match revision {
                 Some(revision) => {
@@ -559,8 +573,10 @@ async fn reverter_events(
     events
 }
 
-/// The release Secrets of a namespace (all when `None`), of one release when `name` is given;
-/// with a registration namespace, the HelmReleases there register releases as for the locker.
+/// The release Secrets of a namespace (all when `None`), of one release when `name` is given,
+/// and the release ConfigMaps of Helm's ConfigMap driver (when they cannot be listed, said on
+/// stderr: the Secrets' releases stand); with a registration namespace, the HelmReleases there
+/// register releases as for the locker.
 async fn releases(
     client: &Client,
     namespace: Option<&str>,
@@ -579,7 +595,37 @@ async fn releases(
         .list(&ListParams::default().labels(&labels).fields(FIELDS))
         .await
         .map_err(PluginError::api("list Helm's release Secrets"))?;
-    let secrets: Vec<ReleaseSecret> = list.items.iter().filter_map(decode).collect();
+    let mut secrets: Vec<ReleaseSecret> = list
+        .items
+        .iter()
+        .filter_map(|s| {
+            decode(
+                SecretRef::secret(s.namespace().unwrap_or_default(), s.name_any()),
+                s.labels(),
+                s.data
+                    .as_ref()
+                    .and_then(|d| d.get("release"))
+                    .map(|p| p.0.as_slice()),
+            )
+        })
+        .collect();
+    let api: Api<ConfigMap> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    match api.list(&ListParams::default().labels(&labels)).await {
+        Ok(list) => secrets.extend(list.items.iter().filter_map(|c| {
+            decode(
+                SecretRef::config_map(c.namespace().unwrap_or_default(), c.name_any()),
+                c.labels(),
+                c.data
+                    .as_ref()
+                    .and_then(|d| d.get("release"))
+                    .map(String::as_bytes),
+            )
+        })),
+        Err(e) => eprintln!("kubectl-locker: cannot list Helm's release ConfigMaps: {e}"),
+    }
     let mut index = Index::from_secrets(secrets);
     if let Some(ns) = registrations {
         let api: Api<crate::crd::HelmRelease> = Api::namespaced(client.clone(), ns);
@@ -596,17 +642,17 @@ async fn releases(
     Ok(index)
 }
 
-fn decode(secret: &Secret) -> Option<ReleaseSecret> {
-    let reference = SecretRef {
-        namespace: secret.metadata.namespace.clone().unwrap_or_default(),
-        name: secret.metadata.name.clone().unwrap_or_default(),
-    };
-    let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
-    let payload = secret.data.as_ref().and_then(|d| d.get("release"));
+/// A release Secret's or ConfigMap's revision, from Helm's layer of its `data.release`.
+fn decode(
+    reference: SecretRef,
+    labels: &BTreeMap<String, String>,
+    payload: Option<&[u8]>,
+) -> Option<ReleaseSecret> {
     let decoded = payload
         .ok_or_else(|| "no data.release".to_string())
         .and_then(|p| {
-            release_secret_from_parts(reference.clone(), labels, &p.0).map_err(|e| e.to_string())
+            release_secret_from_parts(reference.clone(), labels.clone(), p)
+                .map_err(|e| e.to_string())
         });
     match decoded {
         Ok(decoded) => Some(decoded),

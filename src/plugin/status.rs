@@ -152,8 +152,11 @@ pub(crate) fn add_notices(
             Some("AuthorLacksRights" | "UnknownAuthor") => {
                 // Only the newest revision's Secret speaks for the release now.
                 let Some(state) = index.releases().into_iter().find(|s| {
-                    s.newest()
-                        .is_some_and(|r| r.secret.namespace == namespace && r.secret.name == name)
+                    s.newest().is_some_and(|r| {
+                        r.secret.namespace == namespace
+                            && r.secret.name == name
+                            && involved.kind.as_deref() == Some(r.secret.driver.kind())
+                    })
                 }) else {
                     continue;
                 };

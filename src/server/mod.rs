@@ -88,6 +88,9 @@ pub struct Settings {
     /// Storage namespaces whose releases of other namespaces count without a known author
     /// (`--trusted-storage-namespace`; [`crate::core::speaks_for_its_namespace`]).
     pub trusted_storage_namespaces: Vec<String>,
+    /// The kinds Helm's releases are read from: Secrets, ConfigMaps, or both
+    /// (`--release-drivers`; Kubernetes source only). One watch per kind and scope.
+    pub release_drivers: Vec<crate::core::ReleaseDriver>,
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
     pub kube_version: crate::core::KubeVersion,
@@ -176,6 +179,7 @@ pub struct BoundServer {
     switches_configmap: Option<String>,
     /// The gate of releases stored in another namespace (Kubernetes source only).
     gate: Option<Arc<source::storage_gate::StorageGate>>,
+    release_drivers: Vec<crate::core::ReleaseDriver>,
     author_key: AuthorKeyPlace,
     stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::Stamping>>>,
 }
@@ -254,12 +258,14 @@ impl BoundServer {
                     client,
                     stamping: stamping_rx.clone(),
                     gate,
+                    drivers: settings.release_drivers.clone(),
                 }) as Arc<dyn Confirm>
             });
         let chart_files = Arc::new(crate::chart_files::ChartFilesCache::new(
             match (&kube, &settings.source) {
                 (Some(client), _) => Box::new(crate::chart_files::KubeChartFiles {
                     client: client.clone(),
+                    drivers: settings.release_drivers.clone(),
                 }),
                 (None, ReleaseSource::Folder { dir, .. }) => {
                     Box::new(crate::chart_files::FolderChartFiles { dir: dir.clone() })
@@ -269,11 +275,14 @@ impl BoundServer {
                 }
             },
         ));
-        let scopes = source_scopes(&settings.source, &settings.config)
-            + usize::from(
-                settings.switches_configmap.is_some()
-                    && matches!(settings.source, ReleaseSource::Kubernetes),
-            );
+        let scopes = source_scopes(
+            &settings.source,
+            &settings.config,
+            settings.release_drivers.len(),
+        ) + usize::from(
+            settings.switches_configmap.is_some()
+                && matches!(settings.source, ReleaseSource::Kubernetes),
+        );
         let (attempt_sink, attempts) = match (&kube, settings.events) {
             (Some(_), true) => {
                 let (sink, rx) = crate::attempts::channel(metrics.clone(), 1024);
@@ -326,6 +335,7 @@ impl BoundServer {
             lock_exceptions: settings.lock_exceptions,
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
             gate,
+            release_drivers: settings.release_drivers,
             switches_configmap: settings.switches_configmap,
             author_key: settings.author_key,
             stamping,
@@ -383,19 +393,50 @@ impl BoundServer {
                     );
                 }
                 let gate = self.gate.clone().expect("a gate for the Kubernetes source");
+                let drivers = self.release_drivers.clone();
                 for ns in watch_scopes(&state.config.load()) {
-                    tasks.spawn(
-                        "a release Secret watch",
-                        source::release_secrets::watch(
+                    for driver in &drivers {
+                        let (client, ns, index, metrics, readiness, stamping, gate) = (
                             client.clone(),
-                            ns,
+                            ns.clone(),
                             state.index.clone(),
                             state.metrics.clone(),
                             state.readiness.clone(),
                             state.stamping.clone(),
                             gate.clone(),
-                        ),
-                    );
+                        );
+                        use crate::core::ReleaseDriver;
+                        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+                        use source::release_secrets::watch;
+                        match driver {
+                            ReleaseDriver::Secret => tasks.spawn(
+                                "a release Secret watch",
+                                watch::<Secret>(
+                                    client,
+                                    ns,
+                                    index,
+                                    metrics,
+                                    readiness,
+                                    stamping,
+                                    gate,
+                                    drivers.clone(),
+                                ),
+                            ),
+                            ReleaseDriver::ConfigMap => tasks.spawn(
+                                "a release ConfigMap watch",
+                                watch::<ConfigMap>(
+                                    client,
+                                    ns,
+                                    index,
+                                    metrics,
+                                    readiness,
+                                    stamping,
+                                    gate,
+                                    drivers.clone(),
+                                ),
+                            ),
+                        }
+                    }
                 }
                 tasks.spawn(
                     "the schema refresher",
@@ -446,6 +487,7 @@ impl BoundServer {
                     &state,
                     self.controller,
                     gate,
+                    drivers,
                     leaving_rx,
                 );
             }
@@ -519,11 +561,12 @@ async fn turn_unready(state: &AppState, failure: Option<&str>, delay: Duration) 
 
 /// How many scopes must list before the server is ready: each release Secret watch, the
 /// HelmRelease watch and the API server's schema, or the folder's first read.
-fn source_scopes(source: &ReleaseSource, config: &Config) -> usize {
+fn source_scopes(source: &ReleaseSource, config: &Config, drivers: usize) -> usize {
     match source {
         ReleaseSource::Folder { .. } => 1,
         ReleaseSource::Kubernetes => {
-            config.namespaces.len().max(1)
+            // A watch per release driver and namespace scope.
+            config.namespaces.len().max(1) * drivers
                 + usize::from(config.registration_namespace.is_some())
                 + 1
         }
@@ -537,6 +580,7 @@ fn start_controllers(
     state: &Arc<AppState>,
     settings: Option<crate::controller::ControllerSettings>,
     gate: Arc<source::storage_gate::StorageGate>,
+    drivers: Vec<crate::core::ReleaseDriver>,
     leaving: tokio::sync::watch::Receiver<bool>,
 ) {
     use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
@@ -589,6 +633,7 @@ fn start_controllers(
                 client: client.clone(),
                 stamping: state.stamping.clone(),
                 gate,
+                drivers,
             }),
             leader_rx.clone(),
             state.metrics.clone(),

@@ -1,22 +1,25 @@
 //! Release Secrets from the API server: a watch on `owner=helm` Secrets of type
 //! `helm.sh/release.v1` (all namespaces, or the configured ones), and the fresh read of rule 7.
+//! Helm's ConfigMap driver keeps the same revisions in `owner=helm` ConfigMaps: the same watch
+//! runs over them ([`ReleaseObject`], one watch per kind and scope, `--release-drivers`), and
+//! every read of a release reads both kinds.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::{
     authorship, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
-    PreparedSecret, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping, Status,
-    StoredSecret,
+    PreparedSecret, ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping,
+    Status, StoredSecret,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
@@ -25,7 +28,6 @@ use crate::source::author_key::StampingRx;
 use crate::source::storage_gate::StorageGate;
 
 const LABELS: &str = "owner=helm";
-const FIELDS: &str = "type=helm.sh/release.v1";
 /// What the watch lists: Helm keeps up to `--history-max` (10) revisions of each release, all
 /// but the newest few `superseded`, and only the newest revision (with any pending or failed
 /// one) decides what is locked. A revision Helm supersedes leaves the watch as a delete, which
@@ -33,40 +35,93 @@ const FIELDS: &str = "type=helm.sh/release.v1";
 /// again in full ([`reload_release`]).
 const WATCHED_LABELS: &str = "owner=helm,status!=superseded";
 
-fn resource_version(secret: &Secret) -> Option<String> {
-    secret.metadata.resource_version.clone()
+/// An object Helm keeps a release revision in, as its driver stores it: a Secret (Helm's
+/// default) or a ConfigMap (`HELM_DRIVER=configmap`, k3s's helm-controller with
+/// `spec.driver: configmap`). Both hold Helm's layer of the release in `data.release`.
+pub(crate) trait ReleaseObject:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const DRIVER: ReleaseDriver;
+    /// What a list or watch selects beyond the labels: a Secret's type (a ConfigMap has none).
+    const FIELDS: Option<&'static str>;
+
+    /// Helm's layer of `data.release`: a Secret's after its own base64 (the client undid it),
+    /// a ConfigMap's as it is.
+    fn payload(&self) -> Option<&[u8]>;
 }
 
-fn secret_ref(secret: &Secret) -> SecretRef {
+impl ReleaseObject for Secret {
+    const DRIVER: ReleaseDriver = ReleaseDriver::Secret;
+    const FIELDS: Option<&'static str> = Some("type=helm.sh/release.v1");
+
+    fn payload(&self) -> Option<&[u8]> {
+        Some(self.data.as_ref()?.get("release")?.0.as_slice())
+    }
+}
+
+impl ReleaseObject for ConfigMap {
+    const DRIVER: ReleaseDriver = ReleaseDriver::ConfigMap;
+    const FIELDS: Option<&'static str> = None;
+
+    fn payload(&self) -> Option<&[u8]> {
+        Some(self.data.as_ref()?.get("release")?.as_bytes())
+    }
+}
+
+/// The list parameters of `K`'s release objects, with `labels`.
+fn list_params<K: ReleaseObject>(labels: &str) -> ListParams {
+    let params = ListParams::default().labels(labels);
+    match K::FIELDS {
+        Some(fields) => params.fields(fields),
+        None => params,
+    }
+}
+
+fn resource_version<K: ReleaseObject>(secret: &K) -> Option<String> {
+    secret.meta().resource_version.clone()
+}
+
+fn secret_ref<K: ReleaseObject>(secret: &K) -> SecretRef {
     SecretRef {
-        namespace: secret.metadata.namespace.clone().unwrap_or_default(),
-        name: secret.metadata.name.clone().unwrap_or_default(),
+        namespace: secret.namespace().unwrap_or_default(),
+        name: secret.name_any(),
+        driver: K::DRIVER,
     }
 }
 
 /// Decodes a watched Secret; failures are logged by name only, never with content.
-fn decode(secret: &Secret, stamping: &Stamping, metrics: &Metrics) -> Option<ReleaseSecret> {
+fn decode<K: ReleaseObject>(
+    secret: &K,
+    stamping: &Stamping,
+    metrics: &Metrics,
+) -> Option<ReleaseSecret> {
     decode_or_foreign(secret, stamping, metrics).ok().flatten()
 }
 
 /// [`decode`], but a Secret whose release is too large is returned as the error, to warn
 /// about it on the Secret.
-fn decode_or_foreign(
-    secret: &Secret,
+fn decode_or_foreign<K: ReleaseObject>(
+    secret: &K,
     stamping: &Stamping,
     metrics: &Metrics,
 ) -> Result<Option<ReleaseSecret>, SecretError> {
     let reference = secret_ref(secret);
     metrics.release_secrets_decoded.inc();
-    let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default();
-    let Some(payload) = secret.data.as_ref().and_then(|d| d.get("release")) else {
+    let labels: BTreeMap<String, String> = secret.labels().clone();
+    let Some(payload) = secret.payload() else {
         metrics.release_decode_errors.inc();
         tracing::warn!(secret = %reference, "release Secret has no data.release; skipped");
         return Ok(None);
     };
-    match release_secret_from_parts(reference.clone(), labels, &payload.0) {
+    match release_secret_from_parts(reference.clone(), labels, payload) {
         Ok(mut decoded) => {
-            read_author(secret, &mut decoded, stamping, &payload.0);
+            read_author(secret, &mut decoded, stamping, payload);
             if let Authorship::Unknown(why) = &decoded.author {
                 tracing::debug!(secret = %reference, why = why.as_str(), "release revision has no known author");
             }
@@ -88,19 +143,25 @@ fn decode_or_foreign(
 }
 
 /// Sets who wrote `decoded` (and when its Secret was created) from `secret`'s stamp.
-fn read_author(secret: &Secret, decoded: &mut ReleaseSecret, stamping: &Stamping, payload: &[u8]) {
-    decoded.created = secret
-        .metadata
+fn read_author<K: ReleaseObject>(
+    secret: &K,
+    decoded: &mut ReleaseSecret,
+    stamping: &Stamping,
+    payload: &[u8],
+) {
+    let metadata = secret.meta();
+    decoded.created = metadata
         .creation_timestamp
         .as_ref()
         .map(|t| t.0.as_second());
     decoded.author = authorship(
         stamping,
         StoredSecret {
+            driver: K::DRIVER,
             namespace: &decoded.secret.namespace,
             name: &decoded.secret.name,
-            annotations: secret.metadata.annotations.as_ref(),
-            resource_version: secret.metadata.resource_version.as_deref(),
+            annotations: metadata.annotations.as_ref(),
+            resource_version: metadata.resource_version.as_deref(),
             created: decoded.created,
             release: payload,
         },
@@ -131,9 +192,9 @@ impl ForeignWarnings {
 
     /// Decodes `secret` and passes it through the storage gate; warns once on it when it is
     /// too large or its release may not speak for its namespace.
-    async fn decode(
+    async fn decode<K: ReleaseObject>(
         &mut self,
-        secret: &Secret,
+        secret: &K,
         stamping: &Stamping,
         gate: &StorageGate,
         metrics: &Metrics,
@@ -150,9 +211,9 @@ impl ForeignWarnings {
 
     /// `decoded` when its release may speak for its namespace; else reported (log, metric,
     /// an Event on the Secret) and `None`.
-    async fn admit(
+    async fn admit<K: ReleaseObject>(
         &mut self,
-        secret: &Secret,
+        secret: &K,
         decoded: ReleaseSecret,
         gate: &StorageGate,
         metrics: &Metrics,
@@ -170,8 +231,8 @@ impl ForeignWarnings {
 
     /// Warns once on `secret`, which names another namespace's release, or whose release is
     /// too large to decode (`note`).
-    async fn warn(&mut self, secret: &Secret, note: SecretError) {
-        let uid = secret.metadata.uid.clone().unwrap_or_default();
+    async fn warn<K: ReleaseObject>(&mut self, secret: &K, note: SecretError) {
+        let uid = secret.uid().unwrap_or_default();
         if self.warned.insert(uid) {
             let reason = match note {
                 SecretError::Decode(DecodeError::TooLarge { .. }) => "ReleaseTooLarge",
@@ -180,7 +241,10 @@ impl ForeignWarnings {
             let event = Event {
                 type_: EventType::Warning,
                 reason: reason.into(),
-                note: Some(format!("helm-locker ignores this release Secret: {note}")),
+                note: Some(format!(
+                    "helm-locker ignores this release {}: {note}",
+                    K::DRIVER.kind()
+                )),
                 action: "Ignore".into(),
                 secondary: None,
             };
@@ -196,23 +260,33 @@ impl ForeignWarnings {
 const DECODED_TOGETHER: usize = 256;
 
 /// A part of a list, decoded and its manifests parsed.
-#[derive(Default)]
-struct DecodedPart {
+struct DecodedPart<K> {
     prepared: Vec<PreparedSecret>,
     /// The resourceVersion of each Secret in `prepared`.
     versions: Vec<(SecretRef, String)>,
     /// Secrets too large to decode, to warn on.
-    foreign: Vec<(Secret, SecretError)>,
+    foreign: Vec<(K, SecretError)>,
     /// Releases stored outside their own namespace: indexed once the storage gate admits them.
-    crossing: Vec<(Secret, ReleaseSecret)>,
+    crossing: Vec<(K, ReleaseSecret)>,
+}
+
+impl<K> Default for DecodedPart<K> {
+    fn default() -> Self {
+        DecodedPart {
+            prepared: Vec::new(),
+            versions: Vec::new(),
+            foreign: Vec::new(),
+            crossing: Vec::new(),
+        }
+    }
 }
 
 /// Decodes a part of a list and parses its manifests, both on every core (the blocking pool).
-async fn decode_part(
-    secrets: Vec<Secret>,
+async fn decode_part<K: ReleaseObject>(
+    secrets: Vec<K>,
     stamping: Arc<Stamping>,
     metrics: Arc<Metrics>,
-) -> DecodedPart {
+) -> DecodedPart<K> {
     if secrets.is_empty() {
         return DecodedPart::default();
     }
@@ -257,12 +331,12 @@ async fn decode_part(
 
 /// A decoded part, its releases stored in other namespaces through the storage gate: what
 /// the list keeps.
-async fn admit_part(
-    mut part: DecodedPart,
+async fn admit_part<K: ReleaseObject>(
+    mut part: DecodedPart<K>,
     gate: &StorageGate,
     foreign: &mut ForeignWarnings,
     metrics: &Metrics,
-) -> DecodedPart {
+) -> DecodedPart<K> {
     for (secret, note) in std::mem::take(&mut part.foreign) {
         foreign.warn(&secret, note).await;
     }
@@ -287,11 +361,15 @@ fn log_report(report: &crate::core::UpdateReport) {
     }
 }
 
-/// Watches release Secrets in `namespace` (all when `None`) and keeps `shared` current.
-/// Tells `readiness` once, after its first complete list. Starts once the author key is
-/// loaded (each revision's author is read with it). Returns only if the watch stream ends, or
-/// the key's sender is gone, which the server treats as a failure.
-pub(crate) async fn watch(
+/// Watches release Secrets (`K`: or release ConfigMaps) in `namespace` (all when `None`) and
+/// keeps `shared` current: what this watch lists is its kind's only, so a list again never
+/// removes what the other kind's watch indexed. Tells `readiness` once, after its first
+/// complete list. Starts once the author key is loaded (each revision's author is read with
+/// it). Returns only if the watch stream ends, or the key's sender is gone, which the server
+/// treats as a failure. `drivers`: every kind a release's revisions are read from when it is
+/// read again.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn watch<K: ReleaseObject>(
     client: Client,
     namespace: Option<String>,
     shared: Arc<IndexStore>,
@@ -299,23 +377,27 @@ pub(crate) async fn watch(
     readiness: Arc<Readiness>,
     mut stamping: StampingRx,
     gate: Arc<StorageGate>,
+    drivers: Vec<ReleaseDriver>,
 ) {
     let stamping: Arc<Stamping> = match stamping.wait_for(Option::is_some).await {
         Ok(loaded) => loaded.clone().expect("waited for it"),
         Err(_) => return,
     };
-    let api: Api<Secret> = match &namespace {
+    let api: Api<K> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let config = watcher::Config::default()
-        .labels(WATCHED_LABELS)
-        .fields(FIELDS);
+    let config = watcher::Config::default().labels(WATCHED_LABELS);
+    let config = match K::FIELDS {
+        Some(fields) => config.fields(fields),
+        None => config,
+    };
+    let kind = K::DRIVER.kind();
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     // A list's Secrets are decoded and parsed into what they lock a part at a time as they
     // arrive, so the list never holds all its manifests' text at once.
     let mut listing: Option<Vec<PreparedSecret>> = None;
-    let mut undecoded: Vec<Secret> = Vec::new();
+    let mut undecoded: Vec<K> = Vec::new();
     // The resourceVersion of each Secret this watch put in the index. This task is the only
     // writer of its scope's Secrets, so a list again (after the watch expired) keeps a Secret
     // found with the same version as it is, without decoding it.
@@ -329,7 +411,7 @@ pub(crate) async fn watch(
             Some(Ok(event)) => event,
             Some(Err(e)) => {
                 metrics.watch_restarts.inc();
-                tracing::warn!(namespace = ?namespace, error = %e, "release Secret watch failed; retrying with backoff");
+                tracing::warn!(namespace = ?namespace, kind, error = %e, "release Secret watch failed; retrying with backoff");
                 continue;
             }
             None => return,
@@ -374,7 +456,7 @@ pub(crate) async fn watch(
                     .update(move |index| {
                         // The list replaces everything in scope: releases deleted while the
                         // watch was down disappear, unchanged Secrets stay as they were.
-                        index.relist(scope.as_deref(), &kept_refs, list)
+                        index.relist(scope.as_deref(), K::DRIVER, &kept_refs, list)
                     })
                     .await;
                 {
@@ -387,12 +469,13 @@ pub(crate) async fn watch(
                 for report in &reports {
                     log_report(report);
                     if let Some(key) = &report.needs_reload {
-                        reload_release(&client, key, &shared, &stamping, &gate, &metrics).await;
+                        reload_release(&client, key, &shared, &stamping, &gate, &metrics, &drivers)
+                            .await;
                     }
                 }
                 crate::source::return_freed_memory();
                 let index = shared.snapshot();
-                tracing::info!(namespace = ?namespace, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
+                tracing::info!(namespace = ?namespace, kind, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
                 if !first_list_done {
                     first_list_done = true;
                     readiness.scope_listed();
@@ -414,7 +497,10 @@ pub(crate) async fn watch(
                         .update(move |index| index.remove_secret(&reference))
                         .await;
                     if let Some(key) = report.needs_reload {
-                        reload_release(&client, &key, &shared, &stamping, &gate, &metrics).await;
+                        reload_release(
+                            &client, &key, &shared, &stamping, &gate, &metrics, &drivers,
+                        )
+                        .await;
                     }
                 }
             }
@@ -425,15 +511,81 @@ pub(crate) async fn watch(
                     .update(move |index| index.remove_secret(&reference))
                     .await;
                 if let Some(key) = report.needs_reload {
-                    reload_release(&client, &key, &shared, &stamping, &gate, &metrics).await;
+                    reload_release(&client, &key, &shared, &stamping, &gate, &metrics, &drivers)
+                        .await;
                 }
             }
         }
     }
 }
 
+/// A release's revisions as the API server stores them now, in each kind read (the drivers
+/// on): a release may be kept by either driver, so both are read and both count.
+#[derive(Default)]
+pub(crate) struct StoredRevisions {
+    pub(crate) secrets: Vec<Secret>,
+    pub(crate) config_maps: Vec<ConfigMap>,
+}
+
+impl StoredRevisions {
+    /// The revisions of release `name` stored in `namespace`, in each of `drivers` (the kinds
+    /// are listed together: a fresh read before a denial takes one round trip, not two). The
+    /// label selector only narrows what is read; every payload read is decoded.
+    pub(crate) async fn read(
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        drivers: &[ReleaseDriver],
+    ) -> Result<StoredRevisions, kube::Error> {
+        async fn list<K: ReleaseObject>(
+            client: &Client,
+            namespace: &str,
+            labels: &str,
+            on: bool,
+        ) -> Result<Vec<K>, kube::Error> {
+            if !on {
+                return Ok(Vec::new());
+            }
+            let api: Api<K> = Api::namespaced(client.clone(), namespace);
+            Ok(api.list(&list_params::<K>(labels)).await?.items)
+        }
+        let labels = format!("{LABELS},name={name}");
+        let (secrets, config_maps) = futures::try_join!(
+            list::<Secret>(
+                client,
+                namespace,
+                &labels,
+                drivers.contains(&ReleaseDriver::Secret)
+            ),
+            list::<ConfigMap>(
+                client,
+                namespace,
+                &labels,
+                drivers.contains(&ReleaseDriver::ConfigMap)
+            ),
+        )?;
+        Ok(StoredRevisions {
+            secrets,
+            config_maps,
+        })
+    }
+
+    /// Every revision that decodes, of both kinds.
+    fn decoded(&self, stamping: &Stamping, metrics: &Metrics) -> Vec<ReleaseSecret> {
+        let secrets = self
+            .secrets
+            .iter()
+            .filter_map(|s| decode(s, stamping, metrics));
+        let config_maps = self
+            .config_maps
+            .iter()
+            .filter_map(|c| decode(c, stamping, metrics));
+        secrets.chain(config_maps).collect()
+    }
+}
+
 /// The newest revision's Secret of a release vanished while older ones remain: index the
-/// newest remaining revision again.
+/// newest remaining revision again (of whichever kind keeps it).
 async fn reload_release(
     client: &Client,
     key: &ReleaseKey,
@@ -441,17 +593,13 @@ async fn reload_release(
     stamping: &Stamping,
     gate: &StorageGate,
     metrics: &Metrics,
+    drivers: &[ReleaseDriver],
 ) {
-    let api: Api<Secret> = Api::namespaced(client.clone(), key.storage_namespace());
-    let params = ListParams::default()
-        .labels(&format!("{LABELS},name={}", key.name))
-        .fields(FIELDS);
-    match api.list(&params).await {
-        Ok(list) => {
-            let newest = list
-                .items
-                .iter()
-                .filter_map(|s| decode(s, stamping, metrics))
+    match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers).await {
+        Ok(read) => {
+            let newest = read
+                .decoded(stamping, metrics)
+                .into_iter()
                 .filter(|s| s.key() == *key)
                 .max_by_key(|s| s.release.revision);
             if let Some(newest) = newest {
@@ -474,13 +622,18 @@ async fn reload_release(
 
 /// Rule 7 against the API server: the newest revision and its status as the release Secrets'
 /// payloads say ([`crate::core::newest_revision`]); their labels are the writer's word and are
-/// not read. A Secret whose payload does not decode counts for nothing.
+/// not read. A Secret whose payload does not decode counts for nothing. With the ConfigMap
+/// driver on, the release's ConfigMaps are read too and count as its Secrets do: whoever may
+/// write a release's ConfigMaps may open it with a pending revision, as whoever may write its
+/// Secrets may.
 pub(crate) struct KubeConfirm {
     pub client: Client,
     /// The author key, to tell who wrote each revision of a release stored in another
     /// namespace.
     pub stamping: StampingRx,
     pub gate: Arc<StorageGate>,
+    /// The kinds a release's revisions are read from (`--release-drivers`).
+    pub drivers: Vec<ReleaseDriver>,
 }
 
 impl KubeConfirm {
@@ -488,15 +641,14 @@ impl KubeConfirm {
     /// in its own namespace; for one stored elsewhere, only those whose author passes the
     /// storage gate, as the watch admits them (a tenant who may write Secrets in the storage
     /// namespace cannot open the release with a pending revision of her own).
-    async fn admitted<'s>(
+    async fn admitted<'s, K: ReleaseObject>(
         &self,
         release: &ReleaseKey,
-        secrets: &'s [Secret],
+        secrets: &'s [K],
     ) -> Vec<(SecretRef, &'s [u8])> {
-        let payloads = secrets.iter().filter_map(|s| {
-            let payload = s.data.as_ref()?.get("release")?;
-            Some((s, secret_ref(s), payload.0.as_slice()))
-        });
+        let payloads = secrets
+            .iter()
+            .filter_map(|s| Some((s, secret_ref(s), s.payload()?)));
         if release.stored_in.is_none() {
             return payloads.map(|(_, r, p)| (r, p)).collect();
         }
@@ -525,20 +677,19 @@ impl Confirm for KubeConfirm {
         release: &'a ReleaseKey,
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
         Box::pin(async move {
-            let api: Api<Secret> =
-                Api::namespaced(self.client.clone(), release.storage_namespace());
-            // The label selector only narrows what is read; every payload read is decoded.
-            let params = ListParams::default()
-                .labels(&format!("{LABELS},name={}", release.name))
-                .fields(FIELDS);
-            let list = api
-                .list(&params)
-                .await
-                .map_err(|source| ConfirmError::Revisions {
-                    release: release.clone(),
-                    source,
-                })?;
-            let payloads = self.admitted(release, &list.items).await;
+            let read = StoredRevisions::read(
+                &self.client,
+                release.storage_namespace(),
+                &release.name,
+                &self.drivers,
+            )
+            .await
+            .map_err(|source| ConfirmError::Revisions {
+                release: release.clone(),
+                source,
+            })?;
+            let mut payloads = self.admitted(release, &read.secrets).await;
+            payloads.extend(self.admitted(release, &read.config_maps).await);
             Ok(crate::core::newest_revision(release, payloads))
         })
     }

@@ -361,7 +361,7 @@ webhooks:
   - apiGroups: [""]
     apiVersions: [v1]
     operations: [CREATE, UPDATE]
-    resources: [secrets]
+    resources: [secrets, configmaps]
     scope: Namespaced
 """
 
@@ -415,3 +415,11 @@ def release_secret(name, namespace, objects, status="deployed", revision=1):
             "metadata": {"name": f"sh.helm.release.v1.{name}.v{revision}", "namespace": namespace,
                          "labels": {"owner": "helm", "name": name, "status": status, "version": str(revision)}},
             "data": {"release": base64.b64encode(payload.encode()).decode()}}
+
+
+def release_config_map(name, namespace, objects, status="deployed", revision=1):
+    """The same release as Helm's ConfigMap driver stores it: labels and name as the Secret's, no
+    type, and `data.release` Helm's layer (JSON, gzip, base64) as a plain string."""
+    secret = release_secret(name, namespace, objects, status, revision)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": secret["metadata"],
+            "data": {"release": base64.b64decode(secret["data"]["release"]).decode()}}

@@ -251,6 +251,35 @@ class ChartLintAndRender(unittest.TestCase):
         self.assertEqual(env["HELM_LOCKER_LEASE_NAMESPACE"], {"fieldRef": {"fieldPath": "metadata.namespace"}})
         self.assertEqual(env["HELM_LOCKER_IDENTITY"], {"fieldRef": {"fieldPath": "metadata.name"}})
 
+    def test_release_drivers_decide_what_is_read_and_stamped(self):
+        """releaseDrivers: the ConfigMap driver's watch, its RBAC (get/list/watch on configmaps,
+        cluster-wide or per chosen namespace) and its author stamp come and go together."""
+        reader = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+        secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+        for drivers, want in ((None, True), (["secret", "configmap"], True), (["secret"], False)):
+            with self.subTest(drivers=drivers):
+                values = {"revert": {"enabled": False}}
+                if drivers:
+                    values["releaseDrivers"] = drivers
+                _, docs = render(values)
+                cluster = [r for r in of_kind(docs, "ClusterRole") if r["metadata"]["name"] == "helm-locker"][0]
+                self.assertEqual(reader in cluster["rules"], want)
+                self.assertIn(secrets, cluster["rules"])
+                self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_RELEASE_DRIVERS"],
+                                 ",".join(drivers or ["secret", "configmap"]))
+                author = of_kind(docs, "MutatingWebhookConfiguration", author=True)[0]
+                self.assertEqual(author["webhooks"][0]["rules"][0]["resources"],
+                                 ["secrets", "configmaps"] if want else ["secrets"])
+                _, docs = render(dict(values, namespaces=["shop"]), namespace="ops")
+                role = [r for r in of_kind(docs, "Role") if r["metadata"]["name"] == "helm-locker-releases"][0]
+                self.assertEqual(reader in role["rules"], want)
+                self.assertIn(secrets, role["rules"])
+        # Only the ConfigMap driver: no Secret is read for releases.
+        _, docs = render({"revert": {"enabled": False}, "releaseDrivers": ["configmap"]})
+        cluster = [r for r in of_kind(docs, "ClusterRole") if r["metadata"]["name"] == "helm-locker"][0]
+        self.assertNotIn(secrets, cluster["rules"])
+        self.assertIn(reader, cluster["rules"])
+
     def test_chosen_namespaces_read_secrets_there_only(self):
         _, docs = render({"namespaces": ["shop", "web"], "revert": {"enabled": False}}, namespace="ops")
         cluster = [r for r in of_kind(docs, "ClusterRole") if r["metadata"]["name"] == "helm-locker"][0]

@@ -10,8 +10,8 @@
 //! The write is let through when its author could have freed the objects the plain way, by
 //! uninstalling the holding release: **the taking release is at work (pending), the written
 //! object names it, it renders the object, and the author stamped on its newest revision may
-//! delete Secrets where the holding release is stored** (a SubjectAccessReview as that author,
-//! asked by the server). So the hand-over grants nobody anything: whoever passes could delete
+//! delete Secrets where the holding release is stored** (ConfigMaps, when Helm's ConfigMap
+//! driver keeps it; a SubjectAccessReview as that author, asked by the server). So the hand-over grants nobody anything: whoever passes could delete
 //! the holding release's Secrets and unlock every one of its objects. Anyone else stays denied.
 
 use std::sync::Arc;
@@ -81,6 +81,11 @@ pub fn hand_over_question(
     let Authorship::Known(author) = &newest.author else {
         return None;
     };
+    // Uninstalling the holder deletes the objects its driver keeps it in.
+    let holder_kept_in = index
+        .release(&locked.release)
+        .and_then(|s| s.newest())
+        .map_or(crate::release::Driver::Secret, |r| r.secret.driver);
     Some(HandOver {
         from: locked.release.clone(),
         to: (*claim.release).clone(),
@@ -88,7 +93,7 @@ pub fn hand_over_question(
         question: Access::resource(
             "delete",
             "",
-            "secrets",
+            holder_kept_in.resource(),
             Some(locked.release.storage_namespace()),
             "",
         ),
@@ -194,6 +199,20 @@ mod tests {
             allowed.explain()
         );
         assert_eq!(hand_over(decision.clone(), &question, false), decision);
+        // A holder kept by Helm's ConfigMap driver: could the author delete its ConfigMaps?
+        let mut cli = crate::test_util::release_secret("apps", "cli", 1, Status::Deployed, CHART);
+        cli.secret.driver = crate::release::Driver::ConfigMap;
+        let mut index = index.clone();
+        index.upsert(cli);
+        index.remove_secret(&crate::release::SecretRef::secret(
+            "apps",
+            "sh.helm.release.v1.cli.v1",
+        ));
+        let (_, question) = decide(&index, object("apps-cli", "blue"));
+        assert_eq!(
+            question.expect("a hand-over").question.resource,
+            "configmaps"
+        );
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl Reverter {
         };
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some("v1".into()),
-            kind: Some("Secret".into()),
+            kind: Some(revision.secret.driver.kind().into()),
             namespace: Some(revision.secret.namespace.clone()),
             name: Some(revision.secret.name.clone()),
             ..Default::default()

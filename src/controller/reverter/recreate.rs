@@ -89,7 +89,7 @@ impl Reverter {
         };
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some("v1".into()),
-            kind: Some("Secret".into()),
+            kind: Some(secret.driver.kind().into()),
             namespace: Some(secret.namespace),
             name: Some(secret.name),
             ..Default::default()
