@@ -197,6 +197,12 @@ pub(crate) const TABLE: &[Row] = &[
         help: "Objects of releases whose newest revision has no known author (written without the author stamp: before helm-locker was installed, or while it was away) that differ from that revision where the reverter first saw them: held at what was live then, never written from the revision; each gets an UnknownAuthor Warning Event on the release Secret",
     },
     Row {
+        name: "unknown_author_releases",
+        kind: Kind::Gauge,
+        labels: &[],
+        help: "Releases whose newest revision has no known author (found at install, written while the author webhook was away, or under an author key made again): their objects are held, their RBAC and cluster-scoped objects never written, until a helm upgrade or kubectl locker vouch",
+    },
+    Row {
         name: "pending_release_oldest_seconds",
         kind: Kind::Gauge,
         labels: &[],
@@ -345,6 +351,7 @@ pub(crate) struct Metrics {
     pub author_stamps: Counter,
     pub author_refused_objects: Gauge,
     pub held_objects: Gauge,
+    pub unknown_author_releases: Gauge,
     pub pending_release_oldest_seconds: Gauge,
     pub revert_fights: Gauge,
     pub exceptions_open: Gauge,
@@ -405,6 +412,7 @@ impl Metrics {
             author_stamps: table.add("author_stamps", Counter::default()),
             author_refused_objects: table.add("author_refused_objects", Gauge::default()),
             held_objects: table.add("held_objects", Gauge::default()),
+            unknown_author_releases: table.add("unknown_author_releases", Gauge::default()),
             pending_release_oldest_seconds: table
                 .add("pending_release_oldest_seconds", Gauge::default()),
             revert_fights: table.add("revert_fights", Gauge::default()),

@@ -41,8 +41,12 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     state.metrics.objects.set(index.object_count() as i64);
     // Every status is exported, 0 included, so an alert on `failed` never sees an absent series.
     let mut by_status = [0i64; Status::ALL.len()];
+    let mut unknown_authors = 0;
     for release in index.releases() {
         if let Some(newest) = release.newest() {
+            if matches!(newest.author, crate::core::Authorship::Unknown(_)) {
+                unknown_authors += 1;
+            }
             if let Some(i) = Status::ALL.iter().position(|s| *s == newest.status) {
                 by_status[i] += 1;
             }
@@ -57,6 +61,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
             })
             .set(count);
     }
+    state.metrics.unknown_author_releases.set(unknown_authors);
     let pending = index.releases().into_iter().filter_map(|release| {
         let newest = release.newest()?;
         newest.status.is_helm_at_work().then(|| {

@@ -320,12 +320,15 @@ class Authors(unittest.TestCase):
         time.sleep(3)
         self.assertEqual(self.rbac("found"), drifted, "an unknown author's ClusterRole was written")
 
+        unknown = locker.metric("helm_locker_unknown_author_releases") or 0
+        self.assertGreaterEqual(unknown, 1)
         # alice (edit in team) vouches for it, as the plugin would: now hers, and she may not
         # write ClusterRoles, so the drift stays.
         self.ok(self.k("--as=alice", "-n", NS, "annotate", "secret", secret, "helm-locker.io/vouch=mine"))
         stored = self.get("-n", NS, "secret", secret)["metadata"]["annotations"]
         self.assertNotIn("helm-locker.io/vouch", stored)
         self.assertEqual(json.loads(stored["helm-locker.io/author"])["username"], "alice")
+        self.assertTrue(eventually(lambda: (locker.metric("helm_locker_unknown_author_releases") or 0) < unknown, 10))
         lacks = eventually(lambda: self.events(secret, "AuthorLacksRights"), 30, 0.5)
         self.assertTrue(lacks, "\n".join(l for l in locker.log_text().splitlines() if "found" in l or "release Secret" in l)[-6000:])
         self.assertEqual(self.rbac("found"), drifted)
