@@ -393,9 +393,12 @@ pub(crate) fn field_path_elements(path: &str) -> Vec<&str> {
 pub(crate) fn describe_field_path(path: &str) -> String {
     let mut out = String::new();
     for element in field_path_elements(path) {
+        if let Some(("f:", name)) = element.split_at_checked(2) {
+            crate::ownership::push_segment(&mut out, name);
+            continue;
+        }
         out.push('/');
         match element.split_at_checked(2) {
-            Some(("f:", name)) => out.push_str(&name.replace('~', "~0").replace('/', "~1")),
             Some(("i:", index)) => out.push_str(index),
             Some(("v:", value)) => out.push_str(&format!("[{value}]")),
             Some(("k:", key)) => {

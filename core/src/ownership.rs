@@ -35,6 +35,7 @@ mod duplicates;
 mod item_key;
 mod order;
 mod pointer;
+pub(crate) use pointer::{push_segment, segment as pointer_segment};
 mod walk;
 
 use std::collections::BTreeSet;
@@ -176,7 +177,7 @@ pub(crate) fn cross_version_changes(
         if matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
             continue;
         }
-        let path = format!("/{}", key.replace('~', "~0").replace('/', "~1"));
+        let path = pointer_segment(key);
         if is_ignored(&path, ignore) {
             continue;
         }
@@ -216,10 +217,7 @@ pub(crate) fn conversion_annotation_changes(
         .filter(|(g, k, v, _, _)| *g == group && *k == kind && *v == requested_version)
         .filter_map(|(_, _, _, key, field)| {
             let chart_value = chart.pointer(field)?;
-            let path = format!(
-                "/metadata/annotations/{}",
-                key.replace('~', "~0").replace('/', "~1")
-            );
+            let path = format!("/metadata/annotations{}", pointer_segment(key));
             if is_ignored(&path, ignore) || is_ignored(field, ignore) {
                 return None;
             }

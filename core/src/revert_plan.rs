@@ -370,8 +370,7 @@ fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut Stri
     match node {
         Value::Object(map) => {
             map.retain(|key, child| {
-                path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                crate::ownership::push_segment(path, key);
                 let keep = keep_held_live(child, live, held, path);
                 path.truncate(len);
                 keep
@@ -499,8 +498,7 @@ fn changed_paths(a: &Value, b: &Value, path: &mut String, out: &mut Vec<String>)
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for key in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
-                path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                crate::ownership::push_segment(path, key);
                 match (x.get(key), y.get(key)) {
                     (Some(l), Some(r)) => changed_paths(l, r, path, out),
                     _ => out.push(path.clone()),
@@ -598,8 +596,7 @@ fn keep_live_values(node: &mut Value, live: &Value, ignore: &[&str], path: &mut 
     match node {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                crate::ownership::push_segment(path, key);
                 keep_live_values(child, live, ignore, path);
                 path.truncate(len);
             }

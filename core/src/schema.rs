@@ -594,8 +594,7 @@ fn replicas_pointer(path: &str) -> Option<String> {
         if name.is_empty() || name.contains(['[', ']']) {
             return None;
         }
-        pointer.push('/');
-        pointer.push_str(&name.replace('~', "~0").replace('/', "~1"));
+        crate::ownership::push_segment(&mut pointer, name);
     }
     Some(pointer)
 }

@@ -184,8 +184,8 @@ fn author_of_write(
 
 fn pointer(key: &str) -> String {
     format!(
-        "/metadata/annotations/{}",
-        key.replace('~', "~0").replace('/', "~1")
+        "/metadata/annotations{}",
+        crate::ownership::pointer_segment(key)
     )
 }
 

@@ -270,8 +270,7 @@ fn changed_leaf(change: &crate::ownership::Change) -> Option<crate::ownership::C
     ) -> bool {
         let len = path.len();
         let mut descend = |key: &str, a: &Value, b: &Value, out: &mut Vec<_>| {
-            path.push('/');
-            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            crate::ownership::push_segment(path, key);
             let ok = leaves(a, b, path, out);
             path.truncate(len);
             ok

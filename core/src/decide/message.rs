@@ -204,7 +204,7 @@ pub(super) fn first_difference(path: &str, chart: &Value, requested: &Value) -> 
         }
         (Value::Object(a), Value::Object(b)) => {
             let key = a.keys().chain(b.keys()).find(|k| a.get(*k) != b.get(*k))?;
-            let item = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+            let item = format!("{path}{}", crate::ownership::pointer_segment(key));
             Some(match (a.get(key), b.get(key)) {
                 (Some(x), Some(y)) => first_difference(&item, x, y).unwrap_or_else(|| {
                     format!(

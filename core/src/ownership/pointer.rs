@@ -1,8 +1,16 @@
 //! JSON pointers to owned values: built a segment at a time (escaped as RFC 6901 says), and
 //! held against the ignored ones.
 
+/// `/key`, `~` and `/` escaped (RFC 6901): one segment of a JSON pointer.
+pub(crate) fn segment(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 1);
+    push_segment(&mut out, key);
+    out
+}
+
 /// Appends `/key` to a JSON pointer, `~` and `/` escaped (RFC 6901), without allocating.
-pub(super) fn push_segment(path: &mut String, key: &str) {
+/// The one escaping of JSON pointers in core: every pointer built from a key goes through it.
+pub(crate) fn push_segment(path: &mut String, key: &str) {
     path.push('/');
     let mut rest = key;
     while let Some(at) = rest.find(['~', '/']) {
