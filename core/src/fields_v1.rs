@@ -645,12 +645,22 @@ mod tests {
         let schema = schema();
         let root = schema.root_or_deduced("v1", "Secret");
         let shared = |fields: Value| {
-            co_owned_paths(&schema, root, &chart, ("r", "ns"), &parse_fields_v1(&fields), &FieldSet::new())
+            co_owned_paths(
+                &schema,
+                root,
+                &chart,
+                ("r", "ns"),
+                &parse_fields_v1(&fields),
+                &FieldSet::new(),
+            )
         };
         assert_eq!(shared(json!({"f:stringData": {}})), ["f:stringData"]);
         assert!(shared(json!({"f:stringData": {".": {}, "f:other": {}}})).is_empty());
         assert!(shared(json!({"f:metadata": {"f:labels": {"f:a": {}}}})).is_empty());
-        assert_eq!(shared(json!({"f:stringData": {"f:password": {}}})), ["f:stringData.f:password"]);
+        assert_eq!(
+            shared(json!({"f:stringData": {"f:password": {}}})),
+            ["f:stringData.f:password"]
+        );
     }
 
     #[test]
