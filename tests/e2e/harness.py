@@ -1,5 +1,6 @@
 """Shared pieces of the end-to-end suite: the control plane, kubectl, and helm-locker processes."""
 
+import atexit
 import base64
 import gzip
 import json
@@ -53,8 +54,15 @@ class ControlPlane:
         if existing:
             self.kubeconfig, self.owned = existing, False
         else:
-            subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir], check=True)
+            up = subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir])
+            if up.returncode != 0:
+                # What `up` started before it failed (etcd, kube-apiserver) goes with it.
+                subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+                raise subprocess.CalledProcessError(up.returncode, up.args)
             self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
+            # A class whose setUpClass fails after this point never reaches its tearDownClass:
+            # the plane is stopped when the test process exits, if not before.
+            atexit.register(self.down)
         self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
         self.found = set() if self.owned else self.cluster_objects()
         # Every control plane says which Kubernetes it is (the suite runs on more than one).
@@ -89,6 +97,9 @@ class ControlPlane:
         return set(out.stdout.split())
 
     def down(self):
+        if getattr(self, "stopped", False):
+            return
+        self.stopped = True
         if self.owned:
             subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
             # etcd's data (~70 MB a control plane, mostly its preallocated log) goes; the logs
