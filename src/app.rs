@@ -259,6 +259,20 @@ struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_EXCEPTIONS_END_ON_UPGRADE", default_value_t = false, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     exceptions_end_on_upgrade: bool,
+    /// A namespace where only controllers the admin runs write release Secrets (Flux's
+    /// `flux-system`; repeat the flag, or separate with commas). A release stored in one
+    /// namespace whose objects are in another (a Flux HelmRelease with `targetNamespace`) is
+    /// locked only when the author stamped on its Secret may create Secrets in the release's
+    /// namespace; in a trusted namespace, a revision without a known author (written before
+    /// helm-locker, or while its author webhook was away) counts too. A known author without
+    /// that right never counts.
+    #[arg(
+        long,
+        env = "HELM_LOCKER_TRUSTED_STORAGE_NAMESPACE",
+        value_delimiter = ',',
+        value_name = "NAMESPACE"
+    )]
+    trusted_storage_namespace: Vec<String>,
     /// With --releases-dir: the embedded schema of this Kubernetes version decides (1.20, 1.28,
     /// 1.34, 1.36). From the API server, its own /openapi/v2 does, and the server is not ready
     /// until it has read it.
@@ -904,6 +918,7 @@ fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings, String> {
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
         kube_version: args.kube_version,
         exceptions_end_on_upgrade: args.exceptions_end_on_upgrade,
+        trusted_storage_namespaces: args.trusted_storage_namespace,
         author_key,
     })
 }

@@ -47,7 +47,8 @@ impl ReadChartFiles for KubeChartFiles {
         revision: u64,
     ) -> BoxFuture<'a, Result<Option<ChartFiles>, ChartFilesError>> {
         Box::pin(async move {
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
+            let api: Api<Secret> =
+                Api::namespaced(self.client.clone(), release.storage_namespace());
             let name = format!("sh.helm.release.v1.{}.v{revision}", release.name);
             let Some(secret) = api.get_opt(&name).await? else {
                 return Ok(None);
@@ -266,10 +267,7 @@ mod tests {
     async fn a_revision_is_read_once_and_a_failure_is_tried_again() {
         let reads = Arc::new(AtomicUsize::new(0));
         let cache = ChartFilesCache::new(Box::new(Fake(reads.clone())));
-        let shop = ReleaseKey {
-            namespace: "shop".into(),
-            name: "shop".into(),
-        };
+        let shop = ReleaseKey::new("shop", "shop");
         for _ in 0..3 {
             assert_eq!(cache.get(&shop, 1).await.unwrap().chart, "shop");
             assert!(cache.get(&shop, 2).await.is_none());
@@ -288,10 +286,7 @@ mod tests {
     async fn denials_that_arrive_together_share_one_read() {
         let reads = Arc::new(AtomicUsize::new(0));
         let cache = Arc::new(ChartFilesCache::new(Box::new(Fake(reads.clone()))));
-        let shop = ReleaseKey {
-            namespace: "shop".into(),
-            name: "shop".into(),
-        };
+        let shop = ReleaseKey::new("shop", "shop");
         let denials: Vec<_> = (0..8)
             .map(|_| {
                 let (cache, shop) = (cache.clone(), shop.clone());
@@ -317,10 +312,7 @@ mod tests {
             .join("tests/fixtures/cluster-capture/releases");
         let cache = ChartFilesCache::new(Box::new(FolderChartFiles { dir }));
         let denial = |replicas: u64| Locked {
-            release: ReleaseKey {
-                namespace: "shop".into(),
-                name: "shop".into(),
-            },
+            release: ReleaseKey::new("shop", "shop"),
             revision: 2,
             status: Status::Deployed,
             object: "Deployment shop/shop-web".into(),
@@ -368,10 +360,7 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/cluster-capture/releases");
         let source = FolderChartFiles { dir };
-        let shop = ReleaseKey {
-            namespace: "shop".into(),
-            name: "shop".into(),
-        };
+        let shop = ReleaseKey::new("shop", "shop");
         let files = source.read(&shop, 2).await.unwrap().unwrap();
         assert_eq!(files.chart, "shop");
         assert!(files.templates.contains_key("templates/app.yaml"));

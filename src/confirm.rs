@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::core::{ReleaseKey, Status};
+use crate::core::{Author, AuthorAccess, ReleaseKey, Status};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -17,6 +17,14 @@ pub(crate) enum ConfirmError {
     #[error("cannot list the release Secrets of {release}")]
     Revisions {
         release: ReleaseKey,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot ask whether {author} may {verb} {resource}")]
+    Authorize {
+        author: String,
+        verb: String,
+        resource: String,
         #[source]
         source: kube::Error,
     },
@@ -44,6 +52,15 @@ pub(crate) trait Confirm: Send + Sync {
         &'a self,
         resource: &'a StoredObject,
     ) -> BoxFuture<'a, Result<Option<ReleaseKey>, ConfirmError>>;
+
+    /// Whether `author` may make `access`, as the API server's authorizer answers (a
+    /// SubjectAccessReview as them): may a release at work take objects over from another
+    /// ([`crate::core::hand_over`]).
+    fn author_may<'a>(
+        &'a self,
+        author: &'a Author,
+        access: &'a AuthorAccess,
+    ) -> BoxFuture<'a, Result<bool, ConfirmError>>;
 }
 
 /// An object as an admission request addresses it.

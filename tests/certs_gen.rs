@@ -87,6 +87,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         events: false,
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
+        trusted_storage_namespaces: vec![],
         author_key: Default::default(),
         kube_version: helm_locker::core::KubeVersion::V1_20,
     };

@@ -92,6 +92,7 @@ async fn start(config: Config) -> Running {
         events: false,
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
+        trusted_storage_namespaces: vec![],
         author_key: Default::default(),
         kube_version: helm_locker::core::KubeVersion::V1_20,
     };

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::kinds::Scope;
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
-pub(crate) const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
+pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
 /// The annotation that proves [`AUTHOR_ANNOTATION`] was written by the locker's webhook.
 pub(crate) const PROOF_ANNOTATION: &str = "helm-locker.io/author-proof";
 /// The proof's format version, its first characters: `v2.<stamped at>.<tag>`, the tag an
@@ -443,7 +443,7 @@ pub struct Access {
 }
 
 impl Access {
-    fn resource(
+    pub(crate) fn resource(
         verb: &str,
         group: &str,
         resource: &str,

@@ -20,10 +20,12 @@ use crate::review::{Operation, Request};
 use crate::schema::Schema;
 
 mod find;
+mod hand_over;
 mod message;
 mod read;
 pub use find::{find, Found};
 use find::{Door, Resolved, Ruled};
+pub use hand_over::{hand_over, hand_over_question, HandOver};
 use message::{
     co_owner_message, creator_message, headline, message, other_version_message,
     scale_co_owner_message, Wording,
@@ -68,6 +70,14 @@ pub enum Allowed {
     },
     /// The mutating endpoint only repairs; denials and warnings are the validating one's.
     LeftToValidation,
+    /// A release at work takes the object over from the release that holds it, and its author
+    /// could uninstall that release ([`hand_over`]).
+    HandedOver {
+        from: ReleaseKey,
+        to: ReleaseKey,
+        /// The author of `to`'s newest revision.
+        author: String,
+    },
 }
 
 /// A write that touches a locked object's locked fields.
@@ -262,6 +272,9 @@ impl Decision {
             Decision::Allow(Allowed::LeftToValidation) => {
                 "allowed here: the validating webhook decides".into()
             }
+            Decision::Allow(Allowed::HandedOver { from, to, author }) => {
+                format!("allowed: release {to} (Helm at work) takes this object over from release {from}; its author {author} may delete {from}'s Secrets, so could uninstall it")
+            }
             Decision::Deny(l) => format!("denied: {}", l.message),
             Decision::Warn(l) => format!("allowed with a warning: {}", l.message),
             Decision::Repair(l, _) => format!("allowed with locked fields put back: {}", l.message),
@@ -276,7 +289,7 @@ impl Decision {
 pub fn prove(decision: Decision, read: Option<&ReleaseKey>) -> Decision {
     match &decision {
         Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)
-            if l.proof == OwnerProof::ToRead && read != Some(&l.release) =>
+            if l.proof == OwnerProof::ToRead && !read.is_some_and(|r| r.is(&l.release)) =>
         {
             Decision::Allow(Allowed::Unproven {
                 release: l.release.clone(),
@@ -408,7 +421,11 @@ pub fn decide_found<'i>(
             return Ok(decision);
         }
     }
-    if changes.is_empty() && !door.scale {
+    // Who owns a field is kept only by a write that is stored: a dry run (Flux's drift
+    // detection applies the whole chart as `helm-controller` with `dryRun` on every reconcile)
+    // makes nobody a co-owner, so only the values it would write can be locked.
+    let stored = request.dry_run != Some(true);
+    if changes.is_empty() && !door.scale && stored {
         if let Some(decision) = lock.co_owner(schema, &compared) {
             return Ok(decision);
         }
@@ -421,7 +438,7 @@ pub fn decide_found<'i>(
             }
         }
     }
-    if changes.is_empty() && door.scale && lock.server_side {
+    if changes.is_empty() && door.scale && lock.server_side && stored {
         if let Some(decision) = lock.scale_co_owner(schema, &compared) {
             return Ok(decision);
         }

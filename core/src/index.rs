@@ -201,30 +201,16 @@ impl Index {
     /// indexing a cluster. The result is the same as upserting one by one.
     pub fn upsert_many(&mut self, mut secrets: Vec<ReleaseSecret>) -> Vec<UpdateReport> {
         // Newest revision first within a release, so older ones are never parsed.
-        secrets.sort_by(|a, b| {
-            (
-                &a.release.namespace,
-                &a.release.name,
-                std::cmp::Reverse(a.release.revision),
-            )
-                .cmp(&(
-                    &b.release.namespace,
-                    &b.release.name,
-                    std::cmp::Reverse(b.release.revision),
-                ))
-        });
+        secrets.sort_by_cached_key(|s| (s.key(), std::cmp::Reverse(s.release.revision)));
         let newest: Vec<usize> = (0..secrets.len())
             .filter(|&i| {
-                let r = &secrets[i].release;
-                let first_of_release = i == 0 || {
-                    let p = &secrets[i - 1].release;
-                    (&p.namespace, &p.name) != (&r.namespace, &r.name)
-                };
+                let key = secrets[i].key();
+                let first_of_release = i == 0 || secrets[i - 1].key() != key;
                 let known = self
                     .releases
-                    .get(&ReleaseKey::new(r.namespace.clone(), r.name.clone()))
+                    .get(&key)
                     .and_then(|s| s.revisions.keys().next_back().copied());
-                first_of_release && known.is_none_or(|n| r.revision >= n)
+                first_of_release && known.is_none_or(|n| secrets[i].release.revision >= n)
             })
             .collect();
         // The manifests leave their releases (nothing else keeps them) and each is freed as soon
@@ -232,9 +218,8 @@ impl Index {
         let manifests: Vec<(usize, ReleaseKey, String)> = newest
             .iter()
             .map(|&i| {
-                let release = &mut secrets[i].release;
-                let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
-                (i, key, std::mem::take(&mut release.manifest))
+                let key = secrets[i].key();
+                (i, key, std::mem::take(&mut secrets[i].release.manifest))
             })
             .collect();
         let mut parsed: Vec<Option<Objects>> = (0..secrets.len()).map(|_| None).collect();
@@ -263,9 +248,8 @@ impl Index {
         // index keeps is allocated where it was parsed and nothing parsing left behind is
         // interleaved with it.
         crate::parallel::map(secrets, 16, Interner::default, |strings, mut secret| {
-            let release = &mut secret.release;
-            let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
-            let manifest = std::mem::take(&mut release.manifest);
+            let key = secret.key();
+            let manifest = std::mem::take(&mut secret.release.manifest);
             PreparedSecret {
                 objects: Objects::of(&key, &manifest, strings),
                 secret,
@@ -365,7 +349,9 @@ impl Index {
 
     /// The HelmRelease registering a release, if any.
     pub fn registration(&self, key: &ReleaseKey) -> Option<&Registration> {
-        self.registrations.get(key).map(|r| &**r)
+        // A HelmRelease names a release by namespace and name, wherever it is stored.
+        let named = ReleaseKey::new(key.namespace.clone(), key.name.clone());
+        self.registrations.get(&named).map(|r| &**r)
     }
 
     /// Registers (or, with `None`, unregisters) a release.
@@ -396,7 +382,7 @@ impl Index {
         let mut out: Vec<_> = self
             .exceptions
             .values()
-            .filter(|e| &e.release == release)
+            .filter(|e| e.release.is(release))
             .map(|e| &**e)
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -428,6 +414,7 @@ impl Index {
 
     /// `upsert` with the release's manifest already parsed (or `None` to parse it here if needed).
     fn upsert_parsed(&mut self, secret: ReleaseSecret, parsed: Option<Objects>) -> UpdateReport {
+        let key = secret.key();
         let ReleaseSecret {
             secret: secret_ref,
             labels,
@@ -435,7 +422,6 @@ impl Index {
             author,
             created,
         } = secret;
-        let key = ReleaseKey::new(release.namespace.clone(), release.name.clone());
         let mut report = UpdateReport::default();
         // A Secret that now holds another revision (or release) first leaves its old place.
         if let Some((old_key, old_revision)) = self.secrets.get(&secret_ref).cloned() {
@@ -787,8 +773,10 @@ impl<'i> Claims<'i> {
     /// 1. the release its Helm annotations name (`annotated`, read only then), when it claims
     ///    the object: Helm's own rule for adoption, which only those who may write the object
     ///    can change;
-    /// 2. else the release of the object's own namespace (the smallest name, should several
-    ///    there claim it): a claim from another namespace never outranks it, since whoever may
+    ///    (of two of that namespace and name, the one stored in its own namespace);
+    /// 2. else the release of the object's own namespace stored there (the smallest name,
+    ///    should several there claim it): a claim from another namespace, or of a release
+    ///    stored in another (Flux's storage namespace), never outranks it, since whoever may
     ///    write Secrets in any namespace can make one;
     /// 3. else the index's first (smallest namespace and name). Only claims from other
     ///    namespaces are left then: when the annotations were at hand and named none of them,
@@ -803,7 +791,16 @@ impl<'i> Claims<'i> {
             return self.first;
         }
         if let Some(named) = annotated() {
-            if let Some(claim) = self.all().find(|c| *c.release == named) {
+            // The annotations name a release by namespace and name; one stored in its own
+            // namespace before one of that name stored elsewhere.
+            let mut claims = self.all().filter(|c| c.release.is(&named));
+            let first = claims.next();
+            if let Some(claim) = first
+                .into_iter()
+                .chain(claims)
+                .find(|c| c.release.stored_in.is_none())
+                .or(first)
+            {
                 return claim;
             }
         }
@@ -824,9 +821,10 @@ impl<'i> Claims<'i> {
             return None;
         }
         self.all().find(|c| {
-            c.namespace
-                .as_deref()
-                .is_some_and(|ns| ns == c.release.namespace)
+            c.release.stored_in.is_none()
+                && c.namespace
+                    .as_deref()
+                    .is_some_and(|ns| ns == c.release.namespace)
         })
     }
 
@@ -1504,6 +1502,70 @@ mod tests {
     /// Issue 60, attack 4: a release Secret of another namespace (`a-tenant` sorts before
     /// `team`) that names team's objects never outranks the release of the object's own
     /// namespace, nor the release the object's annotations name.
+    /// Flux's layout: a release of `apps` stored in `flux-system` locks its objects in `apps`
+    /// (those its manifest leaves without a namespace go there), is read back from where it is
+    /// stored, and is second to a release of the same name stored in `apps` itself.
+    #[test]
+    fn a_release_stored_in_another_namespace_locks_its_own_namespaces_objects_second_to_one_stored_there(
+    ) {
+        let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: podinfo}\n";
+        let mut flux = secret("flux-system", "apps-podinfo", 2, Status::Deployed, manifest);
+        flux.release.namespace = "apps".into();
+        let flux_key = ReleaseKey::stored("apps", "apps-podinfo", "flux-system");
+        let mut index = Index::new();
+        index.upsert(flux.clone());
+        assert!(index.release(&flux_key).is_some());
+        assert!(index
+            .release(&ReleaseKey::new("apps", "apps-podinfo"))
+            .is_none());
+        let owned = index
+            .lookup("apps", "Deployment", Some("apps"), "podinfo")
+            .expect("locked in the release's namespace");
+        assert_eq!(*owned.release, flux_key);
+        assert_eq!(owned.release.storage_namespace(), "flux-system");
+        assert!(index
+            .lookup("apps", "Deployment", Some("flux-system"), "podinfo")
+            .is_none());
+        assert!(index.holds_secret(&flux.secret));
+
+        // The same release stored in `apps` too (the Helm CLI's): two releases, and the one
+        // stored in its own namespace owns the object, with or without the annotations (which
+        // name both alike); a release of another name stored in `apps` is second to the
+        // annotations, as any claim is.
+        let cli = secret("apps", "apps-podinfo", 1, Status::Deployed, manifest);
+        let other = secret("apps", "other", 1, Status::Deployed, manifest);
+        index.upsert(cli);
+        index.upsert(other);
+        assert_eq!(index.release_count(), 3);
+        let claims = index
+            .find("apps", "Deployment", Some("apps"), "podinfo")
+            .unwrap();
+        let named = ReleaseKey::new("apps", "apps-podinfo");
+        assert_eq!(
+            *claims.owner(|| Some(named.clone())).release,
+            ReleaseKey::new("apps", "apps-podinfo")
+        );
+        assert_eq!(
+            *claims.owner(|| None).release,
+            ReleaseKey::new("apps", "apps-podinfo")
+        );
+        index.remove_release(&ReleaseKey::new("apps", "apps-podinfo"));
+        let claims = index
+            .find("apps", "Deployment", Some("apps"), "podinfo")
+            .unwrap();
+        // Without the annotations, the release stored in `apps` wins over the one stored
+        // elsewhere; with them, the release they name.
+        assert_eq!(
+            *claims.owner(|| None).release,
+            ReleaseKey::new("apps", "other")
+        );
+        assert_eq!(*claims.owner(|| Some(named.clone())).release, flux_key);
+        // Removing the Flux Secret removes the Flux release, not the others.
+        index.remove_secret(&flux.secret);
+        assert!(index.release(&flux_key).is_none());
+        assert_eq!(index.release_count(), 1);
+    }
+
     #[test]
     fn a_claim_from_another_namespace_never_outranks_the_owner() {
         let team = ReleaseKey::new("team", "ops");

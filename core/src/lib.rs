@@ -33,6 +33,7 @@ pub use release::{
     set_max_release_bytes, DecodeError, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Status,
     DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
+pub use storage::{speaks_for_its_namespace, storage_question};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
 pub use tree::Tree;
@@ -44,8 +45,8 @@ pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, Upd
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
-    confirm, decide, decide_found, excuse, find, prove, Allowed, Decision, Found, Locked,
-    OwnerProof, Target as DecisionTarget,
+    confirm, decide, decide_found, excuse, find, hand_over, hand_over_question, prove, Allowed,
+    Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
 };
 pub use review::{
     parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
@@ -82,9 +83,9 @@ pub use author::{
     stamp_annotations, unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
     Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
     Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
-    Write as ReverterWrite, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
+    Write as ReverterWrite, AUTHOR_ANNOTATION, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
 };
-pub use stamp::stamp as stamp_review;
+pub use stamp::{stamp as stamp_review, VOUCH_ANNOTATION};
 
 // Chart files and tracing: which template and values key set a field; `inspect`'s report.
 pub use chart::{decode_chart_files, decode_chart_files_payload, find_chart_files, ChartFiles};
@@ -120,6 +121,7 @@ mod review;
 mod scan;
 mod schema;
 mod stamp;
+mod storage;
 mod trace;
 mod tree;
 mod yaml;

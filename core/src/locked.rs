@@ -97,10 +97,7 @@ mod tests {
             namespace: Some("shop".into()),
             name: name.into(),
             packed: Packed::pack(&content),
-            release: Arc::new(ReleaseKey {
-                namespace: "shop".into(),
-                name: "shop".into(),
-            }),
+            release: Arc::new(ReleaseKey::new("shop", "shop")),
             scaled_by: None,
         })
     }

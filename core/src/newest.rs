@@ -4,7 +4,7 @@
 //! Whoever may create Secrets in a namespace may label one `owner=helm,name=ops,status=
 //! pending-upgrade,version=99` without any release in it. Labels are the writer's word; only a
 //! payload that decodes is a revision. So the newest revision is the highest `version` among the
-//! Secrets whose payload decodes into a release of this name and namespace, and its status is the
+//! Secrets whose payload decodes into a release of this name and namespace, stored where it is, and its status is the
 //! payload's: a Secret that does not decode opens nothing and counts for nothing.
 
 use crate::release::{release_secret_from_parts, ReleaseKey, SecretRef, Status};
@@ -18,11 +18,12 @@ pub fn newest_revision<'a>(
 ) -> Option<(u64, Status)> {
     secrets
         .into_iter()
-        .filter(|(secret, _)| secret.namespace == release.namespace)
+        .filter(|(secret, _)| secret.namespace == release.storage_namespace())
         .filter_map(|(secret, payload)| {
             release_secret_from_parts(secret, Default::default(), payload).ok()
         })
-        .filter(|decoded| decoded.release.name == release.name)
+        // Of this name, of this namespace, stored where this release is.
+        .filter(|decoded| decoded.key() == *release)
         .map(|decoded| (decoded.release.revision, decoded.release.status))
         .max_by_key(|(revision, _)| *revision)
 }
@@ -116,7 +117,7 @@ mod tests {
                 secret("team", "sh.helm.release.v1.ops.v9"),
                 other_name.as_slice(),
             ),
-            // Naming another namespace: refused, as the watch refuses it.
+            // Naming another namespace: a release of a-tenant stored in team, another release.
             (
                 secret("team", "sh.helm.release.v1.ops.v10"),
                 other_namespace.as_slice(),
@@ -130,6 +131,43 @@ mod tests {
         assert_eq!(
             newest_revision(&ops(), secrets),
             Some((2, Status::parse("deployed")))
+        );
+    }
+
+    /// Flux's layout: the release of `apps` whose Secrets are in `flux-system` is read there;
+    /// the same name stored in `apps` itself, or a release of `flux-system`, is another one.
+    #[test]
+    fn a_release_stored_in_another_namespace_is_read_where_it_is_stored() {
+        let flux = ReleaseKey::stored("apps", "ops", "flux-system");
+        let stored = revision("ops", "apps", 3, "pending-upgrade");
+        let own = revision("ops", "flux-system", 9, "pending-upgrade");
+        let secrets = || {
+            [
+                (
+                    secret("flux-system", "sh.helm.release.v1.ops.v3"),
+                    stored.as_slice(),
+                ),
+                (
+                    secret("flux-system", "sh.helm.release.v1.ops.v9"),
+                    own.as_slice(),
+                ),
+                (
+                    secret("apps", "sh.helm.release.v1.ops.v8"),
+                    stored.as_slice(),
+                ),
+            ]
+        };
+        assert_eq!(
+            newest_revision(&flux, secrets()),
+            Some((3, Status::parse("pending-upgrade")))
+        );
+        assert_eq!(
+            newest_revision(&ReleaseKey::new("apps", "ops"), secrets()),
+            Some((3, Status::parse("pending-upgrade")))
+        );
+        assert_eq!(
+            newest_revision(&ReleaseKey::new("flux-system", "ops"), secrets()),
+            Some((9, Status::parse("pending-upgrade")))
         );
     }
 

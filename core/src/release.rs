@@ -14,25 +14,63 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// A release's identity.
+/// A release's identity: the namespace and name Helm gives it (what its objects' `meta.helm.sh`
+/// annotations name), and where its Secrets are when that is another namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReleaseKey {
     pub namespace: String,
     pub name: String,
+    /// The namespace its Secrets are stored in, when not the release's own: Flux's
+    /// helm-controller keeps a release of `spec.targetNamespace` in the HelmRelease's namespace
+    /// (`spec.storageNamespace`), so its objects are in one namespace and its Secrets in
+    /// another. `None` for Helm's usual layout. Two releases of one namespace and name stored
+    /// in two places are two releases; the one stored in its own namespace sorts first.
+    pub stored_in: Option<String>,
 }
 
 impl ReleaseKey {
+    /// A release stored in its own namespace.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         ReleaseKey {
             namespace: namespace.into(),
             name: name.into(),
+            stored_in: None,
         }
+    }
+
+    /// A release of `namespace` whose Secrets are in `storage`.
+    pub fn stored(
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        storage: impl Into<String>,
+    ) -> Self {
+        let (namespace, storage) = (namespace.into(), storage.into());
+        ReleaseKey {
+            stored_in: (storage != namespace && !storage.is_empty()).then_some(storage),
+            namespace,
+            name: name.into(),
+        }
+    }
+
+    /// The namespace the release's Secrets are in.
+    pub fn storage_namespace(&self) -> &str {
+        self.stored_in.as_deref().unwrap_or(&self.namespace)
+    }
+
+    /// Whether `other` names the same Helm release (namespace and name), wherever either is
+    /// stored: how an object's annotations, a LockException and a registration name a release.
+    pub fn is(&self, other: &ReleaseKey) -> bool {
+        self.namespace == other.namespace && self.name == other.name
     }
 }
 
 impl fmt::Display for ReleaseKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        if let Some(storage) = &self.stored_in {
+            write!(f, " (stored in {storage})")?;
+        }
+        Ok(())
     }
 }
 
@@ -448,17 +486,31 @@ pub struct ReleaseSecret {
     pub created: Option<i64>,
 }
 
+impl ReleaseSecret {
+    /// The release this Secret holds a revision of, with where it is stored.
+    pub fn key(&self) -> ReleaseKey {
+        ReleaseKey::stored(
+            &self.release.namespace,
+            &self.release.name,
+            &self.secret.namespace,
+        )
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
     #[error("not a Helm release Secret (kind {kind:?}, type {secret_type:?})")]
     NotAReleaseSecret { kind: String, secret_type: String },
     #[error("Secret has no data.release")]
     NoReleaseData,
-    /// The release JSON names another namespace than the Secret's own. Helm reads a release
-    /// only from Secrets in the release's namespace; a Secret elsewhere that names it is a
-    /// forgery (whoever may create Secrets in one namespace could otherwise speak for another).
-    #[error("the release it holds names namespace {release_namespace:?}, not the Secret's own; ignored: a release Secret speaks only for its own namespace")]
-    ForeignNamespace { release_namespace: String },
+    /// The release JSON names another namespace than the Secret's own, and its author may not
+    /// speak for that namespace ([`crate::storage`]): whoever may create Secrets in one
+    /// namespace could otherwise lock another's objects.
+    #[error("the release it holds is of namespace {release_namespace:?}, not the Secret's own, and {why}; ignored: a release stored in another namespace counts only when its author may create Secrets in the release's")]
+    ForeignNamespace {
+        release_namespace: String,
+        why: String,
+    },
     #[error(transparent)]
     Decode(#[from] DecodeError),
 }
@@ -628,18 +680,13 @@ fn bare_secret(release: Release) -> ReleaseSecret {
     }
 }
 
-/// The trust rule of a release Secret: the release's namespace is the Secret's. A release JSON
-/// without a namespace takes the Secret's; one naming another namespace is refused. A Secret
-/// without a namespace (a document of a release file written by hand) keeps the JSON's.
-pub fn own_namespace(release: &mut Release, secret_namespace: &str) -> Result<(), SecretError> {
+/// A release JSON without a namespace takes the Secret's. One naming another namespace keeps it:
+/// the release is stored outside its own namespace (Flux's `storageNamespace`), and counts
+/// only as [`crate::storage`] decides.
+fn fill_namespace(release: &mut Release, secret_namespace: &str) {
     if release.namespace.is_empty() {
         release.namespace = secret_namespace.to_string();
-    } else if !secret_namespace.is_empty() && release.namespace != secret_namespace {
-        return Err(SecretError::ForeignNamespace {
-            release_namespace: std::mem::take(&mut release.namespace),
-        });
     }
-    Ok(())
 }
 
 /// A release Secret as a Kubernetes client returns it: `data.release` already decoded from the
@@ -650,7 +697,7 @@ pub fn release_secret_from_parts(
     helm_payload: &[u8],
 ) -> Result<ReleaseSecret, SecretError> {
     let mut release = decode_helm_payload(helm_payload)?;
-    own_namespace(&mut release, &secret.namespace)?;
+    fill_namespace(&mut release, &secret.namespace);
     Ok(ReleaseSecret {
         secret,
         labels,
@@ -685,9 +732,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         Ok(release) => release,
         Err(e) => return fail(e.into()),
     };
-    if let Err(e) = own_namespace(&mut release, &secret_ref.namespace) {
-        return fail(e);
-    }
+    fill_namespace(&mut release, &secret_ref.namespace);
     let labels = secret
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
@@ -971,10 +1016,11 @@ mod tests {
         assert_eq!(names, ["s0", "s1"]);
     }
 
-    /// The trust boundary (issue 24): a Secret in `tenant` that names a release of `ledger`
-    /// speaks for nothing; one without a namespace in its JSON speaks for its own.
+    /// A Secret whose release names another namespace is decoded with that namespace (Flux's
+    /// storage namespace; whether it counts is [`crate::storage`]'s); one without a namespace
+    /// in its JSON speaks for its own.
     #[test]
-    fn a_release_secret_speaks_only_for_its_own_namespace() {
+    fn a_release_stored_in_another_namespace_keeps_its_own_namespace() {
         let secret = |namespace: &str, json: &str| {
             serde_json::json!({
                 "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
@@ -982,40 +1028,35 @@ mod tests {
                 "data": {"release": encode(json, true)}
             })
         };
-        let forged = decode_secret(&secret("tenant", MINIMAL));
-        match forged {
-            Err((Some(s), SecretError::ForeignNamespace { release_namespace })) => {
-                assert_eq!(
-                    (s.namespace.as_str(), release_namespace.as_str()),
-                    ("tenant", "shop")
-                );
-            }
-            other => panic!("a foreign release was not refused: {other:?}"),
-        }
+        let elsewhere = decode_secret(&secret("flux-system", MINIMAL)).unwrap();
+        assert_eq!(
+            (
+                elsewhere.secret.namespace.as_str(),
+                elsewhere.release.namespace.as_str()
+            ),
+            ("flux-system", "shop")
+        );
+        assert_eq!(
+            elsewhere.key(),
+            ReleaseKey::stored("shop", "web", "flux-system")
+        );
+        assert_eq!(elsewhere.key().storage_namespace(), "flux-system");
         let b64 = base64::engine::general_purpose::STANDARD;
         let helm_layer = b64.decode(encode(MINIMAL, false)).unwrap();
         let parts = release_secret_from_parts(
             SecretRef {
-                namespace: "tenant".into(),
+                namespace: "flux-system".into(),
                 name: "sh.helm.release.v1.web.v3".into(),
             },
             BTreeMap::new(),
             &helm_layer,
-        );
-        assert!(matches!(parts, Err(SecretError::ForeignNamespace { .. })));
-        assert!(SecretError::ForeignNamespace {
-            release_namespace: "shop".into()
-        }
-        .to_string()
-        .contains("speaks only for its own namespace"));
+        )
+        .unwrap();
+        assert_eq!(parts.release.namespace, "shop");
 
-        assert_eq!(
-            decode_secret(&secret("shop", MINIMAL))
-                .unwrap()
-                .release
-                .namespace,
-            "shop"
-        );
+        let own = decode_secret(&secret("shop", MINIMAL)).unwrap();
+        assert_eq!(own.key(), ReleaseKey::new("shop", "web"));
+        assert_eq!(own.key().stored_in, None);
         let no_namespace = MINIMAL.replace(r#""namespace":"shop","#, "");
         assert_eq!(
             decode_secret(&secret("tenant", &no_namespace))
@@ -1025,12 +1066,8 @@ mod tests {
             "tenant"
         );
         // A release file's Secret written without a namespace, and a bare value: the JSON's.
-        assert_eq!(
-            decode_secret(&secret("", MINIMAL))
-                .unwrap()
-                .release
-                .namespace,
-            "shop"
-        );
+        let unplaced = decode_secret(&secret("", MINIMAL)).unwrap();
+        assert_eq!(unplaced.release.namespace, "shop");
+        assert_eq!(unplaced.key(), ReleaseKey::new("shop", "web"));
     }
 }

@@ -3,6 +3,14 @@
 //! there: the identity the API server authenticated for the write when it changes the
 //! release's content, else the author the stored Secret's stamp verifies for
 //! ([`crate::content`]), or no stamp at all when that is not known.
+//!
+//! **A vouch.** A write that carries the annotation [`VOUCH_ANNOTATION`] (what
+//! `kubectl locker vouch` sends) is stamped with its writer whatever it keeps: the writer takes
+//! responsibility for the revision as it stands (a release the locker found written before it,
+//! or while its webhook was away, or under a key made again). That grants nothing: whoever may
+//! update the Secret may rewrite the revision and be its author anyway, and the reverter then
+//! writes from it only what the voucher may write. The annotation is taken off the stored Secret,
+//! so a later write (`kubectl edit`) that carries it along vouches for nothing.
 
 use std::collections::BTreeMap;
 
@@ -75,6 +83,10 @@ struct StampMetadata {
     #[serde(default)]
     annotations: Option<BTreeMap<String, String>>,
 }
+
+/// The annotation by which a writer takes responsibility for a release revision as it stands
+/// (its value: why, for people reading the write in the audit log).
+pub const VOUCH_ANNOTATION: &str = "helm-locker.io/vouch";
 
 /// Who a write of a release Secret is stamped with.
 #[derive(Debug, PartialEq, Eq)]
@@ -173,15 +185,24 @@ pub fn stamp(
     let release = object
         .release()
         .ok_or_else(|| ReviewError::BadRequest("data.release is not base64".into()))?;
-    let author = author_of_write(
-        key,
-        &namespace,
-        &name,
-        request.user_info,
-        request.old_object.as_ref(),
-        &release,
-    );
-    let patch = match (author, &object.metadata.annotations) {
+    let vouched = object
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(VOUCH_ANNOTATION));
+    let author = if vouched {
+        Stamp::By(request.user_info)
+    } else {
+        author_of_write(
+            key,
+            &namespace,
+            &name,
+            request.user_info,
+            request.old_object.as_ref(),
+            &release,
+        )
+    };
+    let mut patch = match (author, &object.metadata.annotations) {
         (Stamp::By(author), annotations) => {
             let stamp = stamp_annotations(key, &namespace, &name, &author, now, &release);
             match annotations {
@@ -203,6 +224,9 @@ pub fn stamp(
             .map(|k| serde_json::json!({"op": "remove", "path": pointer(k)}))
             .collect(),
     };
+    if vouched {
+        patch.push(serde_json::json!({"op": "remove", "path": pointer(VOUCH_ANNOTATION)}));
+    }
     if patch.is_empty() {
         return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
     }
@@ -471,6 +495,43 @@ mod tests {
         let stored = written(secret(&admins, None), Value::Null, admin_json(), CREATED);
         let after = written(secret(&tested(admins), None), stored, alice_json(), later);
         assert_eq!(author(&after), known(admin()));
+    }
+
+    #[test]
+    fn a_vouch_makes_its_writer_the_author_of_the_revision_as_it_stands_and_is_taken_off() {
+        let content = release("---\nkind: ConfigMap\n", "deployed");
+        let unstamped = secret(&content, None);
+        assert_eq!(author(&unstamped), Authorship::Unknown(Unknown::NotStamped));
+        let later = CREATED + 86_400;
+        // Rewritten as it is: still nobody's (the content's author is not known).
+        let kept = written(unstamped.clone(), unstamped.clone(), admin_json(), later);
+        assert_eq!(author(&kept), Authorship::Unknown(Unknown::NotStamped));
+        // Vouched for: the voucher's, a day after the Secret was created; the annotation is
+        // not stored.
+        let mut vouch = unstamped.clone();
+        vouch["metadata"]["annotations"] =
+            json!({VOUCH_ANNOTATION: "INC-7: found at install", "keep": "me"});
+        let vouched = written(vouch, unstamped.clone(), admin_json(), later);
+        assert_eq!(author(&vouched), known(admin()));
+        let annotations = annotations_of(&vouched);
+        assert!(
+            !annotations.contains_key(VOUCH_ANNOTATION),
+            "{annotations:?}"
+        );
+        assert_eq!(annotations["keep"], "me");
+        // A later rewrite by someone else keeps the voucher (the content is kept).
+        let after = written(
+            secret(&tested(content), None),
+            vouched.clone(),
+            alice_json(),
+            later + 1,
+        );
+        assert_eq!(author(&after), known(admin()));
+        // A vouch replaces a known author too: the voucher takes the revision over.
+        let mut again = vouched.clone();
+        again["metadata"]["annotations"][VOUCH_ANNOTATION] = json!("mine now");
+        let taken = written(again, vouched, alice_json(), later + 2);
+        assert_eq!(author(&taken), known(alice()));
     }
 
     #[test]

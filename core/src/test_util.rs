@@ -144,6 +144,11 @@ impl ReviewBuilder {
         self
     }
 
+    pub fn dry_run(mut self) -> Self {
+        self.request["dryRun"] = json!(true);
+        self
+    }
+
     pub fn field_manager(mut self, manager: &str) -> Self {
         self.request["options"] = json!({"fieldManager": manager});
         self

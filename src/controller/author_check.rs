@@ -104,6 +104,19 @@ impl AuthorChecks {
         Ok(answer.status.is_some_and(|s| s.allowed))
     }
 
+    /// The authorizer's answer to one question about the author of a revision: `None` when the
+    /// author is not known (nobody to ask about).
+    pub(crate) async fn may(
+        &self,
+        authorship: &Authorship,
+        access: &AuthorAccess,
+    ) -> Result<Option<bool>, kube::Error> {
+        match authorship {
+            Authorship::Known(author) => Ok(Some(self.allowed(author, access).await?)),
+            Authorship::Unknown(_) => Ok(None),
+        }
+    }
+
     /// Whether the author of a revision of `authorship` may make a write that needs `needed`.
     /// A need's alternatives are asked about only when its first access is refused. A revision
     /// whose author is not known is granted nothing.

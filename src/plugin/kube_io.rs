@@ -213,6 +213,54 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 }
             }
         }
+        PluginCommand::Vouch {
+            release,
+            all,
+            reason,
+        } => {
+            if release.is_none() && !all {
+                return Err(PluginError::Usage(
+                    "name a RELEASE (with -n NAMESPACE), or --all".into(),
+                ));
+            }
+            if release.is_some() && target.all_namespaces {
+                return Err(PluginError::Usage(
+                    "give a RELEASE with -n NAMESPACE, not -A".into(),
+                ));
+            }
+            let index = releases(&client, scope, release.as_deref(), None).await?;
+            if let (Some(name), 0) = (&release, index.release_count()) {
+                return Err(PluginError::Usage(format!(
+                    "no Helm release {name} in namespace {namespace}"
+                )));
+            }
+            let mut unstamped = 0;
+            for state in index.releases() {
+                let Some(newest) = state.newest() else {
+                    continue;
+                };
+                let author = vouch(&client, &newest.secret, &reason).await?;
+                match author {
+                    Some(author) => println!(
+                        "vouched: release {} revision {} ({}), author now {author}",
+                        state.key, newest.revision, newest.status
+                    ),
+                    None => {
+                        unstamped += 1;
+                        eprintln!(
+                            "kubectl-locker: release {} revision {}: written, but not stamped",
+                            state.key, newest.revision
+                        );
+                    }
+                }
+            }
+            if unstamped > 0 {
+                return Err(PluginError::Refused(format!(
+                    "{unstamped} revision(s) not stamped: is helm-locker's author webhook (MutatingWebhookConfiguration helm-locker-author) registered, and the locker up?"
+                )));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         PluginCommand::Why { object, name } => {
             let mut config = config.clone();
             config.own_release = own_release(target, &crate::core::Index::default())?;
@@ -229,6 +277,40 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
             .await
         }
     }
+}
+
+/// Writes the vouch annotation on a release Secret as the user; the author webhook stamps the
+/// write with them and takes the annotation off. The author the stored Secret names after it
+/// (`None`: no stamp, the webhook did not answer).
+async fn vouch(
+    client: &Client,
+    secret: &SecretRef,
+    reason: &str,
+) -> Result<Option<String>, PluginError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {crate::core::VOUCH_ANNOTATION: reason}}});
+    let written = api
+        .patch(
+            &secret.name,
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-locker".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(PluginError::api(format!(
+            "write the release Secret {secret}"
+        )))?;
+    let annotations = written.metadata.annotations.unwrap_or_default();
+    if annotations.contains_key(crate::core::VOUCH_ANNOTATION) {
+        return Ok(None);
+    }
+    Ok(annotations
+        .get(crate::core::AUTHOR_ANNOTATION)
+        .and_then(|a| serde_json::from_str::<crate::core::Author>(a).ok())
+        .map(|a| a.username))
 }
 
 /// `--object KIND/NAME` or `--object NAME` as a LockException names it.

@@ -137,6 +137,25 @@ pub(crate) enum PluginCommand {
         #[arg(long = "path")]
         paths: Vec<String>,
     },
+    /// Take responsibility for a release as it stands: its newest revision is stamped with you
+    /// as its author, by the locker's author webhook. A revision whose author is not known
+    /// (written before helm-locker was installed, while its author webhook was away, or before
+    /// its author key was made again) is held: its objects stay at what is live, and drift of
+    /// its RBAC and cluster-scoped objects is not put back. Vouched for, it is followed again,
+    /// and the reverter writes from it only what you may write yourself. Needs update on the
+    /// release Secrets (where they are stored: -n flux-system for Flux's layout).
+    ///
+    /// Example: kubectl locker vouch shop -n shop --reason "INC-7: found at install"
+    Vouch {
+        /// The release to vouch for (in -n NAMESPACE).
+        release: Option<String>,
+        /// Every release in the namespace (-n), or in the cluster with -A.
+        #[arg(long, conflicts_with = "release")]
+        all: bool,
+        /// Why (kept with the write in the API server's audit log).
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// `kubectl-locker ...`: the plugin's own command line.

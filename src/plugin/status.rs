@@ -93,7 +93,8 @@ pub(crate) fn status(
             for object in state.objects.iter().flatten() {
                 match live.get(&ObjectId::of(object)) {
                     Some(Live::Found(value))
-                        if crate::core::live_owner(value).as_ref() != Some(&state.key) =>
+                        if !crate::core::live_owner(value)
+                            .is_some_and(|owner| owner.is(&state.key)) =>
                     {
                         unproven_objects += 1;
                     }

@@ -257,10 +257,12 @@ async fn admit(
         Endpoint::Mutate => decision.for_mutation(),
     };
     let decision = excuse_if_open(state, &index, request, decision);
+    let taking = crate::core::hand_over_question(&index, request, &decision);
     // Not held across the waits below (a guard is for short reads).
     drop((index, schema));
     let decision = confirm_if_needed(state, decision).await;
     let decision = prove_if_needed(state, request, decision).await;
+    let decision = hand_over_if_allowed(state, request, taking, decision).await;
     let decision = with_values_advice(state, decision).await;
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
@@ -524,6 +526,46 @@ async fn prove_if_needed(
 }
 
 /// Rule 7: before a deny or a repair, read the release's newest revision from the API server.
+/// A denial that is a release at work taking the object over from the release holding it
+/// ([`crate::core::hand_over`]): allowed when the taking release's author may delete the
+/// holding release's Secrets (the authorizer asked as them; an answer that does not come keeps
+/// the denial).
+async fn hand_over_if_allowed(
+    state: &AppState,
+    request: &crate::core::Request<'_>,
+    taking: Option<crate::core::HandOver>,
+    decision: Decision,
+) -> Decision {
+    let (Some(taking), Some(confirmer)) = (taking, &state.confirmer) else {
+        return decision;
+    };
+    if !matches!(decision, Decision::Deny(_)) {
+        return decision;
+    }
+    let timeout: Duration = state.settings.confirm_timeout;
+    let allowed = match tokio::time::timeout(
+        timeout,
+        confirmer.author_may(&taking.author, &taking.question),
+    )
+    .await
+    {
+        Ok(Ok(allowed)) => allowed,
+        Ok(Err(e)) => {
+            tracing::warn!(uid = %request.uid, error = %crate::error_chain::with_causes(&e), "could not ask about a hand-over; keeping the denial");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(uid = %request.uid, ?timeout, "asking about a hand-over timed out; keeping the denial");
+            false
+        }
+    };
+    let decision = crate::core::hand_over(decision, &taking, allowed);
+    if let Decision::Allow(allowed) = &decision {
+        tracing::info!(uid = %request.uid, from = %taking.from, to = %taking.to, author = %taking.author.username, "hand-over allowed: {}", Decision::Allow(allowed.clone()).explain());
+    }
+    decision
+}
+
 async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
     let Some(release) = decision.needs_confirmation().cloned() else {
         return decision;

@@ -82,6 +82,9 @@ pub struct Settings {
     pub lock_exceptions: Option<Duration>,
     /// A LockException also ends when its release's next revision is deployed.
     pub exceptions_end_on_upgrade: bool,
+    /// Storage namespaces whose releases of other namespaces count without a known author
+    /// (`--trusted-storage-namespace`; [`crate::core::speaks_for_its_namespace`]).
+    pub trusted_storage_namespaces: Vec<String>,
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
     pub kube_version: crate::core::KubeVersion,
@@ -167,6 +170,8 @@ pub struct BoundServer {
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
+    /// The gate of releases stored in another namespace (Kubernetes source only).
+    gate: Option<Arc<source::storage_gate::StorageGate>>,
     author_key: AuthorKeyPlace,
     stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::Stamping>>>,
 }
@@ -232,9 +237,21 @@ impl BoundServer {
             ),
             ReleaseSource::Folder { .. } => None,
         };
-        let confirmer: Option<Arc<dyn Confirm>> = kube.clone().map(|client| {
-            Arc::new(source::release_secrets::KubeConfirm { client }) as Arc<dyn Confirm>
+        let (stamping, stamping_rx) = tokio::sync::watch::channel(None);
+        let gate = kube.clone().map(|client| {
+            Arc::new(source::storage_gate::StorageGate::new(
+                client,
+                settings.trusted_storage_namespaces.clone(),
+            ))
         });
+        let confirmer: Option<Arc<dyn Confirm>> =
+            kube.clone().zip(gate.clone()).map(|(client, gate)| {
+                Arc::new(source::release_secrets::KubeConfirm {
+                    client,
+                    stamping: stamping_rx.clone(),
+                    gate,
+                }) as Arc<dyn Confirm>
+            });
         let chart_files = Arc::new(crate::chart_files::ChartFilesCache::new(
             match (&kube, &settings.source) {
                 (Some(client), _) => Box::new(crate::chart_files::KubeChartFiles {
@@ -256,7 +273,6 @@ impl BoundServer {
             }
             _ => (None, None),
         };
-        let (stamping, stamping_rx) = tokio::sync::watch::channel(None);
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -301,6 +317,7 @@ impl BoundServer {
             attempts,
             lock_exceptions: settings.lock_exceptions,
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
+            gate,
             author_key: settings.author_key,
             stamping,
         })
@@ -342,6 +359,7 @@ impl BoundServer {
                     }
                     .run(self.stamping),
                 );
+                let gate = self.gate.clone().expect("a gate for the Kubernetes source");
                 for ns in watch_scopes(&state.config) {
                     tasks.spawn(
                         "a release Secret watch",
@@ -352,6 +370,7 @@ impl BoundServer {
                             state.metrics.clone(),
                             state.readiness.clone(),
                             state.stamping.clone(),
+                            gate.clone(),
                         ),
                     );
                 }
@@ -398,7 +417,14 @@ impl BoundServer {
                         );
                     }
                 }
-                start_controllers(&mut tasks, client, &state, self.controller, leaving_rx);
+                start_controllers(
+                    &mut tasks,
+                    client,
+                    &state,
+                    self.controller,
+                    gate,
+                    leaving_rx,
+                );
             }
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -487,6 +513,7 @@ fn start_controllers(
     client: kube::Client,
     state: &Arc<AppState>,
     settings: Option<crate::controller::ControllerSettings>,
+    gate: Arc<source::storage_gate::StorageGate>,
     leaving: tokio::sync::watch::Receiver<bool>,
 ) {
     use crate::controller::{helmreleases::HelmReleases, lease, reverter::Reverter};
@@ -537,6 +564,8 @@ fn start_controllers(
             state.schema.clone(),
             Arc::new(source::release_secrets::KubeConfirm {
                 client: client.clone(),
+                stamping: state.stamping.clone(),
+                gate,
             }),
             leader_rx.clone(),
             state.metrics.clone(),

@@ -6,6 +6,7 @@ pub(crate) mod folder;
 pub(crate) mod lock_exceptions;
 pub(crate) mod openapi;
 pub(crate) mod release_secrets;
+pub(crate) mod storage_gate;
 
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; an allocator keeps such freed memory for later

@@ -14,13 +14,15 @@ use kube::{Client, Resource};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::{
-    authorship, release_secret_from_parts, Authorship, DecodeError, Index, PreparedSecret,
-    ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping, Status, StoredSecret,
+    authorship, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
+    PreparedSecret, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping, Status,
+    StoredSecret,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::source::author_key::StampingRx;
+use crate::source::storage_gate::StorageGate;
 
 const LABELS: &str = "owner=helm";
 const FIELDS: &str = "type=helm.sh/release.v1";
@@ -47,8 +49,8 @@ fn decode(secret: &Secret, stamping: &Stamping, metrics: &Metrics) -> Option<Rel
     decode_or_foreign(secret, stamping, metrics).ok().flatten()
 }
 
-/// [`decode`], but a Secret that names another namespace's release is returned as the
-/// error (a [`SecretError::ForeignNamespace`]) to warn about it.
+/// [`decode`], but a Secret whose release is too large is returned as the error, to warn
+/// about it on the Secret.
 fn decode_or_foreign(
     secret: &Secret,
     stamping: &Stamping,
@@ -64,31 +66,11 @@ fn decode_or_foreign(
     };
     match release_secret_from_parts(reference.clone(), labels, &payload.0) {
         Ok(mut decoded) => {
-            decoded.created = secret
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second());
-            decoded.author = authorship(
-                stamping,
-                StoredSecret {
-                    namespace: &reference.namespace,
-                    name: &reference.name,
-                    annotations: secret.metadata.annotations.as_ref(),
-                    resource_version: secret.metadata.resource_version.as_deref(),
-                    created: decoded.created,
-                    release: &payload.0,
-                },
-            );
+            read_author(secret, &mut decoded, stamping, &payload.0);
             if let Authorship::Unknown(why) = &decoded.author {
                 tracing::debug!(secret = %reference, why = why.as_str(), "release revision has no known author");
             }
             Ok(Some(decoded))
-        }
-        Err(e @ SecretError::ForeignNamespace { .. }) => {
-            metrics.foreign_release_secrets.inc();
-            tracing::warn!(secret = %reference, error = %e, "release Secret ignored");
-            Err(e)
         }
         Err(e @ SecretError::Decode(DecodeError::TooLarge { .. })) => {
             // Bounded before decoded: never decompressed past the limit (by name, no content).
@@ -105,8 +87,29 @@ fn decode_or_foreign(
     }
 }
 
-/// Warning Events on release Secrets that name another namespace's release: one per Secret
-/// (by uid) for the life of the process.
+/// Sets who wrote `decoded` (and when its Secret was created) from `secret`'s stamp.
+fn read_author(secret: &Secret, decoded: &mut ReleaseSecret, stamping: &Stamping, payload: &[u8]) {
+    decoded.created = secret
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second());
+    decoded.author = authorship(
+        stamping,
+        StoredSecret {
+            namespace: &decoded.secret.namespace,
+            name: &decoded.secret.name,
+            annotations: secret.metadata.annotations.as_ref(),
+            resource_version: secret.metadata.resource_version.as_deref(),
+            created: decoded.created,
+            release: payload,
+        },
+    );
+}
+
+/// Warning Events on release Secrets that are not indexed: a release stored in another
+/// namespace that may not speak for its own ([`StorageGate`]), a release too large to decode.
+/// One per Secret (by uid) for the life of the process.
 struct ForeignWarnings {
     recorder: Recorder,
     warned: HashSet<String>,
@@ -126,16 +129,39 @@ impl ForeignWarnings {
         }
     }
 
-    /// Decodes `secret`; warns once on it when it names another namespace's release.
+    /// Decodes `secret` and passes it through the storage gate; warns once on it when it is
+    /// too large or its release may not speak for its namespace.
     async fn decode(
         &mut self,
         secret: &Secret,
         stamping: &Stamping,
+        gate: &StorageGate,
         metrics: &Metrics,
     ) -> Option<ReleaseSecret> {
         match decode_or_foreign(secret, stamping, metrics) {
-            Ok(decoded) => decoded,
+            Ok(Some(decoded)) => self.admit(secret, decoded, gate, metrics).await,
+            Ok(None) => None,
             Err(note) => {
+                self.warn(secret, note).await;
+                None
+            }
+        }
+    }
+
+    /// `decoded` when its release may speak for its namespace; else reported (log, metric,
+    /// an Event on the Secret) and `None`.
+    async fn admit(
+        &mut self,
+        secret: &Secret,
+        decoded: ReleaseSecret,
+        gate: &StorageGate,
+        metrics: &Metrics,
+    ) -> Option<ReleaseSecret> {
+        match gate.admit(&decoded).await {
+            Ok(()) => Some(decoded),
+            Err(note) => {
+                metrics.foreign_release_secrets.inc();
+                tracing::warn!(secret = %decoded.secret, error = %note, "release Secret ignored");
                 self.warn(secret, note).await;
                 None
             }
@@ -175,8 +201,10 @@ struct DecodedPart {
     prepared: Vec<PreparedSecret>,
     /// The resourceVersion of each Secret in `prepared`.
     versions: Vec<(SecretRef, String)>,
-    /// Secrets that name another namespace's release, to warn on.
+    /// Secrets too large to decode, to warn on.
     foreign: Vec<(Secret, SecretError)>,
+    /// Releases stored outside their own namespace: indexed once the storage gate admits them.
+    crossing: Vec<(Secret, ReleaseSecret)>,
 }
 
 /// Decodes a part of a list and parses its manifests, both on every core (the blocking pool).
@@ -202,6 +230,9 @@ async fn decode_part(
         let mut releases = Vec::with_capacity(decoded.len());
         for (secret, decoded) in decoded {
             match decoded {
+                Ok(Some(release)) if storage_question(&release).is_some() => {
+                    part.crossing.push((secret, release));
+                }
                 Ok(Some(release)) => {
                     if let Some(version) = resource_version(&secret) {
                         part.versions.push((secret_ref(&secret), version));
@@ -224,6 +255,32 @@ async fn decode_part(
     })
 }
 
+/// A decoded part, its releases stored in other namespaces through the storage gate: what
+/// the list keeps.
+async fn admit_part(
+    mut part: DecodedPart,
+    gate: &StorageGate,
+    foreign: &mut ForeignWarnings,
+    metrics: &Metrics,
+) -> DecodedPart {
+    for (secret, note) in std::mem::take(&mut part.foreign) {
+        foreign.warn(&secret, note).await;
+    }
+    let mut admitted = Vec::new();
+    for (secret, release) in std::mem::take(&mut part.crossing) {
+        if let Some(release) = foreign.admit(&secret, release, gate, metrics).await {
+            if let Some(version) = resource_version(&secret) {
+                part.versions.push((secret_ref(&secret), version));
+            }
+            admitted.push(release);
+        }
+    }
+    if !admitted.is_empty() {
+        part.prepared.extend(Index::prepare(admitted));
+    }
+    part
+}
+
 fn log_report(report: &crate::core::UpdateReport) {
     for conflict in &report.conflicts {
         tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
@@ -241,6 +298,7 @@ pub(crate) async fn watch(
     metrics: Arc<Metrics>,
     readiness: Arc<Readiness>,
     mut stamping: StampingRx,
+    gate: Arc<StorageGate>,
 ) {
     let stamping: Arc<Stamping> = match stamping.wait_for(Option::is_some).await {
         Ok(loaded) => loaded.clone().expect("waited for it"),
@@ -297,22 +355,18 @@ pub(crate) async fn watch(
                 if undecoded.len() >= DECODED_TOGETHER {
                     let part = std::mem::take(&mut undecoded);
                     let part = decode_part(part, stamping.clone(), metrics.clone()).await;
+                    let part = admit_part(part, &gate, &mut foreign, &metrics).await;
                     listed_versions.extend(part.versions);
                     listing.get_or_insert_with(Vec::new).extend(part.prepared);
-                    for (secret, note) in part.foreign {
-                        foreign.warn(&secret, note).await;
-                    }
                 }
             }
             WatchEvent::InitDone => {
                 let mut list = listing.take().unwrap_or_default();
                 let part = std::mem::take(&mut undecoded);
                 let part = decode_part(part, stamping.clone(), metrics.clone()).await;
+                let part = admit_part(part, &gate, &mut foreign, &metrics).await;
                 listed_versions.extend(part.versions);
                 list.extend(part.prepared);
-                for (secret, note) in part.foreign {
-                    foreign.warn(&secret, note).await;
-                }
                 let (decoded, kept) = (list.len(), unchanged.len());
                 let scope = namespace.clone();
                 let kept_refs = std::mem::take(&mut unchanged);
@@ -333,7 +387,7 @@ pub(crate) async fn watch(
                 for report in &reports {
                     log_report(report);
                     if let Some(key) = &report.needs_reload {
-                        reload_release(&client, key, &shared, &stamping, &metrics).await;
+                        reload_release(&client, key, &shared, &stamping, &gate, &metrics).await;
                     }
                 }
                 crate::source::return_freed_memory();
@@ -347,12 +401,20 @@ pub(crate) async fn watch(
             WatchEvent::Apply(secret) => {
                 let reference = secret_ref(&secret);
                 versions.remove(&reference);
-                if let Some(decoded) = foreign.decode(&secret, &stamping, &metrics).await {
+                if let Some(decoded) = foreign.decode(&secret, &stamping, &gate, &metrics).await {
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
                     let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
                     if let Some(version) = resource_version(&secret) {
                         versions.insert(reference, version);
+                    }
+                } else if shared.current().holds_secret(&reference) {
+                    // What it held before this write no longer counts either.
+                    let report = shared
+                        .update(move |index| index.remove_secret(&reference))
+                        .await;
+                    if let Some(key) = report.needs_reload {
+                        reload_release(&client, &key, &shared, &stamping, &gate, &metrics).await;
                     }
                 }
             }
@@ -363,7 +425,7 @@ pub(crate) async fn watch(
                     .update(move |index| index.remove_secret(&reference))
                     .await;
                 if let Some(key) = report.needs_reload {
-                    reload_release(&client, &key, &shared, &stamping, &metrics).await;
+                    reload_release(&client, &key, &shared, &stamping, &gate, &metrics).await;
                 }
             }
         }
@@ -377,9 +439,10 @@ async fn reload_release(
     key: &ReleaseKey,
     shared: &Arc<IndexStore>,
     stamping: &Stamping,
+    gate: &StorageGate,
     metrics: &Metrics,
 ) {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &key.namespace);
+    let api: Api<Secret> = Api::namespaced(client.clone(), key.storage_namespace());
     let params = ListParams::default()
         .labels(&format!("{LABELS},name={}", key.name))
         .fields(FIELDS);
@@ -389,9 +452,18 @@ async fn reload_release(
                 .items
                 .iter()
                 .filter_map(|s| decode(s, stamping, metrics))
+                .filter(|s| s.key() == *key)
                 .max_by_key(|s| s.release.revision);
             if let Some(newest) = newest {
-                shared.update(|index| index.upsert(newest)).await;
+                match gate.admit(&newest).await {
+                    Ok(()) => {
+                        shared.update(|index| index.upsert(newest)).await;
+                    }
+                    Err(note) => {
+                        metrics.foreign_release_secrets.inc();
+                        tracing::warn!(secret = %newest.secret, error = %note, "release Secret ignored");
+                    }
+                }
             }
         }
         Err(e) => {
@@ -405,6 +477,46 @@ async fn reload_release(
 /// not read. A Secret whose payload does not decode counts for nothing.
 pub(crate) struct KubeConfirm {
     pub client: Client,
+    /// The author key, to tell who wrote each revision of a release stored in another
+    /// namespace.
+    pub stamping: StampingRx,
+    pub gate: Arc<StorageGate>,
+}
+
+impl KubeConfirm {
+    /// The payloads of `secrets` that may speak for `release`: all of them for a release stored
+    /// in its own namespace; for one stored elsewhere, only those whose author passes the
+    /// storage gate, as the watch admits them (a tenant who may write Secrets in the storage
+    /// namespace cannot open the release with a pending revision of her own).
+    async fn admitted<'s>(
+        &self,
+        release: &ReleaseKey,
+        secrets: &'s [Secret],
+    ) -> Vec<(SecretRef, &'s [u8])> {
+        let payloads = secrets.iter().filter_map(|s| {
+            let payload = s.data.as_ref()?.get("release")?;
+            Some((s, secret_ref(s), payload.0.as_slice()))
+        });
+        if release.stored_in.is_none() {
+            return payloads.map(|(_, r, p)| (r, p)).collect();
+        }
+        let stamping = self.stamping.borrow().clone();
+        let mut admitted = Vec::new();
+        for (secret, reference, payload) in payloads {
+            let Ok(mut decoded) =
+                release_secret_from_parts(reference.clone(), BTreeMap::new(), payload)
+            else {
+                continue;
+            };
+            if let Some(stamping) = &stamping {
+                read_author(secret, &mut decoded, stamping, payload);
+            }
+            if decoded.key() == *release && self.gate.admit(&decoded).await.is_ok() {
+                admitted.push((reference, payload));
+            }
+        }
+        admitted
+    }
 }
 
 impl Confirm for KubeConfirm {
@@ -413,7 +525,8 @@ impl Confirm for KubeConfirm {
         release: &'a ReleaseKey,
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
         Box::pin(async move {
-            let api: Api<Secret> = Api::namespaced(self.client.clone(), &release.namespace);
+            let api: Api<Secret> =
+                Api::namespaced(self.client.clone(), release.storage_namespace());
             // The label selector only narrows what is read; every payload read is decoded.
             let params = ListParams::default()
                 .labels(&format!("{LABELS},name={}", release.name))
@@ -425,11 +538,29 @@ impl Confirm for KubeConfirm {
                     release: release.clone(),
                     source,
                 })?;
-            let payloads = list.items.iter().filter_map(|s| {
-                let payload = s.data.as_ref()?.get("release")?;
-                Some((secret_ref(s), payload.0.as_slice()))
-            });
+            let payloads = self.admitted(release, &list.items).await;
             Ok(crate::core::newest_revision(release, payloads))
+        })
+    }
+
+    fn author_may<'a>(
+        &'a self,
+        author: &'a crate::core::Author,
+        access: &'a crate::core::AuthorAccess,
+    ) -> BoxFuture<'a, Result<bool, ConfirmError>> {
+        Box::pin(async move {
+            let authorship = Authorship::Known(Arc::new(author.clone()));
+            self.gate
+                .author_checks()
+                .may(&authorship, access)
+                .await
+                .map(|answer| answer.unwrap_or(false))
+                .map_err(|source| ConfirmError::Authorize {
+                    author: author.username.clone(),
+                    verb: access.verb.clone(),
+                    resource: access.resource.clone(),
+                    source,
+                })
         })
     }
 

@@ -153,10 +153,9 @@ version() { "$BIN/kube-apiserver" --version 2>/dev/null || echo "no kube-apiserv
 
 # `--port=0` (no insecure port) where the binary still has the flag: 1.23 removed it from the
 # controller manager and the scheduler, which serve only securely since.
-# The help is read whole first: piped into `grep -q`, which stops at the first match, the binary
-# died of SIGPIPE and, under pipefail, the test failed most times: 1.20's controller manager then
-# served 0.0.0.0:10252, and a second 1.20 control plane on the machine could not start.
 insecure_port_off() {
+  # The help text is read whole first: `grep -q` stopping early would fail the pipe (SIGPIPE,
+  # pipefail), and a second control plane's controller manager would then die on port 10252.
   local help
   help=$("$BIN/$1" --help 2>&1 || true)
   if [[ $help == *"--port int"* ]]; then echo --port=0; fi

@@ -17,6 +17,9 @@ ClusterRole widened to everything, herself added to both bindings, and the Confi
     with that is still put back); RBAC, cluster-scoped objects and other namespaces are not
     written at all (`UnknownAuthor`). Re-making the locker's key changes nothing. One with a
     stamp copied from another Secret speaks for nobody.
+  - `kubectl locker vouch` gives such a revision an author, the one who runs it: vouched for by
+    alice, its ClusterRole's drift is still not put back (she may not write it); by the admin,
+    it is.
 """
 
 import base64
@@ -26,7 +29,7 @@ import os
 import time
 import unittest
 
-from harness import HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
+from harness import BIN, HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
 
 CHART = os.path.join(HERE, "charts", "ops-agent")
 NS = "team"
@@ -300,6 +303,41 @@ class Authors(unittest.TestCase):
                                     "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}])))
         self.assertTrue(eventually(lambda: self.rbac("early") == before, 30),
                         f"drift of the admin's ClusterRole not reverted:\n{locker.log_text()[-3000:]}")
+    def test_a_vouch_makes_its_writer_the_author_of_a_release_found_at_install_and_grants_nothing(self):
+        # Installed before any locker: no author.
+        self.plane.helm(NS).install(CHART, "found", {})
+        before = self.rbac("found")
+        secret = "sh.helm.release.v1.found.v1"
+        locker = self.start("authors-vouch")
+        register_webhook(self.plane, locker, "authors-vouch")
+        self.addCleanup(unregister_webhook, self.plane, "authors-vouch")
+        drift = [{"op": "add", "path": "/rules/-",
+                  "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}]
+        self.ok(self.k(f"--as={OPS}", "patch", "clusterrole", "found-agent-read", "--type=json", "-p", json.dumps(drift)))
+        drifted = self.rbac("found")
+        self.assertNotEqual(drifted, before)
+        self.held_and_refused(secret, locker, "ClusterRole found-agent-read")
+        time.sleep(3)
+        self.assertEqual(self.rbac("found"), drifted, "an unknown author's ClusterRole was written")
+
+        # alice (edit in team) vouches for it, as the plugin would: now hers, and she may not
+        # write ClusterRoles, so the drift stays.
+        self.ok(self.k("--as=alice", "-n", NS, "annotate", "secret", secret, "helm-locker.io/vouch=mine"))
+        stored = self.get("-n", NS, "secret", secret)["metadata"]["annotations"]
+        self.assertNotIn("helm-locker.io/vouch", stored)
+        self.assertEqual(json.loads(stored["helm-locker.io/author"])["username"], "alice")
+        lacks = eventually(lambda: self.events(secret, "AuthorLacksRights"), 30, 0.5)
+        self.assertTrue(lacks, "\n".join(l for l in locker.log_text().splitlines() if "found" in l or "release Secret" in l)[-6000:])
+        self.assertEqual(self.rbac("found"), drifted)
+
+        # The admin vouches with the plugin: the reverter follows the release again.
+        out = self.plane.run([BIN, "kubectl", "vouch", "found", "-n", NS, "--reason", "found at install"])
+        self.assertEqual(out.returncode, 0, out.stderr + out.stdout)
+        self.assertIn("author now admin", out.stdout)
+        self.assertTrue(eventually(lambda: self.rbac("found") == before, 30),
+                        f"drift of the vouched release's ClusterRole not reverted:\n{locker.log_text()[-3000:]}")
+        self.plane.helm(NS).upgrade(CHART, "found", {})
+
 
 if __name__ == "__main__":
     unittest.main()

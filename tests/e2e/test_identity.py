@@ -230,9 +230,9 @@ class Identity(unittest.TestCase):
 
     # -- 6
 
-    def pending_release(self, name, objects, status="pending-install"):
+    def pending_release(self, name, objects, status="pending-install", as_user=None):
         secret = release_secret(name, NS, objects, status=status)
-        out = self.k("apply", "-f", "-", input=json.dumps(secret))
+        out = self.k(*([f"--as={as_user}"] if as_user else []), "apply", "-f", "-", input=json.dumps(secret))
         self.assertEqual(out.returncode, 0, out.stderr)
 
     def test_6_take_ownership_of_an_unowned_object_goes_through_and_conflicts_are_counted(self):
@@ -244,8 +244,16 @@ class Identity(unittest.TestCase):
         ingress = self.get("ingress", f"{NAME}-web")
         claimed_ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
                            "metadata": {"name": f"{NAME}-web"}, "spec": ingress["spec"]}
+        # Its author, bob, may write Secrets here but not delete them: he could not uninstall
+        # the deployed release, so his release takes nothing over from it (an author who could
+        # is a hand-over: test_flux_layout).
+        self.k("-n", NS, "create", "role", "bob-secrets", "--verb=get,create,patch,update",
+               "--resource=secrets")
+        self.k("-n", NS, "create", "rolebinding", "bob-secrets", "--role=bob-secrets", "--user=bob")
+        self.assertTrue(eventually(lambda: self.k("auth", "can-i", "--as=bob", "-n", NS, "create", "secrets")
+                                   .stdout.strip() == "yes", 20))
         conflicts = self.locker.metric("helm_locker_claim_conflicts") or 0
-        self.pending_release("adopter", [orphan, claimed_ingress])
+        self.pending_release("adopter", [orphan, claimed_ingress], as_user="bob")
         counted = eventually(lambda: (self.locker.metric("helm_locker_claim_conflicts") or 0) > conflicts, 15)
         self.assertTrue(counted, "two releases claiming the Ingress were never counted")
         # What Helm does with --take-ownership: apply with its own release annotations.
@@ -261,7 +269,7 @@ class Identity(unittest.TestCase):
                      "meta.helm.sh/release-name=adopter")
         self.assert_denied(out, f"Helm release {NS}/{NAME}")
         # Deployed, the adopter locks what it adopted.
-        self.pending_release("adopter", [orphan], status="deployed")
+        self.pending_release("adopter", [orphan], status="deployed", as_user="bob")
         locked = eventually(lambda: DENIED in self.k(
             "patch", "configmap", "orphan", "-n", NS, "--type=merge", "-p", '{"data":{"greeting":"x"}}').stderr, 15)
         self.assertTrue(locked, "the adopter's ConfigMap was never locked")

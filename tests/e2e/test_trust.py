@@ -149,7 +149,7 @@ class Trust(unittest.TestCase):
         self.assertEqual(self.field("{.spec.replicas}", "-n", "ledger", "deploy", "ledger-web"), "1")
         events = eventually(lambda: self.events("tenant", "sh.helm.release.v1.ledger.v5", "ForeignRelease"), 30)
         self.assertTrue(events, "no ForeignRelease event on the forged Secret")
-        self.assertIn("speaks only for its own namespace", events[0].get("message") or "")
+        self.assertIn("may not create Secrets in \"ledger\"", events[0].get("message") or "")
         self.assertIn("release Secret ignored", locker.log_text())
         # A locker started now finds them in its first list (decoded a part at a time on every
         # core) and ignores them the same way.

@@ -61,19 +61,22 @@ pub(super) fn co_owner_claims(
     manager: &str,
     request: &Request<'_>,
 ) -> Vec<String> {
-    // The first entry that owns the release annotation is Helm's: when it is the manager's,
-    // the apply is Helm's own, and the entries after it are not read.
-    let mut helm_seen = false;
-    let Some(new) = request.object().and_then(|o| {
-        crate::prune::managed_fields_until(o.get(), |entry| {
-            let helm = !helm_seen && entry.owns_release_annotation();
-            helm_seen |= helm;
-            helm && entry.manager == manager
-        })
-    }) else {
+    // Helm's entry is an Apply entry that owns the release annotation. Applying the same
+    // annotation values shares their ownership, so the applier's own entry may own it too, and
+    // come first (entries made in the same second are ordered by manager name): the apply is
+    // Helm's own only when no other manager's Apply entry owns it.
+    let Some(new) = request
+        .object()
+        .and_then(|o| crate::prune::managed_fields(o.get()))
+    else {
         return Vec::new();
     };
-    if new.raw.is_none() && helm_seen {
+    let owns = |mine: bool| {
+        new.applies
+            .iter()
+            .any(|e| (e.manager == manager) == mine && e.owns_release_annotation())
+    };
+    if owns(true) && !owns(false) {
         return Vec::new();
     }
     let Some(claimed) = new.applies.iter().find(|e| e.manager == manager) else {

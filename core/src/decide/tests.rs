@@ -127,6 +127,24 @@ fn a_server_side_apply_of_helms_fields_makes_a_co_owner() {
     ]);
     assert!(claims("helm-controller", &renamed, None).is_empty());
     assert_eq!(claims("kubectl", &renamed, None), ["f:data.f:greeting"]);
+    // An apply of Helm's annotations too (Flux's drift detection applies them with the chart)
+    // shares their ownership: its entry, even listed first (entries of the same second are
+    // ordered by manager name), is not Helm's.
+    let sharing = object(vec![
+        entry(
+            "helm-controller",
+            "Apply",
+            json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:data": {"f:greeting": {}}}),
+        ),
+        helm.clone(),
+    ]);
+    assert_eq!(
+        claims("helm-controller", &sharing, None),
+        [
+            "f:data.f:greeting",
+            "f:metadata.f:annotations.f:meta.helm.sh/release-name"
+        ]
+    );
 }
 
 /// kube-apiserver writes JSON with Go's encoder, which escapes `<`, `>`, `&` and U+2028/9:
@@ -156,6 +174,48 @@ fn a_co_owner_is_found_whatever_its_name_and_however_it_is_escaped() {
         };
         assert!(l.message.contains("/spec/replicas"), "{}", l.message);
     }
+}
+
+/// Flux's drift detection: a server-side apply of the chart as `helm-controller`, a dry run, on
+/// a release the Helm CLI installed (Helm's entry is `helm`'s). Stored, it would make
+/// helm-controller a co-owner (denied, below); as a dry run nothing is kept, so only the values
+/// it would write count: the chart's pass, another value is still denied.
+#[test]
+fn a_dry_run_makes_no_co_owner_but_its_values_are_still_locked() {
+    let apply = |replicas: i64, dry_run: bool| {
+        let mut new = deployment(replicas, "nginx:1.25");
+        new["metadata"]["managedFields"] = json!([
+            {"manager": "helm", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:spec": {"f:replicas": {}}}},
+            {"manager": "helm-controller", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:spec": {"f:replicas": {}}}}]);
+        let mut review = crate::test_util::review("UPDATE", "apps/v1", "Deployment", "deployments")
+            .uid("u")
+            .name(Some("shop"), "web")
+            .user("system:serviceaccount:flux-system:helm-controller")
+            .field_manager("helm-controller")
+            .object(new)
+            .old_object(deployment(3, "nginx:1.25"));
+        if dry_run {
+            review = review.dry_run();
+        }
+        let body = String::from_utf8(review.body()).unwrap();
+        decide_json(&index(Status::Deployed), &Config::default(), &body)
+    };
+    let Decision::Deny(stored) = apply(3, false) else {
+        panic!("a stored apply of Helm's fields by another manager makes a co-owner")
+    };
+    assert!(stored.message.contains("co-owner"), "{}", stored.message);
+    assert!(matches!(
+        apply(3, true),
+        Decision::Allow(Allowed::NoLockedChange { .. })
+    ));
+    let Decision::Deny(other) = apply(7, true) else {
+        panic!("a dry run of another value is denied as the write would be")
+    };
+    assert!(
+        other.message.contains("/spec/replicas"),
+        "{}",
+        other.message
+    );
 }
 
 fn decide_json(index: &Index, config: &Config, body: &str) -> Decision {
@@ -2247,10 +2307,7 @@ fn custom_resources_are_decided_by_their_crds() {
 /// key counting, and nothing when any annotation is not a string.
 #[test]
 fn the_release_annotations_are_read_as_a_map_of_strings() {
-    let release = ReleaseKey {
-        namespace: "shop".into(),
-        name: "shop".into(),
-    };
+    let release = ReleaseKey::new("shop", "shop");
     let proves = |annotations: &str| {
         let text =
             format!(r#"{{"metadata":{{"name":"web","annotations":{annotations}}},"spec":{{}}}}"#);

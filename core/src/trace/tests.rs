@@ -290,10 +290,7 @@ fn advice_names_the_keys_and_gives_the_upgrade() {
         templates: shop(),
         ..Default::default()
     };
-    let release = crate::release::ReleaseKey {
-        namespace: "prod".into(),
-        name: "shop".into(),
-    };
+    let release = crate::release::ReleaseKey::new("prod", "shop");
     let change = |path: &str, requested: serde_json::Value| crate::ownership::Change {
         path: path.into(),
         chart: serde_json::Value::Null,

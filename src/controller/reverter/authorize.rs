@@ -103,7 +103,7 @@ impl Reverter {
 
     /// A write refused for the revision's author: a warning log line and a Warning Event on the
     /// revision's Secret (`AuthorLacksRights` naming the author and what they may not do, or
-    /// `UnknownAuthor`), once per object and revision; counted in `author_refused_objects`.
+    /// `UnknownAuthor`), once per object, revision and author; counted in `author_refused_objects`.
     pub(super) async fn report_refusal(
         &self,
         revision: &crate::core::Revision,
@@ -111,10 +111,11 @@ impl Reverter {
         refusal: Refusal<'_>,
     ) {
         let key = ObjectKey::of(object);
-        let secret = revision.secret.to_string();
+        // Once per revision and author: a vouch gives the same revision another author.
+        let seen = format!("{} by {}", revision.secret, revision.author);
         {
             let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            let new = refused.insert(key, secret.clone()).as_ref() != Some(&secret);
+            let new = refused.insert(key, seen.clone()).as_ref() != Some(&seen);
             self.metrics
                 .author_refused_objects
                 .set(refused.len() as i64);

@@ -31,7 +31,7 @@ impl Proofs {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let proven = if crate::core::live_owner(live).as_ref() == Some(release) {
+        let proven = if crate::core::live_owner(live).is_some_and(|owner| owner.is(release)) {
             self.carried
                 .insert(key.clone(), (uid.to_string(), release.clone()));
             true
