@@ -1551,8 +1551,16 @@ class Ownership(unittest.TestCase):
             claimed = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tk-config"},
                        "data": dict(live.get("data", {}), greeting="stolen")}
             secret = release_secret("thief", release.namespace, [claimed], status="pending-install")
+            # Its author, bob, may write Secrets here but not delete them: he could not uninstall
+            # tk, so his release takes nothing over from it (an author who could is a hand-over:
+            # test_flux_layout).
+            ns = release.namespace
+            self.k("-n", ns, "create", "role", "bob-secrets", "--verb=get,create,patch,update", "--resource=secrets")
+            self.k("-n", ns, "create", "rolebinding", "bob-secrets", "--role=bob-secrets", "--user=bob")
+            self.assertTrue(eventually(lambda: self.k("auth", "can-i", "--as=bob", "-n", ns, "create", "secrets")
+                                       .stdout.strip() == "yes", 20))
             indexed = self.strict.metric("helm_locker_releases_indexed")
-            out = self.k("apply", "-f", "-", input=json.dumps(secret))
+            out = self.k("--as=bob", "apply", "-f", "-", input=json.dumps(secret))
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertTrue(eventually(lambda: self.strict.metric("helm_locker_releases_indexed") > indexed, 30),
                             "the pending release was never indexed")
