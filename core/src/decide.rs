@@ -793,9 +793,16 @@ impl<'a> Lock<'a> {
         if !applied {
             return None;
         }
-        let chart = stored_form(&compared.content, &self.object.group, &self.object.kind);
-        let mut shared =
-            co_owner_claims(schema, compared.root, &chart, self.helm(), manager, request);
+        // The chart as Helm applies it, not its stored form: Helm's entry owns a Secret's
+        // `stringData`, never the `data` the API server stores it as.
+        let mut shared = co_owner_claims(
+            schema,
+            compared.root,
+            &compared.content,
+            self.helm(),
+            manager,
+            request,
+        );
         shared.retain(|p| !crate::ownership::is_ignored(&describe_field_path(p), &compared.ignore));
         if shared.is_empty() {
             return None;

@@ -332,7 +332,11 @@ fn renders_empty(applied: &Tree, path: &str) -> bool {
     node.is_empty_value()
 }
 
-/// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns.
+/// Of the fields an `Apply` entry `claimed` (less what it `before` claimed), those Helm owns,
+/// and those it claims whole above fields Helm owns: a member with nothing below it in the
+/// claimer's set owns the whole value, and the next `helm upgrade` conflicts with it. A map
+/// applied as `null` (a Secret's `stringData: null`) is such a member on 1.36; 1.20 lists
+/// nothing for it (measured, `tests/e2e/test_ownership.py` test_3b).
 pub(crate) fn co_owned_paths(
     schema: &Schema,
     root: TypeId,
@@ -343,10 +347,23 @@ pub(crate) fn co_owned_paths(
 ) -> Vec<String> {
     let owned = owned_fields(schema, root, &applied_object(chart, release));
     claimed
-        .intersection(&owned)
+        .iter()
+        .filter(|p| owned.contains(*p) || (!has_below(claimed, p) && has_below(&owned, p)))
         .filter(|p| !before.contains(*p))
         .cloned()
         .collect()
+}
+
+/// Whether `set` holds a path below `path` (element by element: a field name may hold dots).
+fn has_below(set: &FieldSet, path: &str) -> bool {
+    let prefix = format!("{path}.");
+    let elements = field_path_elements(path);
+    set.range(prefix.clone()..)
+        .take_while(|p| p.starts_with(&prefix))
+        .any(|p| {
+            let below = field_path_elements(p);
+            below.len() > elements.len() && below[..elements.len()] == elements[..]
+        })
 }
 
 /// The elements of a [`FieldSet`] path (`f:spec.f:containers.k:{"name":"web"}`):
@@ -617,6 +634,36 @@ mod tests {
              "fieldsV1": {"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}}}, "f:spec": {"f:replicas": {}}}},
         ]}});
         assert!(helm_fields(&scaled, None).is_none());
+    }
+
+    /// 1.36 lists a map another manager applies as `null` as a member of its set: it owns the
+    /// whole map, above the fields Helm owns in it. A member with fields below it in the
+    /// claimer's own set, or a label whose key holds a dot, claims nothing of Helm's.
+    #[test]
+    fn a_member_claimed_whole_above_helms_fields_is_co_owned() {
+        let chart: Tree = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "creds", "labels": {"a.b": "x"}},
+            "stringData": {"password": "s3cret"}}))
+        .unwrap();
+        let schema = schema();
+        let root = schema.root_or_deduced("v1", "Secret");
+        let shared = |fields: Value| {
+            co_owned_paths(
+                &schema,
+                root,
+                &chart,
+                ("r", "ns"),
+                &parse_fields_v1(&fields),
+                &FieldSet::new(),
+            )
+        };
+        assert_eq!(shared(json!({"f:stringData": {}})), ["f:stringData"]);
+        assert!(shared(json!({"f:stringData": {".": {}, "f:other": {}}})).is_empty());
+        assert!(shared(json!({"f:metadata": {"f:labels": {"f:a": {}}}})).is_empty());
+        assert_eq!(
+            shared(json!({"f:stringData": {"f:password": {}}})),
+            ["f:stringData.f:password"]
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 """Shared pieces of the end-to-end suite: the control plane, kubectl, and helm-locker processes."""
 
+import atexit
 import base64
 import gzip
 import json
@@ -53,18 +54,42 @@ class ControlPlane:
         if existing:
             self.kubeconfig, self.owned = existing, False
         else:
-            subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir], check=True)
+            up = subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "up", self.dir])
+            if up.returncode != 0:
+                # What `up` started before it failed (etcd, kube-apiserver) goes with it.
+                subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
+                raise subprocess.CalledProcessError(up.returncode, up.args)
             self.kubeconfig, self.owned = os.path.join(self.dir, "kubeconfig"), True
+            # A class whose setUpClass fails after this point never reaches its tearDownClass:
+            # the plane is stopped when the test process exits, if not before.
+            atexit.register(self.down)
         self.env = dict(os.environ, KUBECONFIG=self.kubeconfig)
         self.found = set() if self.owned else self.cluster_objects()
         # Every control plane says which Kubernetes it is (the suite runs on more than one).
         version = self.kubectl("get", "--raw", "/version")
         info = json.loads(version.stdout) if version.returncode == 0 else {}
         self.version = info.get("gitVersion", "?")
+        # The minor version, for an expectation that depends on the version rather than on
+        # what is served (`serves`): 1.22 records a write through `scale` in managedFields,
+        # 1.24 stopped making a token Secret for every ServiceAccount.
+        match = re.match(r"v1\.(\d+)\.", self.version)
+        self.minor = int(match.group(1)) if match else None
         if self.version.startswith("v0.0.0-master"):
             # kube-testenv.sh's build from Debian's source package sets no version.
             self.version = f"1.20 from Debian's kubernetes source package ({self.version})"
+            self.minor = 20
         print(f"control plane: kube-apiserver {self.version}", file=sys.stderr, flush=True)
+
+    def serves(self, group_version):
+        """Whether the API server serves `group_version` ("autoscaling/v2", "v1"): what a test
+        expects per version is written by what is served (Helm's charts choose the same way,
+        with .Capabilities.APIVersions), not by the version number. Cached: the built-in groups a
+        plane serves do not change while it runs."""
+        if not hasattr(self, "_served"):
+            out = self.kubectl("api-versions")
+            assert out.returncode == 0, out.stderr
+            self._served = set(out.stdout.split())
+        return group_version in self._served
 
     def cluster_objects(self):
         out = self.kubectl("get", CLUSTER_KINDS, "-o", "name")
@@ -72,6 +97,9 @@ class ControlPlane:
         return set(out.stdout.split())
 
     def down(self):
+        if getattr(self, "stopped", False):
+            return
+        self.stopped = True
         if self.owned:
             subprocess.run([os.path.join(HERE, "kube-testenv.sh"), "down", self.dir], check=False)
             # etcd's data (~70 MB a control plane, mostly its preallocated log) goes; the logs

@@ -286,11 +286,23 @@ up() {
   log "up: KUBECONFIG=$kc"
 }
 
+# Each process is gone before the next is stopped: kube-apiserver 1.36 shutting down waits for
+# etcd (its endpoint reconciler), and with etcd stopped at once it waited forever, one left
+# running after every control plane. Its graceful shutdown keeps nothing a test needs, so it
+# gets SIGKILL; the others SIGTERM, then SIGKILL after 20 s. Gone means exited: a zombie (the
+# process is orphaned, its reaper may take a while) counts as gone.
 down() {
-  local dir="${1:?usage: kube-testenv.sh down DIR}"
+  local dir="${1:?usage: kube-testenv.sh down DIR}" pid i state
   for p in controller-manager apiserver etcd; do
     [[ -f "$dir/$p.pid" ]] || continue
-    kill "$(cat "$dir/$p.pid")" 2>/dev/null || true
+    pid=$(cat "$dir/$p.pid")
+    if [[ $p == apiserver ]]; then kill -9 "$pid" 2>/dev/null || true; else kill "$pid" 2>/dev/null || true; fi
+    for i in $(seq 1 200); do
+      state=$(cut -d')' -f2 "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f2) || true
+      [[ -n $state && $state != Z ]] || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/$p.pid"
   done
 }

@@ -11,7 +11,9 @@ A chart renders a Deployment with `replicas: 1` and an HPA on it with `minReplic
     back at most 3 times, then stops, says so (a `RevertFight` Warning Event naming the writer,
     `helm_locker_revert_fights`), and the admission lock stays;
   - a restart resumes reverting (the other writer's value is put back, so Helm 4's server-side
-    upgrade meets no conflict), and `helm upgrade` works.
+    upgrade meets no conflict), and `helm upgrade` works; from 1.22, where the autoscaler's
+    write through `scale` makes it the owner of `.spec.replicas`, once the chart leaves
+    replicas to the HPA (as it must with server-side apply).
 """
 
 import json
@@ -117,8 +119,23 @@ class Fights(unittest.TestCase):
         register_webhook(self.plane, again, "fights")
         self.assertTrue(eventually(lambda: self.field("{.data.mode}", "-n", NS, "configmap", "app-settings")
                                    == "steady", 60), again.log_text()[-3000:])
-        # ...then helm upgrade works, and the new revision is reverted to.
-        release.upgrade(CHART, "app", {"mode": "upgraded"})
+        # ...then helm upgrade works, and the new revision is reverted to. From 1.22 the API
+        # server records the autoscaler's write through `scale` in managedFields
+        # (kube-controller-manager, subresource scale, owns .spec.replicas): the upgrade of a
+        # chart that still sets replicas conflicts with it before any webhook is asked, and the
+        # locker leaves that ownership alone (it never fights the autoscaler); the chart then
+        # leaves replicas to the HPA. On 1.20 Helm still owns them and sets 1 until the
+        # autoscaler raises them again.
+        values = {"mode": "upgraded"}
+        if self.plane.minor >= 22:
+            with self.assertRaises(Exception) as failed:
+                release.upgrade(CHART, "app", values)
+            self.assertIn('conflict with "kube-controller-manager" with subresource "scale"', str(failed.exception))
+            self.assertIn(".spec.replicas", str(failed.exception))
+            values["replicas"] = None
+        release.upgrade(CHART, "app", values)
+        if self.plane.minor >= 22:
+            self.assertEqual(self.field("{.spec.replicas}", *deployment), "3")
         self.assertEqual(self.field("{.data.mode}", "-n", NS, "configmap", "app-settings"), "upgraded")
         out = self.k(f"--as={OPS}", "-n", NS, "patch", "configmap", "app-settings", "-p", '{"data":{"mode":"again"}}')
         self.assertEqual(out.returncode, 0, out.stderr)

@@ -9,8 +9,9 @@ real control plane.
   restore is allowed: the reverter hands the restorer's share of Helm's fields back to Helm.
 - On a client-side (Helm 3 style) release there is no conflict to fear: a restore is compared
   with the chart, also through another version of the kind (an RBAC v1beta1 Role restored as
-  v1, an Ingress through `extensions`), and an Endpoints object by its sets of addresses and
-  ports in any order (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
+  v1, on 1.36 too where the manifest still says v1beta1 and the API server no longer serves it;
+  until 1.22 an Ingress through `extensions`), and an Endpoints object by its sets of addresses
+  and ports in any order (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
 """
 
 import contextlib
@@ -36,6 +37,13 @@ INGRESS = {"apiVersion": "networking.k8s.io/v1beta1", "kind": "Ingress",
                     "rules": [{"host": "shop.example.com", "http": {"paths": [
                         {"path": "/", "pathType": "Prefix",
                          "backend": {"serviceName": "web", "servicePort": 80}}]}}]}}
+# From 1.22 an Ingress is served as networking.k8s.io/v1 alone (its backend in another shape).
+INGRESS_V1 = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+              "metadata": {"name": "web", "namespace": "legacy"},
+              "spec": {"ingressClassName": "nginx",
+                       "rules": [{"host": "shop.example.com", "http": {"paths": [
+                           {"path": "/", "pathType": "Prefix",
+                            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}}
 
 
 def as_helm_wrote_it(obj):
@@ -229,9 +237,18 @@ class Restore(unittest.TestCase):
         self.ok(self.k("-n", "legacy", "create", "-f", "-", input=json.dumps({
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": "external", "namespace": "legacy"},
             "spec": {"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 90}]}})))
-        for obj in (ROLE, ENDPOINTS, INGRESS):
-            self.ok(self.create(as_helm_wrote_it(obj)))
-        self.ok(self.create(release_secret("legacy", "legacy", [ROLE, ENDPOINTS, INGRESS])))
+        # Until 1.22 the chart's Role and Ingress are written in the versions its manifest
+        # names. From 1.22 neither is served: the manifest keeps the Role as v1beta1 (a release
+        # made before the cluster's upgrade, until `helm mapkubeapis` rewrites it) and the Role
+        # lives as v1; the Ingress is networking.k8s.io/v1 in both.
+        legacy_apis = self.plane.serves("rbac.authorization.k8s.io/v1beta1")
+        ingress = INGRESS if legacy_apis else INGRESS_V1
+        for obj in (ROLE, ENDPOINTS, ingress):
+            written = as_helm_wrote_it(obj)
+            if not legacy_apis and obj is ROLE:
+                written["apiVersion"] = "rbac.authorization.k8s.io/v1"
+            self.ok(self.create(written))
+        self.ok(self.create(release_secret("legacy", "legacy", [ROLE, ENDPOINTS, ingress])))
         self.assertTrue(eventually(lambda: self.k("-n", "legacy", "label", "--dry-run=server", "--overwrite",
                                                   "endpoints", "external", "app.kubernetes.io/managed-by=me"
                                                   ).returncode != 0, 15, 0.2), "never locked")
@@ -270,16 +287,18 @@ class Restore(unittest.TestCase):
         restored = self.plane.get_json("endpoints", "-n", "legacy", "external")
         self.assertEqual([a["ip"] for a in restored["subsets"][0]["addresses"]], ["10.0.0.1", "10.0.0.9"])
 
-        # The Ingress through `extensions/v1beta1` (same paths): allowed; another class: denied.
+        # The Ingress through `extensions/v1beta1` until 1.22 (same paths), through its one
+        # version from 1.22: allowed; another class: denied.
         gone("ingress", "web")
-        through_extensions = as_helm_wrote_it(INGRESS)
-        through_extensions["apiVersion"] = "extensions/v1beta1"
-        other_class = copy.deepcopy(through_extensions)
+        restored = as_helm_wrote_it(ingress)
+        if legacy_apis:
+            restored["apiVersion"] = "extensions/v1beta1"
+        other_class = copy.deepcopy(restored)
         other_class["spec"]["ingressClassName"] = "other"
         out = self.create(other_class)
         self.assertNotEqual(out.returncode, 0, "an Ingress of another class was restored")
         self.assertIn("/spec/ingressClassName", out.stderr)
-        self.ok(self.create(through_extensions))
+        self.ok(self.create(restored))
 
 
 if __name__ == "__main__":

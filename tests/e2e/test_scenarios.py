@@ -5,7 +5,8 @@ objects' final state.
   1. helm install locks the release: kubectl apply (client- and server-side), edit, scale,
      set image, label and delete are denied with our message; annotate with a new key is not.
   2. helm upgrade, rollback and uninstall are never denied, 20 upgrades in a row included.
-  3. Controllers are never denied: rollouts, ServiceAccount tokens, namespace deletion, GC.
+  3. Controllers are never denied: rollouts, ServiceAccount tokens (the chart's token Secret
+     filled; until 1.24 a token Secret for every ServiceAccount), namespace deletion, GC.
   4. Drift that got past (an exempt user, the webhook away for a moment) is reverted, and the
      next helm upgrade succeeds.
   5. warn mode: the change lands with our warning; repair mode: the locked field keeps the
@@ -175,21 +176,31 @@ class Story(Scenario):
         self.ok(self.k("create", "namespace", "s3"))
         self.ok(self.k("-n", "s3", "create", "configmap", "anchor"))
         uid = self.field("{.metadata.uid}", "-n", "s3", "configmap", "anchor")
-        release = self.install("s3", {"replicas": 2, "owner": {"name": "anchor", "uid": uid}})
+        release = self.install("s3", {"replicas": 2, "owner": {"name": "anchor", "uid": uid}, "tokenSecret": True})
         self.wait_locked("-n", "s3", "deploy", "s3-web", "-p", '{"spec":{"replicas":9}}')
         # The deployment controller rolls out: ReplicaSets, Pods, status and the revision annotation.
         rolled = eventually(lambda: self.field("{.status.replicas}/{.metadata.annotations.deployment\\.kubernetes\\.io/revision}",
                                                "-n", "s3", "deploy", "s3-web") == "2/1", 20)
         self.assertTrue(rolled, self.field("{.status}", "-n", "s3", "deploy", "s3-web"))
-        release.upgrade(CHART, "s3", {"replicas": 2, "image": "nginx:1.26", "owner": {"name": "anchor", "uid": uid}})
+        release.upgrade(CHART, "s3", {"replicas": 2, "image": "nginx:1.26", "owner": {"name": "anchor", "uid": uid},
+                                      "tokenSecret": True})
         rolled = eventually(lambda: self.field("{.metadata.annotations.deployment\\.kubernetes\\.io/revision}",
                                                "-n", "s3", "deploy", "s3-web") == "2", 20)
         self.assertTrue(rolled)
         replica_sets = eventually(lambda: len(self.field("{.items[*].metadata.name}", "-n", "s3", "replicasets").split()) == 2, 30)
         self.assertTrue(replica_sets)
-        # The token controller gives the chart's ServiceAccount its token.
-        token = eventually(lambda: self.field("{.secrets[0].name}", "-n", "s3", "serviceaccount", "s3-sa"), 20)
-        self.assertTrue(token, "the ServiceAccount never got a token")
+        # The token controller fills the chart's token Secret (a write to a locked object)...
+        token = eventually(lambda: self.field("{.data.token}", "-n", "s3", "secret", "s3-sa-token"), 20)
+        self.assertTrue(token, "the token controller never filled the chart's token Secret")
+        # ...and until 1.24 it also made a token Secret of its own for the chart's ServiceAccount
+        # and named it in the ServiceAccount's `secrets` (a write to a locked object too); from
+        # 1.24 it makes none.
+        if self.plane.minor < 24:
+            secrets = eventually(lambda: self.field("{.secrets[*].name}", "-n", "s3", "serviceaccount", "s3-sa").split(), 20)
+            self.assertTrue([s for s in secrets if s.startswith("s3-sa-token-")],
+                            f"the ServiceAccount never got a token of its own: {secrets}")
+        else:
+            self.assertEqual(self.field("{.secrets}", "-n", "s3", "serviceaccount", "s3-sa"), "")
         # The garbage collector deletes a locked object with its owner (a user may not), and the
         # reverter leaves it deleted.
         self.denied(self.k("-n", "s3", "delete", "configmap", "s3-dependent"), "deleting it is not allowed")
