@@ -187,9 +187,9 @@ class MatchConditions(unittest.TestCase):
                         self.assertNotIn("matchConditions", webhook)
 
     def test_every_release_secret_write_reaches_the_author_webhook(self):
-        """The author stamp (docs/security.md) must see every release Secret write: no
-        matchConditions and no namespaceSelector anywhere it is rendered; only Secrets labelled
-        owner=helm are sent."""
+        """The author stamp (docs/security.md) must see every release Secret (and release
+        ConfigMap: Helm's ConfigMap driver) write: no matchConditions and no namespaceSelector
+        anywhere it is rendered; only Secrets and ConfigMaps labelled owner=helm are sent."""
         binary = CERTS_GEN
         subprocess.run(["cargo", "build", "--locked", "-q", "-p", "certs-gen"], cwd=ROOT, check=True)
         with tempfile.TemporaryDirectory() as out:
@@ -207,7 +207,7 @@ class MatchConditions(unittest.TestCase):
                 self.assertEqual(webhook["objectSelector"], {"matchLabels": {"owner": "helm"}})
                 self.assertEqual(webhook["failurePolicy"], "Ignore")
                 self.assertEqual(webhook["clientConfig"]["service"]["path"], "/stamp")
-                self.assertEqual([r["resources"] for r in webhook["rules"]], [["secrets"]])
+                self.assertEqual([r["resources"] for r in webhook["rules"]], [["secrets", "configmaps"]])
 
     def test_the_chart_installs_on_every_version_from_1_20(self):
         """Chart.yaml's kubeVersion, checked by the semver library Helm's install check uses
