@@ -14,6 +14,7 @@ import re
 import tempfile
 import threading
 import time
+import unittest
 import urllib.request
 
 import helm_python as helm
@@ -429,6 +430,37 @@ def eventually(predicate, timeout, interval=0.1):
         if value or time.time() > deadline:
             return value
         time.sleep(interval)
+
+
+class PlaneTest(unittest.TestCase):
+    """A test against `self.plane` (a ControlPlane, set by the test class): kubectl and the
+    reads every file makes, written once."""
+
+    plane = None
+
+    def k(self, *args, input=None):
+        return self.plane.kubectl(*args, input=input)
+
+    def ok(self, out):
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out
+
+    def get(self, *args):
+        return self.plane.get_json(*args)
+
+    @classmethod
+    def can_i_as(cls, user, *args):
+        """`kubectl auth can-i` as user: "yes" or "no"."""
+        return cls.plane.kubectl("auth", "can-i", f"--as={user}", *args).stdout.strip()
+
+    def object_events(self, namespace, name, reason):
+        """The Events of that reason about the object of that name in namespace."""
+        items = (self.get("events", "-n", namespace) or {"items": []})["items"]
+        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+
+    def event_notes(self, namespace, name, reason):
+        """The text of each of those Events (events.k8s.io's note, else core's message)."""
+        return [e.get("note") or e.get("message") or "" for e in self.object_events(namespace, name, reason)]
 
 
 def release_secret(name, namespace, objects, status="deployed", revision=1):

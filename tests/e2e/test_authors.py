@@ -29,7 +29,7 @@ import os
 import time
 import unittest
 
-from harness import BIN, HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
+from harness import PlaneTest, BIN, HERE, ControlPlane, Locker, eventually, register_webhook, unregister_webhook
 
 CHART = os.path.join(HERE, "charts", "ops-agent")
 NS = "team"
@@ -60,7 +60,7 @@ def encode(release):
     return base64.b64encode(payload).decode()
 
 
-class Authors(unittest.TestCase):
+class Authors(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -75,16 +75,6 @@ class Authors(unittest.TestCase):
     def tearDownClass(cls):
         cls.plane.down()
 
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
-
     def start(self, name):
         locker = Locker(self.plane, name, "--lease-name", name, "--exempt-user", OPS)
         self.addCleanup(locker.stop)
@@ -93,11 +83,10 @@ class Authors(unittest.TestCase):
         return locker
 
     def can_i(self, *args):
-        return self.k("auth", "can-i", "--as=alice", *args).stdout.strip()
+        return self.can_i_as("alice", *args)
 
     def events(self, name, reason):
-        items = (self.get("events", "-n", NS) or {"items": []})["items"]
-        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+        return self.object_events(NS, name, reason)
 
     def rbac(self, release):
         """The RBAC objects as they are, without what the API server adds."""

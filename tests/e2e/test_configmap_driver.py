@@ -29,7 +29,7 @@ import unittest
 import helm_python as helm
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import ControlPlane, eventually, register_webhook, unregister_webhook
+from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
 
 NS = "cm"
 RELEASE = "web"
@@ -49,7 +49,7 @@ data:
 }
 
 
-class ConfigMapDriver(unittest.TestCase):
+class ConfigMapDriver(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -66,7 +66,7 @@ class ConfigMapDriver(unittest.TestCase):
                 f.write(text)
         cls.env = chart_rbac_env(cls.plane)
         cls.locker = None
-        assert eventually(lambda: cls.can_i("alice", "patch", "configmaps", "-n", NS) == "yes", 20)
+        assert eventually(lambda: cls.can_i_as("alice", "patch", "configmaps", "-n", NS) == "yes", 20)
 
     @classmethod
     def tearDownClass(cls):
@@ -74,10 +74,6 @@ class ConfigMapDriver(unittest.TestCase):
         if cls.locker:
             cls.locker.stop()
         cls.plane.down()
-
-    @classmethod
-    def can_i(cls, user, *args):
-        return cls.plane.kubectl("auth", "can-i", f"--as={user}", *args).stdout.strip()
 
     @classmethod
     def start(cls, name, *flags):
@@ -91,16 +87,6 @@ class ConfigMapDriver(unittest.TestCase):
     def helm(self):
         """Helm with its ConfigMap driver (HELM_DRIVER=configmap)."""
         return helm.Config(kubeconfig_path=self.plane.kubeconfig, namespace=NS, storage_driver="configmap")
-
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
 
     def log(self):
         return self.locker.log_text()[-4000:]

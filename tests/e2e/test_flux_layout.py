@@ -41,7 +41,7 @@ import time
 import unittest
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import ControlPlane, eventually, register_webhook, unregister_webhook
+from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
 
 FLUX = "system:serviceaccount:flux-system:helm-controller"
 # Writes drift by hand; exempt at admission (--exempt-user ops).
@@ -81,7 +81,7 @@ def release_secret(namespace, body):
             "data": {"release": encode(body)}}
 
 
-class FluxLayout(unittest.TestCase):
+class FluxLayout(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -110,28 +110,14 @@ class FluxLayout(unittest.TestCase):
         cls.locker.wait_ready()
         assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), "never became leader"
         register_webhook(cls.plane, cls.locker, "flux")
-        assert eventually(lambda: cls.can_i("mallory", "create", "secrets", "-n", "flux-system") == "yes", 20)
-        assert eventually(lambda: cls.can_i("alice", "patch", "configmaps", "-n", "apps") == "yes", 20)
+        assert eventually(lambda: cls.can_i_as("mallory", "create", "secrets", "-n", "flux-system") == "yes", 20)
+        assert eventually(lambda: cls.can_i_as("alice", "patch", "configmaps", "-n", "apps") == "yes", 20)
 
     @classmethod
     def tearDownClass(cls):
         unregister_webhook(cls.plane, "flux")
         cls.locker.stop()
         cls.plane.down()
-
-    @classmethod
-    def can_i(cls, user, *args):
-        return cls.plane.kubectl("auth", "can-i", f"--as={user}", *args).stdout.strip()
-
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
 
     def log(self):
         return self.locker.log_text()[-4000:]
@@ -153,11 +139,6 @@ class FluxLayout(unittest.TestCase):
         verb = "replace" if replace else "create"
         return self.ok(self.k(f"--as={user}", "-n", namespace, verb, "-f", "-",
                               input=json.dumps(release_secret(namespace, body))))
-
-    def events(self, namespace, name, reason):
-        items = (self.get("events", "-n", namespace) or {"items": []})["items"]
-        return [e.get("note") or e.get("message") or "" for e in items
-                if e["involvedObject"].get("name") == name and e["reason"] == reason]
 
     def test_1_a_release_stored_in_flux_system_locks_and_reverts_its_objects_in_apps(self):
         helm = self.plane.helm("apps")
@@ -229,8 +210,8 @@ class FluxLayout(unittest.TestCase):
         self.ok(self.k("-n", "apps", "delete", "secret", secret))
         shared = "apps-shared-settings"
         self.ok(self.patch_colour(OPS, "blue", shared))
-        self.assertEqual(self.can_i("mallory", "create", "secrets", "-n", "apps"), "no")
-        self.assertEqual(self.can_i("mallory", "patch", "configmaps", "-n", "apps"), "no")
+        self.assertEqual(self.can_i_as("mallory", "create", "secrets", "-n", "apps"), "no")
+        self.assertEqual(self.can_i_as("mallory", "patch", "configmaps", "-n", "apps"), "no")
 
         # Control: the same claim written by helm-controller, who may create Secrets in apps,
         # locks the object (and the reverter follows it).
@@ -250,7 +231,7 @@ class FluxLayout(unittest.TestCase):
         self.write("mallory", "flux-system", claim)
         self.assertTrue(eventually(
             lambda: (self.locker.metric("helm_locker_foreign_release_secrets_total") or 0) > before, 20), self.log())
-        notes = eventually(lambda: self.events("flux-system", "sh.helm.release.v1.apps-shared.v1", "ForeignRelease"), 30)
+        notes = eventually(lambda: self.event_notes("flux-system", "sh.helm.release.v1.apps-shared.v1", "ForeignRelease"), 30)
         self.assertTrue(notes, self.log())
         self.assertIn("may not create Secrets in \\\"apps\\\"", json.dumps(notes))
         # It locks nothing: alice's write goes through; and writes nothing: the reverter does
@@ -367,7 +348,7 @@ class FluxLayout(unittest.TestCase):
         self.plane.helm("team").install(self.chart, "ops", {"namespace": "apps"})
         held = "ops-settings"
         self.assertTrue(self.denied("alice", held, expect="team/ops"), self.log())
-        self.assertEqual(self.can_i("alice", "delete", "secrets", "-n", "team"), "no")
+        self.assertEqual(self.can_i_as("alice", "delete", "secrets", "-n", "team"), "no")
         mine = decode(self.get("-n", "team", "secret", "sh.helm.release.v1.ops.v1"))
         mine.update(name="alice-take", namespace="apps", version=1)
         mine["info"]["status"] = "pending-install"

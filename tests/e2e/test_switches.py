@@ -22,7 +22,7 @@ import time
 import unittest
 
 from chart_rbac import NS as LOCKER_NS, chart_locker, chart_rbac_env
-from harness import ControlPlane, eventually, register_webhook, unregister_webhook
+from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
 
 SWITCHES = "helm-locker-switches"
 OPS = "ops"
@@ -40,7 +40,7 @@ data:
 }
 
 
-class Switches(unittest.TestCase):
+class Switches(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -78,9 +78,6 @@ class Switches(unittest.TestCase):
               "metadata": {"name": SWITCHES, "namespace": LOCKER_NS}, "data": data}
         out = cls.plane.kubectl("apply", "-f", "-", input=json.dumps(cm))
         assert out.returncode == 0, out.stderr
-
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
 
     def colour(self):
         return self.plane.get_json("-n", APP, "configmap", f"{APP}-settings")["data"]["colour"]

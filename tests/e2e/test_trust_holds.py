@@ -26,7 +26,7 @@ import unittest
 import zlib
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import HERE, ROOT, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
+from harness import PlaneTest, HERE, ROOT, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
 
 CHART = os.path.join(HERE, "charts", "ops-agent")
 CRD = os.path.join(ROOT, "charts", "helm-locker", "crds", "lockexceptions.helm-locker.io.yaml")
@@ -87,7 +87,7 @@ def vm_hwm_kib(pid):
     raise AssertionError("no VmHWM")
 
 
-class TrustHolds(unittest.TestCase):
+class TrustHolds(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -107,26 +107,12 @@ class TrustHolds(unittest.TestCase):
     def tearDownClass(cls):
         cls.plane.down()
 
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
-
     def start(self, name):
         locker = chart_locker(self.plane, self.env, name, "--exempt-user", OPS)
         self.addCleanup(locker.stop)
         locker.wait_ready()
         self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 30), "never became leader")
         return locker
-
-    def events(self, namespace, name, reason):
-        items = (self.get("events", "-n", namespace) or {"items": []})["items"]
-        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
 
     def deployment(self, release):
         return self.get("-n", NS, "deploy", f"{release}-agent")
@@ -331,7 +317,7 @@ class TrustHolds(unittest.TestCase):
 
         # Reported: an Event on each Secret, the metric, a log line without contents.
         for name in bombs:
-            self.assertTrue(eventually(lambda: self.events(TENANT, name, "ReleaseTooLarge"), 20, 0.5),
+            self.assertTrue(eventually(lambda: self.object_events(TENANT, name, "ReleaseTooLarge"), 20, 0.5),
                             f"no ReleaseTooLarge event on {name}\n{locker.log_text()[-3000:]}")
         self.assertGreaterEqual(locker.metric("helm_locker_releases_too_large_total") or 0, 2)
         log = locker.log_text()

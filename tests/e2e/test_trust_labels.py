@@ -19,13 +19,13 @@ import time
 import unittest
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import (CHART, DENIED, ControlPlane, eventually, register_webhook, release_secret,
+from harness import (PlaneTest, CHART, DENIED, ControlPlane, eventually, register_webhook, release_secret,
                      unregister_webhook)
 
 NS, RELEASE, TENANT, OPS = "team", "shop", "sally", "ops"
 
 
-class LabelsAreNotARevision(unittest.TestCase):
+class LabelsAreNotARevision(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -44,13 +44,6 @@ class LabelsAreNotARevision(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.plane.down()
-
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
 
     def replicas(self):
         return self.k("-n", NS, "get", "deploy", f"{RELEASE}-web", "-o", "jsonpath={.spec.replicas}").stdout

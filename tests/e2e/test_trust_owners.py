@@ -31,7 +31,7 @@ import time
 import unittest
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import HERE, ControlPlane, eventually, register_webhook, unregister_webhook
+from harness import PlaneTest, HERE, ControlPlane, eventually, register_webhook, unregister_webhook
 
 OPS_CHART = os.path.join(HERE, "charts", "ops-agent")
 # Writes drift by hand; exempt at admission (--exempt-user ops).
@@ -110,7 +110,7 @@ spec:
 }
 
 
-class TrustOwners(unittest.TestCase):
+class TrustOwners(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -143,30 +143,11 @@ class TrustOwners(unittest.TestCase):
         cls.locker.stop()
         cls.plane.down()
 
-    @classmethod
-    def can_i_as(cls, user, *args):
-        return cls.plane.kubectl("auth", "can-i", f"--as={user}", *args).stdout.strip()
-
     def can_i(self, *args):
         return self.can_i_as("alice", *args)
 
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
-
     def log(self):
         return self.locker.log_text()[-4000:]
-
-    def events(self, ns, name, reason):
-        items = (self.get("events", "-n", ns) or {"items": []})["items"]
-        return [e.get("note") or e.get("message") or "" for e in items
-                if e["involvedObject"].get("name") == name and e["reason"] == reason]
 
     def release_of(self, ns, name, revision):
         out = self.ok(self.k("-n", ns, "get", "secret", f"sh.helm.release.v1.{name}.v{revision}", "-o", "json"))
@@ -303,7 +284,7 @@ class TrustOwners(unittest.TestCase):
         wanted = "bind clusterroles.rbac.authorization.k8s.io quota-quota in dept"
 
         def settled():
-            notes = self.events("dept", secret, "AuthorLacksRights")
+            notes = self.event_notes("dept", secret, "AuthorLacksRights")
             return any(wanted in n for n in notes) or (
                 self.get("-n", "dept", "rolebinding", "quota-quota")["subjects"] != subjects)
         self.assertTrue(eventually(settled, SETTLE), self.log())
@@ -312,7 +293,7 @@ class TrustOwners(unittest.TestCase):
                          "the reverter added alice to the binding")
         self.assertEqual(self.can_i("patch", "resourcequotas", "-n", "dept"), "no")
         self.assertEqual(self.get("clusterrole", "quota-quota")["rules"], wide)
-        notes = self.events("dept", secret, "AuthorLacksRights")
+        notes = self.event_notes("dept", secret, "AuthorLacksRights")
         self.assertTrue(any(wanted in n for n in notes), notes)
 
         helm.upgrade(self.dept_chart, "quota", {})
@@ -344,11 +325,11 @@ class TrustOwners(unittest.TestCase):
         wanted = "patch gadgets.trust.example.com gadgets-gadget cluster-wide"
 
         def settled():
-            return any(wanted in n for n in self.events("own", secret, "AuthorLacksRights")) or size() != 1
+            return any(wanted in n for n in self.event_notes("own", secret, "AuthorLacksRights")) or size() != 1
         self.assertTrue(eventually(settled, SETTLE), self.log())
         time.sleep(3)
         self.assertEqual(size(), 1, "the reverter patched the cluster-scoped object")
-        notes = self.events("own", secret, "AuthorLacksRights")
+        notes = self.event_notes("own", secret, "AuthorLacksRights")
         self.assertTrue(any(wanted in n for n in notes), notes)
 
         helm.upgrade(self.own_chart, "gadgets", {})

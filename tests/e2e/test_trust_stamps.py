@@ -35,7 +35,7 @@ import time
 import unittest
 
 from chart_rbac import chart_locker, chart_rbac_env
-from harness import HERE, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
+from harness import PlaneTest, HERE, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
 from test_authors import decode, encode
 
 OPS_AGENT = os.path.join(HERE, "charts", "ops-agent")
@@ -59,7 +59,7 @@ def readable(o):
     return o
 
 
-class TrustStamps(unittest.TestCase):
+class TrustStamps(PlaneTest):
     @classmethod
     def setUpClass(cls):
         cls.plane = ControlPlane()
@@ -99,29 +99,18 @@ class TrustStamps(unittest.TestCase):
         cls.locker.stop()
         cls.plane.down()
 
-    def k(self, *args, input=None):
-        return self.plane.kubectl(*args, input=input)
-
-    def ok(self, out):
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return out
-
-    def get(self, *args):
-        return self.plane.get_json(*args)
-
     def log(self):
         return self.locker.log_text()[-3000:]
 
     def can_i(self, *args):
-        return self.k("auth", "can-i", "--as=alice", *args).stdout.strip()
+        return self.can_i_as("alice", *args)
 
     def reads_secrets(self):
         """Whether alice may read Secrets in kube-system (what each attack is after)."""
         return self.can_i("get", "secrets", "-n", "kube-system")
 
     def events(self, name, reason):
-        items = (self.get("events", "-n", NS) or {"items": []})["items"]
-        return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+        return self.object_events(NS, name, reason)
 
     def noted(self, secret, reason, *wanted):
         """Waits for the `reason` Events on `secret` to name each of `wanted`."""
