@@ -196,6 +196,37 @@ class ControllerOnARealControlPlane(unittest.TestCase):
         owners = [(m["manager"], m["operation"]) for m in managed if "f:greeting" in json.dumps(m.get("fieldsV1", {}))]
         self.assertEqual(owners, [("helm", "Update")])
 
+    def test_5_after_an_outage_a_changed_field_is_put_back_and_a_deleted_object_is_reported(self):
+        """Every replica down (failurePolicy Ignore lets writes through meanwhile): once a locker
+        runs again, a field changed meanwhile is reverted; an object deleted meanwhile is not made
+        again (at start-up a missing object is not known to have been deleted) but reported on
+        the release Secret and in `helm_locker_missing_objects`, and `helm upgrade` makes it."""
+        flags = ("--namespace", "out", "--lease-name", "out")
+        locker = self.start("out", *flags)
+        release = self.plane.helm("out")
+        release.install(CHART, "out", {}, create_namespace=True)
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 20), "never became leader")
+        locker.stop()
+        self.drift("-n", "out", "patch", "configmap", "out-config", "-p", '{"data":{"greeting":"meanwhile"}}')
+        self.drift("-n", "out", "delete", "service", "out-svc")
+        locker.start()
+        locker.wait_ready()
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 30), "never became leader again")
+        self.assert_back_within(15, "{.data.greeting}", "hello", "-n", "out", "configmap", "out-config")
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_missing_objects") == 1, 15),
+                        locker.log_text()[-3000:])
+        self.assertNotEqual(self.k("-n", "out", "get", "service", "out-svc").returncode, 0,
+                            "the Service deleted during the outage was made again")
+        events = eventually(lambda: [e for e in (self.plane.get_json("events", "-n", "out") or {"items": []})["items"]
+                                     if e.get("reason") == "LockedObjectMissing"], 10)
+        self.assertTrue(events, "no LockedObjectMissing event")
+        self.assertIn("out-svc", json.dumps(events))
+        self.assertTrue(events[0]["involvedObject"]["name"].startswith("sh.helm.release.v1.out."), events[0])
+        release.upgrade(CHART, "out", {})
+        self.assertEqual(self.k("-n", "out", "get", "service", "out-svc").returncode, 0)
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_missing_objects") == 0, 15))
+        release.uninstall("out")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
