@@ -6,7 +6,8 @@ of what the code defines, read from the code with regexes:
 
 - docs/operations.md's metrics table has a row for every row of src/metrics.rs's TABLE (the
   metrics /metrics exports), as /metrics names it (`helm_locker_`, `_total` for counters, the
-  `{labels}`), with its kind, and no other;
+  `{labels}`), with its kind, and no other; a counter by result names each of its values
+  (`result_values!` in src/metrics.rs) in backquotes in its row;
 - its alert table names every alert of the chart's PrometheusRule, and no other;
 - docs/cli.md's flag table has a row with each `serve` flag and its environment variable
   (clap's `env = ...` in src/app.rs), and every HELM_LOCKER_* variable the docs name exists
@@ -121,7 +122,7 @@ def list_problems():
     # labels: &["a", "b"], ... }`), each a row of docs/operations.md's metrics table as /metrics
     # names it (`helm_locker_x_total{a,b}`: a counter with `_total`) with its kind beside it.
     code = read("src/metrics.rs")
-    rows = re.findall(r'Row \{\s*name: "(\w+)",\s*kind: Kind::(\w+),\s*labels: &\[([^\]]*)\]', code)
+    rows = re.findall(r'Row \{\s*name: "(\w+)",\s*kind: Kind::(\w+),\s*labels: &\[([^\]]*)\],\s*results: ', code)
     if not rows or len(rows) != code.count("Row {") - 1:
         problems.append("src/metrics.rs: a row of TABLE this script cannot read; update it")
     metrics = set()
@@ -132,6 +133,19 @@ def list_problems():
     documented = {f"{name} {kind}" for name, kind in re.findall(
         r"(?m)^\s*\| `(helm_locker_[^`]+)` \| (\w+) \|", read("docs/operations.md"))}
     problems += differences("metric", metrics, documented, "docs/operations.md", "metrics table")
+    # A counter by result (`results: <X as ResultValue>::NAMES`): each value of `result_values!
+    # { X { Variant = "value", ... } }` is named, in backquotes, in that metric's docs row.
+    declared = {name: re.findall(r'= "(\w+)"', body) for name, body in re.findall(
+        r"result_values! \{.*?\n    (\w+) \{(.*?)\n    \}", code, re.S)}
+    rows_text = read("docs/operations.md")
+    for name, values in re.findall(r'name: "(\w+)",[^}]*?results: <(\w+) as ResultValue>::NAMES', code, re.S):
+        if values not in declared:
+            problems.append(f"src/metrics.rs: {name}'s result values {values} are not declared by result_values!")
+            continue
+        row = re.search(rf"(?m)^\s*\| `helm_locker_{name}_total\{{result\}}` \|.*$", rows_text)
+        for value in declared[values]:
+            if not row or f"`{value}`" not in row.group(0):
+                problems.append(f"docs/operations.md: helm_locker_{name}_total's row does not name the result `{value}`")
     # Alerts: `- alert: Name` in the chart's PrometheusRule.
     rules = read("charts/helm-locker/templates/prometheusrule.yaml")
     alerts = set(re.findall(r"(?m)^\s*- alert: (\w+)", rules))

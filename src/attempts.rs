@@ -21,7 +21,7 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::metrics::{Metrics, ResultLabels};
+use crate::metrics::{AttemptResult, Metrics};
 
 /// One write helm-locker stopped or changed.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,15 +47,8 @@ pub(crate) struct AttemptSink {
 impl AttemptSink {
     pub(crate) fn record(&self, attempt: Attempt) {
         if self.tx.try_send(attempt).is_err() {
-            self.count("dropped");
+            self.metrics.attempt_events.inc(AttemptResult::Dropped);
         }
-    }
-
-    fn count(&self, result: &'static str) {
-        self.metrics
-            .attempt_events
-            .get_or_create(&ResultLabels { result })
-            .inc();
     }
 }
 
@@ -287,15 +280,10 @@ pub(crate) async fn publish(
     metrics: Arc<Metrics>,
 ) {
     let mut limiter = EventLimiter::default();
-    let count = |result: &'static str| {
-        metrics
-            .attempt_events
-            .get_or_create(&ResultLabels { result })
-            .inc();
-    };
+    let count = |result| metrics.attempt_events.inc(result);
     while let Some(attempt) = rx.recv().await {
         let Verdict::Publish { held_back } = limiter.admit(&attempt, Instant::now()) else {
-            count("held_back");
+            count(AttemptResult::HeldBack);
             continue;
         };
         let event = event(
@@ -305,9 +293,9 @@ pub(crate) async fn publish(
             k8s_openapi::jiff::Timestamp::now(),
         );
         match create(&client, event).await {
-            Ok(_) => count("published"),
+            Ok(_) => count(AttemptResult::Published),
             Err(e) => {
-                count("failed");
+                count(AttemptResult::Failed);
                 tracing::warn!(error = %e, reason = attempt.reason, "could not record the attempt as an Event");
             }
         }

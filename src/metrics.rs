@@ -34,6 +34,114 @@ pub(crate) struct ResultLabels {
     pub result: &'static str,
 }
 
+/// A `result` label's known values, declared once: the enum the emitting code names, the
+/// strings [`TABLE`]'s row lists (so the series start at 0, and scripts/check-docs.py finds
+/// each in docs/operations.md's row).
+pub(crate) trait ResultValue: Copy {
+    const NAMES: &'static [&'static str];
+    fn as_str(self) -> &'static str;
+}
+
+macro_rules! result_values {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum $name {
+            $($(#[$vdoc])* $variant,)+
+        }
+
+        impl ResultValue for $name {
+            const NAMES: &'static [&'static str] = &[$($text,)+];
+            fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text,)+
+                }
+            }
+        }
+    };
+}
+
+result_values! {
+    /// `helm_locker_reverts_total{result}`: what one of the reverter's writes came to.
+    RevertResult {
+        Reverted = "reverted",
+        Recreated = "recreated",
+        /// The object's fields given back to Helm's field manager (a restore by another).
+        OwnershipReturned = "ownership_returned",
+        Failed = "failed",
+        /// The revision's author may not make the write, or is not known.
+        Refused = "refused",
+    }
+}
+
+result_values! {
+    /// `helm_locker_confirmations_total{result}`: the fresh read of a release before a deny.
+    ConfirmResult {
+        Pending = "pending",
+        Unchanged = "unchanged",
+        Error = "error",
+        Timeout = "timeout",
+    }
+}
+
+result_values! {
+    /// `helm_locker_attempt_events_total{result}`: an Event about a refused write.
+    AttemptResult {
+        Published = "published",
+        HeldBack = "held_back",
+        Dropped = "dropped",
+        Failed = "failed",
+    }
+}
+
+result_values! {
+    /// `helm_locker_schema_refreshes_total{result}`: a read of the API server's /openapi/v2.
+    SchemaRefresh {
+        Changed = "changed",
+        Unchanged = "unchanged",
+        Error = "error",
+    }
+}
+
+/// A counter by `result`, whose values are `R`'s and each present from start-up at 0 (a
+/// counter first seen at 1 gives `increase()` nothing: the first failed revert would not fire
+/// `HelmLockerRevertsFailing`).
+#[derive(Clone, Debug)]
+pub(crate) struct ResultCounter<R> {
+    family: Family<ResultLabels, Counter>,
+    values: std::marker::PhantomData<fn(R)>,
+}
+
+impl<R: ResultValue> ResultCounter<R> {
+    fn new() -> Self {
+        let family = Family::<ResultLabels, Counter>::default();
+        for result in R::NAMES {
+            drop(family.get_or_create(&ResultLabels { result }));
+        }
+        ResultCounter {
+            family,
+            values: std::marker::PhantomData,
+        }
+    }
+
+    pub(crate) fn inc(&self, result: R) {
+        self.family
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn get(&self, result: R) -> u64 {
+        self.family
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .get()
+    }
+}
+
 /// The labels' values of `helm_locker_admissions_total`, in the order of [`Metrics::admitted`]'s
 /// table.
 const ENDPOINTS: [&str; 2] = ["validate", "mutate"];
@@ -65,6 +173,8 @@ pub(crate) struct Row {
     pub name: &'static str,
     pub kind: Kind,
     pub labels: &'static [&'static str],
+    /// The `result` label's values (a [`ResultValue`]'s names), else empty.
+    pub results: &'static [&'static str],
     pub help: &'static str,
 }
 
@@ -74,210 +184,245 @@ pub(crate) const TABLE: &[Row] = &[
         name: "admissions",
         kind: Kind::Counter,
         labels: &["endpoint", "operation", "decision"],
+        results: &[],
         help: "Admission reviews answered, by endpoint, operation and decision",
     },
     Row {
         name: "admission_duration_seconds",
         kind: Kind::Histogram,
         labels: &[],
+        results: &[],
         help: "Time to answer an admission review, body read excluded",
     },
     Row {
         name: "bad_requests",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Requests refused as malformed, oversized or too slow",
     },
     Row {
         name: "releases_indexed",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Helm releases in the index",
     },
     Row {
         name: "releases_by_status",
         kind: Kind::Gauge,
         labels: &["status"],
+        results: &[],
         help: "Indexed Helm releases by the status of their newest revision; deployed and failed ones are locked (failed: the last install, upgrade or rollback failed; locked at that revision, not reverted, until one succeeds)",
     },
     Row {
         name: "certificate_expiry_timestamp_seconds",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "When the serving certificate being served expires (Unix time); set when it is loaded or reloaded",
     },
     Row {
         name: "objects_indexed",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Objects owned by the newest revision of indexed releases",
     },
     Row {
         name: "claim_conflicts",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Objects rendered by more than one release (`helm-locker inspect` lists them); the release the object's meta.helm.sh annotations name owns it",
     },
     Row {
         name: "denials",
         kind: Kind::Counter,
         labels: &["release", "decision"],
+        results: &[],
         help: "Writes to locked objects denied, warned about or repaired, by release and decision (dry runs included)",
     },
     Row {
         name: "attempt_events",
         kind: Kind::Counter,
         labels: &["result"],
+        results: <AttemptResult as ResultValue>::NAMES,
         help: "Denials, warnings and repairs offered as Kubernetes Events, by result (published, held_back: within the window of an earlier one, dropped: the queue was full, failed)",
     },
     Row {
         name: "schema_kinds",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Kinds whose list and map semantics are known (embedded, then the API server's /openapi/v2)",
     },
     Row {
         name: "schema_refreshes",
         kind: Kind::Counter,
         labels: &["result"],
+        results: <SchemaRefresh as ResultValue>::NAMES,
         help: "Reads of the API server's /openapi/v2, by result (changed, unchanged, error)",
     },
     Row {
         name: "ownership_mismatches",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Live objects whose managedFields entry for Helm differs from what helm-locker locks (a schema gap; see the log)",
     },
     Row {
         name: "foreign_release_secrets",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
     },
     Row {
         name: "releases_too_large",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secrets skipped because their release is larger than --max-release-bytes once decompressed (not decompressed past it; each gets a Warning Event)",
     },
     Row {
         name: "unproven_claims_allowed",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Writes allowed because the object a release renders does not carry that release's meta.helm.sh annotations (Helm neither made nor adopted it)",
     },
     Row {
         name: "unproven_objects",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Live objects that releases render but that do not carry the release's meta.helm.sh annotations: neither locked nor reverted (seen by the reverter's watches)",
     },
     Row {
         name: "missing_objects",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Objects of locked releases that do not exist and that the reverter leaves to helm upgrade (it never saw them carry the release's annotations, and no HelmRelease vouches for the release); each gets a Warning Event on the release Secret",
     },
     Row {
         name: "author_stamps",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secret writes stamped with their author by the author webhook (POST /stamp)",
     },
     Row {
         name: "author_refused_objects",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Drifted objects the reverter leaves as they are because the author of their release's newest revision may not write them, or is not known; each gets a Warning Event (AuthorLacksRights, UnknownAuthor) on the release Secret",
     },
     Row {
         name: "held_objects",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Objects of releases whose newest revision has no known author (written without the author stamp: before helm-locker was installed, or while it was away) that differ from that revision where the reverter first saw them: held at what was live then, never written from the revision; each gets an UnknownAuthor Warning Event on the release Secret",
     },
     Row {
         name: "unknown_author_releases",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Releases whose newest revision has no known author (found at install, written while the author webhook was away, or under an author key made again): their objects are held, their RBAC and cluster-scoped objects never written, until a helm upgrade or kubectl locker vouch",
     },
     Row {
         name: "pending_release_oldest_seconds",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "How long the release longest in pending-install, pending-upgrade, pending-rollback or uninstalling has been so (0: none): a pending revision since its Secret was created, uninstalling since this process saw it; its objects are open to every writer meanwhile (a Helm killed mid-upgrade leaves it so until helm rollback, or helm uninstall for pending-install and uninstalling)",
     },
     Row {
         name: "revert_fights",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "Objects whose fields the reverter stopped reverting: it put them back 3 times within 10 minutes at the same revision and another writer changed them again each time (a RevertFight Warning Event names it); a new revision or a restart resumes",
     },
     Row {
         name: "exceptions_open",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "LockExceptions open now (each opens a release, or objects or paths of it, to named users until a time)",
     },
     Row {
         name: "exception_longest_open_seconds",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "How long the longest-open LockException has been open (0 when none is)",
     },
     Row {
         name: "exceptions_used",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Writes to locked objects let through by an open LockException (each is also an Event naming it, the user and the reason)",
     },
     Row {
         name: "watch_restarts",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Watch errors followed by a reconnect: the release Secret, LockException and reverter watches together",
     },
     Row {
         name: "release_decode_errors",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secrets (and release ConfigMaps) that could not be decoded (skipped)",
     },
     Row {
         name: "release_secrets_decoded",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secrets (and release ConfigMaps) decoded, from lists and watch events (superseded revisions are not watched)",
     },
     Row {
         name: "release_secrets_unchanged",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Release Secrets a list again (after a watch expired) found unchanged and kept without decoding them",
     },
     Row {
         name: "release_secret_lists",
         kind: Kind::Counter,
         labels: &[],
+        results: &[],
         help: "Complete lists of release Secrets (or release ConfigMaps): one per watched kind and scope at start-up, and one after each watch expiry",
     },
     Row {
         name: "confirmations",
         kind: Kind::Counter,
         labels: &["result"],
+        results: <ConfirmResult as ResultValue>::NAMES,
         help: "Fresh reads of a release before a deny (rule 7), by result",
     },
     Row {
         name: "reverts",
         kind: Kind::Counter,
         labels: &["result"],
-        help: "Drift put back by the reverter, by result (reverted, recreated, failed; refused: the revision's author may not make the write, or is not known)",
+        results: <RevertResult as ResultValue>::NAMES,
+        help: "Drift put back by the reverter, by result (reverted, recreated, ownership_returned: a restore's fields given back to Helm's field manager, failed; refused: the revision's author may not make the write, or is not known)",
     },
     Row {
         name: "leader",
         kind: Kind::Gauge,
         labels: &[],
+        results: &[],
         help: "1 while this replica holds the Lease (and reverts), else 0",
     },
 ];
@@ -296,6 +441,19 @@ impl Default for Registrar {
 }
 
 impl Registrar {
+    /// Registers a counter by `result` whose values are `R`'s, each at 0, and checks that they
+    /// are the values `name`'s row lists.
+    fn results<R: ResultValue>(&mut self, name: &'static str) -> ResultCounter<R> {
+        let counter = ResultCounter::<R>::new();
+        let row = TABLE.iter().find(|row| row.name == name);
+        assert!(
+            row.is_some_and(|row| row.results == R::NAMES && row.labels == ["result"]),
+            "metric {name}'s row does not list its result values"
+        );
+        self.add(name, counter.family.clone());
+        counter
+    }
+
     /// Registers `metric` with the help of `name`'s row; every metric has one (the tests build
     /// [`Metrics`], so a row missing is found there, never in production).
     fn add<M: prometheus_client::registry::Metric + Clone>(
@@ -326,7 +484,7 @@ pub(crate) struct Metrics {
     pub objects: Gauge,
     pub claim_conflicts: Gauge,
     pub denials: Family<DenialLabels, Counter>,
-    pub attempt_events: Family<ResultLabels, Counter>,
+    pub attempt_events: ResultCounter<AttemptResult>,
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
     /// Release Secrets decoded (lists and watch events): a superseded revision is never listed.
@@ -337,11 +495,11 @@ pub(crate) struct Metrics {
     /// Complete lists of release Secrets (the first in each scope, and each after a watch
     /// expired).
     pub release_secret_lists: Counter,
-    pub confirmations: Family<ResultLabels, Counter>,
-    pub reverts: Family<ResultLabels, Counter>,
+    pub confirmations: ResultCounter<ConfirmResult>,
+    pub reverts: ResultCounter<RevertResult>,
     pub is_leader: Gauge,
     pub schema_kinds: Gauge,
-    pub schema_refreshes: Family<ResultLabels, Counter>,
+    pub schema_refreshes: ResultCounter<SchemaRefresh>,
     pub ownership_mismatches: Counter,
     pub foreign_release_secrets: Counter,
     pub releases_too_large: Counter,
@@ -383,7 +541,7 @@ impl Metrics {
 
     pub(crate) fn new() -> Self {
         let mut table = Registrar::default();
-        let metrics = Metrics {
+        Metrics {
             admissions: table.add("admissions", Family::default()),
             admission_series: std::array::from_fn(|_| std::sync::OnceLock::new()),
             // 50 µs .. ~3.3 s
@@ -400,9 +558,9 @@ impl Metrics {
             objects: table.add("objects_indexed", Gauge::default()),
             claim_conflicts: table.add("claim_conflicts", Gauge::default()),
             denials: table.add("denials", Family::default()),
-            attempt_events: table.add("attempt_events", Family::default()),
+            attempt_events: table.results("attempt_events"),
             schema_kinds: table.add("schema_kinds", Gauge::default()),
-            schema_refreshes: table.add("schema_refreshes", Family::default()),
+            schema_refreshes: table.results("schema_refreshes"),
             ownership_mismatches: table.add("ownership_mismatches", Counter::default()),
             foreign_release_secrets: table.add("foreign_release_secrets", Counter::default()),
             releases_too_large: table.add("releases_too_large", Counter::default()),
@@ -425,37 +583,11 @@ impl Metrics {
             release_secrets_decoded: table.add("release_secrets_decoded", Counter::default()),
             release_secrets_unchanged: table.add("release_secrets_unchanged", Counter::default()),
             release_secret_lists: table.add("release_secret_lists", Counter::default()),
-            confirmations: table.add("confirmations", Family::default()),
-            reverts: table.add("reverts", Family::default()),
+            confirmations: table.results("confirmations"),
+            reverts: table.results("reverts"),
             is_leader: table.add("leader", Gauge::default()),
             registry: table.registry,
-        };
-        // Known results start at 0: a counter first seen at 1 gives increase() nothing, so the
-        // first failed revert would not fire HelmLockerRevertsFailing; and the series exist for
-        // dashboards before anything happened.
-        for (family, results) in [
-            (
-                &metrics.reverts,
-                &["reverted", "recreated", "failed", "refused"][..],
-            ),
-            (
-                &metrics.confirmations,
-                &["pending", "unchanged", "error", "timeout"],
-            ),
-            (
-                &metrics.attempt_events,
-                &["published", "held_back", "dropped", "failed"],
-            ),
-            (
-                &metrics.schema_refreshes,
-                &["changed", "unchanged", "error"],
-            ),
-        ] {
-            for result in results {
-                drop(family.get_or_create(&ResultLabels { result }));
-            }
         }
-        metrics
     }
 
     pub(crate) fn render(&self) -> String {
@@ -519,6 +651,27 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
         }
+    }
+
+    /// Every known result of every counter by result is a series at 0 before anything
+    /// happened (ownership_returned included), so its first increase is seen.
+    #[test]
+    fn every_known_result_starts_at_zero() {
+        let text = Metrics::new().render();
+        let mut seen = 0;
+        for row in TABLE.iter().filter(|row| !row.results.is_empty()) {
+            for result in row.results {
+                let line = format!("helm_locker_{}_total{{result=\"{result}\"}} 0", row.name);
+                assert!(text.contains(&line), "{line} in\n{text}");
+                seen += 1;
+            }
+        }
+        assert!(text.contains("helm_locker_reverts_total{result=\"ownership_returned\"} 0"));
+        assert_eq!(seen, 16);
+        let metrics = Metrics::new();
+        metrics.reverts.inc(RevertResult::OwnershipReturned);
+        assert_eq!(metrics.reverts.get(RevertResult::OwnershipReturned), 1);
+        assert_eq!(metrics.reverts.get(RevertResult::Reverted), 0);
     }
 
     /// Each row of the table is exported with its kind and help, under labels that are the

@@ -17,7 +17,7 @@ use crate::core::{
     confirm, decide_found, find, parse_review, prove, read_head, render_response, Decision,
     OwnerProof, Review, ReviewHead,
 };
-use crate::metrics::{AdmissionLabels, DenialLabels, ResultLabels};
+use crate::metrics::{AdmissionLabels, ConfirmResult, DenialLabels};
 use crate::server::state::AppState;
 use tracing::Instrument as _;
 
@@ -620,25 +620,21 @@ async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
             (
                 status,
                 if status.is_some_and(|s| s.is_helm_at_work()) {
-                    "pending"
+                    ConfirmResult::Pending
                 } else {
-                    "unchanged"
+                    ConfirmResult::Unchanged
                 },
             )
         }
         Ok(Err(e)) => {
             tracing::warn!(release = %release, error = %crate::error_chain::with_causes(&e), "could not re-read release; keeping the decision");
-            (None, "error")
+            (None, ConfirmResult::Error)
         }
         Err(_) => {
             tracing::warn!(release = %release, ?timeout, "re-reading the release timed out; keeping the decision");
-            (None, "timeout")
+            (None, ConfirmResult::Timeout)
         }
     };
-    state
-        .metrics
-        .confirmations
-        .get_or_create(&ResultLabels { result })
-        .inc();
+    state.metrics.confirmations.inc(result);
     confirm(decision, fresh)
 }

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use kube::Client;
 
 use crate::core::Schema;
-use crate::metrics::{Metrics, ResultLabels};
+use crate::metrics::{Metrics, SchemaRefresh};
 
 /// The schema in use, replaced whole when the API server's document changes (by [`run`]):
 /// the admission server and the reverter read it without a lock.
@@ -33,7 +33,7 @@ pub(crate) async fn run(
     let mut etag: Option<String> = None;
     loop {
         let result = match fetch(&client, etag.as_deref()).await {
-            Ok(None) => "unchanged",
+            Ok(None) => SchemaRefresh::Unchanged,
             Ok(Some((document, new_etag))) => {
                 // A CRD changed (the document did): read what their `scale` subresources write.
                 let crds = match get_json(&client, CRDS).await {
@@ -65,27 +65,24 @@ pub(crate) async fn run(
                         if std::mem::take(&mut first) {
                             readiness.scope_listed();
                         }
-                        "changed"
+                        SchemaRefresh::Changed
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "cannot read the API server's /openapi/v2; keeping the schema in use");
-                        "error"
+                        SchemaRefresh::Error
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "schema task failed");
-                        "error"
+                        SchemaRefresh::Error
                     }
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %crate::error_chain::with_causes(&e), "cannot fetch /openapi/v2; keeping the schema in use");
-                "error"
+                SchemaRefresh::Error
             }
         };
-        metrics
-            .schema_refreshes
-            .get_or_create(&ResultLabels { result })
-            .inc();
+        metrics.schema_refreshes.inc(result);
         tokio::time::sleep(interval).await;
     }
 }

@@ -8,7 +8,7 @@ use tracing::Instrument as _;
 use tokio::sync::mpsc;
 
 use crate::core::{Backoff, Change, HelmWriter};
-use crate::metrics::ResultLabels;
+use crate::metrics::RevertResult;
 
 use super::attempt::Outcome;
 use super::key::{Job, ObjectKey};
@@ -133,11 +133,11 @@ impl Reverter {
             let result = self.reconcile(&mut worker, &job).instrument(span).await;
             let label = match &result {
                 Ok(Outcome::InSync) | Ok(Outcome::Skipped(_)) => None,
-                Ok(Outcome::Refused) => Some("refused"),
-                Ok(Outcome::Reverted) => Some("reverted"),
-                Ok(Outcome::Recreated) => Some("recreated"),
-                Ok(Outcome::OwnershipReturned) => Some("ownership_returned"),
-                Err(_) => Some("failed"),
+                Ok(Outcome::Refused) => Some(RevertResult::Refused),
+                Ok(Outcome::Reverted) => Some(RevertResult::Reverted),
+                Ok(Outcome::Recreated) => Some(RevertResult::Recreated),
+                Ok(Outcome::OwnershipReturned) => Some(RevertResult::OwnershipReturned),
+                Err(_) => Some(RevertResult::Failed),
             };
             if matches!(
                 result,
@@ -146,10 +146,7 @@ impl Reverter {
                 last_write = Some(Instant::now());
             }
             if let Some(result) = label {
-                self.metrics
-                    .reverts
-                    .get_or_create(&ResultLabels { result })
-                    .inc();
+                self.metrics.reverts.inc(result);
             }
             match result {
                 Ok(Outcome::Skipped(why)) => {
