@@ -10,7 +10,7 @@ of what the code defines, read from the code with regexes:
   (`result_values!` in src/metrics.rs) in backquotes in its row;
 - its alert table names every alert of the chart's PrometheusRule, and no other;
 - docs/cli.md's flag table has a row with each `serve` flag and its environment variable
-  (clap's `env = ...` in src/app.rs), and every HELM_LOCKER_* variable the docs name exists
+  (clap's `env = ...` in src/cli.rs), and every HELM_LOCKER_* variable the docs name exists
   in src/ (or is one the test scripts read, such as HELM_LOCKER_BIN);
 - docs/design.md's "Where the code is" names every module: each `mod NAME;` of core/src/lib.rs
   and src/lib.rs, and of the shell's folder modules one level down (src/*/mod.rs), by its path
@@ -153,7 +153,7 @@ def list_problems():
     problems += differences("alert", alerts, documented, "docs/operations.md", "alert table")
     # Flags: each `#[arg(... env = "HELM_LOCKER_X" ...)]` and the field under it (the flag is
     # `long = "..."`, else the field's name), on one row of docs/cli.md's flag table.
-    app = read("src/app.rs")
+    app = read("src/cli.rs")
     rows = [line for line in read("docs/cli.md").splitlines() if line.startswith("| `--")]
     args = re.findall(r"#\[arg\((.*?)\)\]\s*(?:pub(?:\(crate\))?\s+)?(\w+)\s*:", app, re.S)
     flags = []
@@ -164,7 +164,7 @@ def list_problems():
         if env:
             flags.append((flag, env.group(1)))
     if len(flags) != len(re.findall(r'\benv\s*=', app)):
-        problems.append("src/app.rs: an environment variable this script cannot read; update it")
+        problems.append("src/cli.rs: an environment variable this script cannot read; update it")
     for flag, env in flags:
         if not any(f"`{flag}`" in row and f"`{env}`" in row for row in rows):
             problems.append(f"docs/cli.md: no row of the flag table names `{flag}` with `{env}`")

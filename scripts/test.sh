@@ -34,7 +34,7 @@ cargo test --workspace --locked
 # The book (docs/, an mdBook; README.md is the front page): built, then scripts/check-docs.py
 # checks every link and repository path it names, and its lists of what the code defines
 # against the code: the metrics (src/metrics.rs), the alerts (the chart's PrometheusRule), the
-# serve flags and their variables (src/app.rs), and the modules design.md's "Where the code
+# serve flags and their variables (src/cli.rs), and the modules design.md's "Where the code
 # is" names (core/src/lib.rs, src/lib.rs, src/*/mod.rs). mdBook is installed once when
 # missing, like cargo-deny.
 if ! command -v mdbook >/dev/null; then

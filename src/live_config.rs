@@ -21,26 +21,39 @@ pub(crate) struct Switches {
     pub revert: Option<bool>,
 }
 
+/// A switch the ConfigMap sets that is not one, or to a value it cannot take.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum InvalidSwitch {
+    #[error("mode: {0:?} is not one of deny, warn, repair, off")]
+    Mode(String),
+    #[error("revert: {0:?} is not true or false")]
+    Revert(String),
+    #[error("{0}: not a switch (mode, revert)")]
+    Unknown(String),
+}
+
 /// The switches of a ConfigMap's data; an unknown key or value is an error naming it, and then
 /// none of them is applied (a half-read switch board is worse than the previous one).
-pub(crate) fn parse_switches(data: &BTreeMap<String, String>) -> Result<Switches, String> {
+pub(crate) fn parse_switches(data: &BTreeMap<String, String>) -> Result<Switches, InvalidSwitch> {
     let mut switches = Switches::default();
     for (key, value) in data {
         let value = value.trim();
         match key.as_str() {
             "mode" => {
-                switches.mode = Some(value.parse().map_err(|_| {
-                    format!("mode: {value:?} is not one of deny, warn, repair, off")
-                })?);
+                switches.mode = Some(
+                    value
+                        .parse()
+                        .map_err(|_| InvalidSwitch::Mode(value.to_string()))?,
+                );
             }
             "revert" => {
                 switches.revert = Some(match value {
                     "true" => true,
                     "false" => false,
-                    _ => return Err(format!("revert: {value:?} is not true or false")),
+                    _ => return Err(InvalidSwitch::Revert(value.to_string())),
                 });
             }
-            other => return Err(format!("{other}: not a switch (mode, revert)")),
+            other => return Err(InvalidSwitch::Unknown(other.to_string())),
         }
     }
     Ok(switches)
@@ -116,10 +129,11 @@ mod tests {
         );
         assert_eq!(parse_switches(&data(&[])), Ok(Switches::default()));
         let bad = parse_switches(&data(&[("mode", "allow")])).unwrap_err();
-        assert!(bad.contains("\"allow\""), "{bad}");
+        assert!(bad.to_string().contains("\"allow\""), "{bad}");
         assert!(parse_switches(&data(&[("revert", "no")])).is_err());
         assert!(parse_switches(&data(&[("mdoe", "off")]))
             .unwrap_err()
+            .to_string()
             .contains("mdoe"));
     }
 
