@@ -545,28 +545,7 @@ impl Index {
             }
             kept.secret = twin;
             kept.author = crate::author::Authorship::Unknown(crate::author::Unknown::NotRead);
-            let objects = if was_newest {
-                self.unclaim(&previous);
-                report.reindexed = Some(key.clone());
-                report.needs_reload = Some(key.clone());
-                None
-            } else {
-                previous.objects.clone()
-            };
-            let skipped = if was_newest {
-                Vec::new()
-            } else {
-                previous.skipped.clone()
-            };
-            self.releases.insert(
-                key.clone(),
-                Arc::new(ReleaseState {
-                    key,
-                    revisions,
-                    objects,
-                    skipped,
-                }),
-            );
+            self.keep_release_without(key, revisions, &previous, was_newest, &mut report);
             return report;
         }
         revisions.remove(&revision);
@@ -576,18 +555,28 @@ impl Index {
             report.reindexed = Some(key);
             return report;
         }
-        let objects = if was_newest {
-            self.unclaim(&previous);
+        self.keep_release_without(key, revisions, &previous, was_newest, &mut report);
+        report
+    }
+
+    /// The release again with `revisions` after one of them left or changed hands: when it was
+    /// the newest, its claims go and it must be read again (`needs_reload`); else it keeps what
+    /// it locks.
+    fn keep_release_without(
+        &mut self,
+        key: ReleaseKey,
+        revisions: BTreeMap<u64, Box<Revision>>,
+        previous: &ReleaseState,
+        was_newest: bool,
+        report: &mut UpdateReport,
+    ) {
+        let (objects, skipped) = if was_newest {
+            self.unclaim(previous);
             report.reindexed = Some(key.clone());
             report.needs_reload = Some(key.clone());
-            None
+            (None, Vec::new())
         } else {
-            previous.objects.clone()
-        };
-        let skipped = if was_newest {
-            Vec::new()
-        } else {
-            previous.skipped.clone()
+            (previous.objects.clone(), previous.skipped.clone())
         };
         self.releases.insert(
             key.clone(),
@@ -598,7 +587,6 @@ impl Index {
                 skipped,
             }),
         );
-        report
     }
 
     /// Forgets a whole release.
