@@ -403,15 +403,17 @@ fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut Stri
 /// the write puts back (`changes`). Empty when the write changes nothing but the drift, as the
 /// rule demands; anything else (a held field written, a field the revision leaves out that a
 /// server-side apply would drop, a default the write brings) refuses the write. What the API
-/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, `status`) is not
-/// compared.
+/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, a DaemonSet's
+/// `deprecated.daemonset.template.generation`, which it counts up with every change of the pod
+/// template, `status`) is not compared.
 pub fn written_beyond_drift(live: &Value, after: &Value, changes: &[Change]) -> Vec<String> {
     let mut differ = Vec::new();
     changed_paths(live, after, &mut String::new(), &mut differ);
-    const SERVERS: [&str; 4] = [
+    const SERVERS: [&str; 5] = [
         "/metadata/managedFields",
         "/metadata/resourceVersion",
         "/metadata/generation",
+        "/metadata/annotations/deprecated.daemonset.template.generation",
         "/status",
     ];
     differ.retain(|path| {
@@ -1337,6 +1339,8 @@ mod tests {
         after["spec"]["replicas"] = json!(3);
         after["metadata"]["resourceVersion"] = json!("10");
         after["metadata"]["generation"] = json!(2);
+        // (A DaemonSet's: counted up by the API server with every change of its pod template.)
+        after["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = json!("2");
         after["metadata"]["managedFields"] =
             json!([{"manager": "python", "time": "2026-11-28T10:05:54Z"}]);
         after["status"] = json!({"observedGeneration": 2});
