@@ -193,7 +193,7 @@ pub(super) fn equal(schema: &Schema, ty: TypeId, a: Node<'_>, b: Option<Node<'_>
 ///   carry a field the chart's leaves out at the default the API server fills in ([`filled_in`]:
 ///   an Endpoints port's `protocol: TCP`). Lists keep their length and order, scalars their
 ///   value; any other field more is a difference.
-pub(crate) fn stored_as(
+pub(super) fn stored_as(
     schema: &Schema,
     ty: TypeId,
     chart: Node<'_>,

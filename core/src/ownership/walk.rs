@@ -24,7 +24,7 @@ pub(super) struct Walk<'a> {
     pub(super) keep_equal: bool,
     differs: Vec<bool>,
     /// The value visited next is a field the API server leaves out at its zero value
-    /// ([`Schema::omits_zero`]); set by [`Walk::child`], taken by [`Walk::visit`].
+    /// ([`Schema::omits_zero`]); set before [`Walk::child`], taken by [`Walk::visit`].
     omits_zero: bool,
 }
 
