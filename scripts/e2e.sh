@@ -64,10 +64,11 @@ all=$(cd tests/e2e && ls test_*.py)
 # under networking.k8s.io/v1beta1 and extensions/v1beta1, another group with another schema),
 # where an Event about a cluster-scoped object goes (signals: kube-system before 1.22) and what
 # Helm owns (ownership: the schema's granular and atomic maps, the versions served, what
-# managedFields record).
+# managedFields record), and what a restore is compared with (restore: the zero values each API
+# server leaves out and the defaults it fills in).
 FLOOR="test_install.py test_bypass.py test_authors.py test_trust.py test_trust_labels.py
   test_trust_owners.py test_trust_stamps.py test_trust_holds.py test_flux_layout.py test_switches.py
-  test_identity.py test_signals.py test_ownership.py"
+  test_identity.py test_signals.py test_ownership.py test_restore.py"
 # On 1.20 alone, by design: subresources measures what each subresource of 1.20 persists
 # (docs/subresources.md); what 1.36 persists would be another measurement (docs/testing.md,
 # "Versions").

@@ -281,16 +281,16 @@ fn same_value(a: &Value, b: &Value) -> bool {
 
 /// Whether reverting `drift` would change anything the API server stores, judged by the same
 /// write made as a dry run: `after` is the drift left in the API server's answer. Drift the
-/// write does not remove is what the API server does not store as the chart writes it (a zero
-/// value Go's `omitempty` drops, like `hostNetwork: false`): reverting it would write the same
-/// object after every backoff, forever.
+/// write does not remove is what the API server does not store as the chart writes it and the
+/// comparison does not know of (a default it fills in, a zero value of a kind without a
+/// schema): reverting it would write the same object after every backoff, forever.
 pub fn write_would_fix(drift: &[Change], after: &[Change]) -> bool {
     drift.iter().any(|c| !after.contains(c))
 }
 
 /// The drift the write puts back: what differed and the dry run's answer no longer has. The
-/// rest (a zero value the API server does not store) differs before and after every write, and
-/// a revert that names it names a path nobody touched.
+/// rest (what the API server does not store as the chart writes it) differs before and after
+/// every write, and a revert that names it names a path nobody touched.
 pub fn fixed_by_write<'c>(drift: &'c [Change], after: &[Change]) -> Vec<&'c Change> {
     drift.iter().filter(|c| !after.contains(c)).collect()
 }
@@ -403,15 +403,17 @@ fn keep_held_live(node: &mut Value, live: &Value, held: &[&str], path: &mut Stri
 /// the write puts back (`changes`). Empty when the write changes nothing but the drift, as the
 /// rule demands; anything else (a held field written, a field the revision leaves out that a
 /// server-side apply would drop, a default the write brings) refuses the write. What the API
-/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, `status`) is not
-/// compared.
+/// server keeps for itself (`managedFields`, `resourceVersion`, `generation`, a DaemonSet's
+/// `deprecated.daemonset.template.generation`, which it counts up with every change of the pod
+/// template, `status`) is not compared.
 pub fn written_beyond_drift(live: &Value, after: &Value, changes: &[Change]) -> Vec<String> {
     let mut differ = Vec::new();
     changed_paths(live, after, &mut String::new(), &mut differ);
-    const SERVERS: [&str; 4] = [
+    const SERVERS: [&str; 5] = [
         "/metadata/managedFields",
         "/metadata/resourceVersion",
         "/metadata/generation",
+        "/metadata/annotations/deprecated.daemonset.template.generation",
         "/status",
     ];
     differ.retain(|path| {
@@ -1104,46 +1106,50 @@ mod tests {
         let deploy = &objects()[0];
         let mut live = live_deployment(3, "nginx:1.25");
         assert!(drift(&Schema::builtin(), deploy, &live, &[]).is_empty());
-        // The chart says `hostNetwork: false`; the API server stores no false (omitempty).
-        let schema = Schema::builtin();
-        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        // The chart says `hostNetwork: false`; the API server stores no false (omitempty), and
+        // the comparison knows it.
         let chart_with_zero = {
             let mut content = deploy.content().to_json();
             content["spec"]["template"]["spec"]["hostNetwork"] = json!(false);
-            content
+            // (Canonical already: compared schema-less below.)
+            content["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+                json!("500m");
+            Tree::from(&content)
         };
-        let zero = crate::ownership::drifted_fields(
-            &schema,
-            root,
-            &Tree::from(&chart_with_zero),
-            &live,
-            &[],
-        );
+        let schema = Schema::builtin();
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let drifted = |schema: &Schema, root, live: &Value| {
+            crate::ownership::drifted_fields(schema, root, &chart_with_zero, live, &[])
+        };
+        assert!(drifted(&schema, root, &live).is_empty());
+        // Where it does not (no schema for the kind), the dry run of the revert answers the
+        // same object: nothing to fix.
+        let unknown = Schema::empty();
+        let unknown_root = unknown.root_or_deduced("apps/v1", "Deployment");
+        // (Its lists are atomic: without the default the API server filled in.)
+        live["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("terminationMessagePath");
+        let zero = drifted(&unknown, unknown_root, &live);
         assert_eq!(zero.len(), 1);
-        // The dry run of the revert answers the same object: nothing to fix.
         assert!(!write_would_fix(&zero, &zero));
         // Real drift next to it: the write fixes that.
         live["spec"]["replicas"] = json!(7);
-        let both = crate::ownership::drifted_fields(
-            &schema,
-            root,
-            &Tree::from(&chart_with_zero),
-            &live,
-            &[],
-        );
+        let both = drifted(&unknown, unknown_root, &live);
         assert_eq!(both.len(), 2);
         assert!(write_would_fix(&both, &zero));
-        // And a user setting the field to true is drift the write fixes.
+        // And a user setting the field to true is drift the write fixes, under either schema.
         live["spec"]["replicas"] = json!(3);
         live["spec"]["template"]["spec"]["hostNetwork"] = json!(true);
-        let flipped = crate::ownership::drifted_fields(
-            &schema,
-            root,
-            &Tree::from(&chart_with_zero),
-            &live,
-            &[],
+        assert!(write_would_fix(
+            &drifted(&unknown, unknown_root, &live),
+            &zero
+        ));
+        assert_eq!(
+            describe_paths(&drifted(&schema, root, &live)),
+            "/spec/template/spec/hostNetwork"
         );
-        assert!(write_would_fix(&flipped, &zero));
     }
 
     #[test]
@@ -1209,6 +1215,58 @@ mod tests {
         assert_eq!(body["spec"]["replicas"], 3);
         assert_eq!(body["metadata"]["annotations"][RELEASE_NAME], "shop");
         writes_only_what_was_live(&body, &first_sight, &held);
+    }
+
+    /// A node-exporter DaemonSet of an unknown author, live as the API server stored it right
+    /// after its install: its `hostIPC: false`, probe `initialDelaySeconds: 0` and env
+    /// `value: ""` are not stored, and are not held; a later change of a container's memory
+    /// limit is drift, and reverted.
+    #[test]
+    fn an_unknown_authors_object_as_the_api_server_stored_it_holds_nothing() {
+        const CHART: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: ne}\nspec:\n  selector: {matchLabels: {app: ne}}\n  template:\n    metadata: {labels: {app: ne}}\n    spec:\n      hostIPC: false\n      hostNetwork: true\n      containers:\n      - name: node-exporter\n        image: node-exporter:v1.8.2\n        args: [--path.procfs=/host/proc]\n        env: [{name: EMPTY, value: \"\"}]\n        ports: [{name: metrics, containerPort: 9100}]\n        livenessProbe: {httpGet: {path: /, port: 9100}, initialDelaySeconds: 0}\n        resources: {limits: {memory: 64Mi}}\n";
+        let secret = crate::test_util::release_secret("mon", "ne", 1, Status::Deployed, CHART);
+        let index = Index::from_secrets([secret]);
+        let object = index
+            .release(&ReleaseKey::new("mon", "ne"))
+            .unwrap()
+            .objects
+            .clone()
+            .unwrap()[0]
+            .clone();
+        // As kube-apiserver 1.36.2 stores it (dry run of the chart's object).
+        let mut live = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "ne", "namespace": "mon",
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "ne", "meta.helm.sh/release-namespace": "mon"}},
+            "spec": {"revisionHistoryLimit": 10, "selector": {"matchLabels": {"app": "ne"}},
+                "template": {"metadata": {"labels": {"app": "ne"}}, "spec": {
+                    "containers": [{"args": ["--path.procfs=/host/proc"], "env": [{"name": "EMPTY"}],
+                        "image": "node-exporter:v1.8.2", "imagePullPolicy": "IfNotPresent",
+                        "livenessProbe": {"failureThreshold": 3, "httpGet": {"path": "/", "port": 9100, "scheme": "HTTP"},
+                            "periodSeconds": 10, "successThreshold": 1, "timeoutSeconds": 1},
+                        "name": "node-exporter",
+                        "ports": [{"containerPort": 9100, "hostPort": 9100, "name": "metrics", "protocol": "TCP"}],
+                        "resources": {"limits": {"memory": "64Mi"}},
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+                    "dnsPolicy": "ClusterFirst", "hostNetwork": true, "restartPolicy": "Always",
+                    "schedulerName": "default-scheduler", "securityContext": {},
+                    "terminationGracePeriodSeconds": 30}},
+                "updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}, "type": "RollingUpdate"}}});
+        let schema = Schema::builtin();
+        let held = held_at_first_sight(&schema, &object, &live);
+        assert!(held.is_empty(), "{held:?}");
+        live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] =
+            json!("1Gi");
+        let drifted = drift(&schema, &object, &live, &[]);
+        assert_eq!(
+            describe_paths(&drifted),
+            "/spec/template/spec/containers/0/resources/limits/memory"
+        );
+        let body = held_object(&object, &live, &[], &held).unwrap();
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+            "64Mi"
+        );
     }
 
     #[test]
@@ -1281,6 +1339,8 @@ mod tests {
         after["spec"]["replicas"] = json!(3);
         after["metadata"]["resourceVersion"] = json!("10");
         after["metadata"]["generation"] = json!(2);
+        // (A DaemonSet's: counted up by the API server with every change of its pod template.)
+        after["metadata"]["annotations"]["deprecated.daemonset.template.generation"] = json!("2");
         after["metadata"]["managedFields"] =
             json!([{"manager": "python", "time": "2026-11-28T10:05:54Z"}]);
         after["status"] = json!({"observedGeneration": 2});
@@ -1603,17 +1663,25 @@ mod tests {
     #[test]
     fn a_revert_names_only_the_paths_it_puts_back() {
         let deploy = &objects()[0];
-        let schema = Schema::builtin();
+        // A kind without a schema: the comparison cannot know what the API server leaves out.
+        let schema = Schema::empty();
         let root = schema.root_or_deduced("apps/v1", "Deployment");
         let mut chart = deploy.content().to_json();
         chart["spec"]["template"]["spec"]["hostNetwork"] = json!(false);
+        chart["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+            json!("500m");
         let chart = Tree::from(&chart);
         let mut live = live_deployment(3, "nginx:1.25");
+        // (Its lists are atomic: without the default the API server filled in.)
+        live["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("terminationMessagePath");
         // `hostNetwork: false` differs forever: the API server does not store it.
         let before = crate::ownership::drifted_fields(&schema, root, &chart, &live, &[]);
         live["spec"]["replicas"] = json!(7);
         let drift = crate::ownership::drifted_fields(&schema, root, &chart, &live, &[]);
-        assert_eq!(drift.len(), 2);
+        assert_eq!(drift.len(), 2, "{drift:?}");
         // The dry run's answer still lacks hostNetwork, and has the chart's replicas.
         let fixed = fixed_by_write(&drift, &before);
         assert_eq!(describe_paths(fixed), "/spec/replicas");

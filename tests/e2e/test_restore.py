@@ -12,18 +12,24 @@ real control plane.
   v1, on 1.36 too where the manifest still says v1beta1 and the API server no longer serves it;
   until 1.22 an Ingress through `extensions`), and an Endpoints object by its sets of addresses
   and ports in any order (kube-apiserver 1.20 stores subsets as sent, it does not repack them).
+- A restore is compared as the API server stores it: an Endpoints port's `protocol: TCP` filled in
+  inside the atomic `subsets`, and `hostIPC: false`, an env var's `value: ""`, a probe's
+  `initialDelaySeconds: 0` the API server leaves out, are the chart's values; another value is
+  not. The same comparison decides what is held for a release of an unknown author: right after
+  its install nothing is, drift of a container's memory limit is put back, and the next
+  `helm upgrade` succeeds.
 """
 
 import contextlib
 import copy
 import os
 import json
+import time
 import unittest
 
-from harness import (CHART, DENIED, ControlPlane, Locker, eventually, register_webhook, release_secret,
-                     unregister_webhook)
+from harness import (CHART, DENIED, ControlPlane, Locker, eventually, register_author_webhook, register_webhook,
+                     release_secret, unregister_webhook)
 
-ANNOTATIONS = {"meta.helm.sh/release-name": "legacy", "meta.helm.sh/release-namespace": "legacy"}
 ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1beta1", "kind": "Role",
         "metadata": {"name": "reader", "namespace": "legacy"},
         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}
@@ -45,11 +51,60 @@ INGRESS_V1 = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
                            {"path": "/", "pathType": "Prefix",
                             "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}}
 
+# A chart's zero values the API server leaves out, and a port without its protocol.
+AGENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "agent", "namespace": "zeros"},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "agent"}},
+                  "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {
+                      "hostIPC": False, "hostNetwork": True,
+                      "containers": [{"name": "agent", "image": "busybox:1.36", "args": ["sleep", "86400"],
+                                      "env": [{"name": "HOST_IP", "value": "0.0.0.0"}, {"name": "EMPTY", "value": ""}],
+                                      "ports": [{"name": "metrics", "containerPort": 9100, "protocol": "TCP"}],
+                                      "livenessProbe": {"httpGet": {"path": "/", "port": 9100, "scheme": "HTTP"},
+                                                        "initialDelaySeconds": 0, "periodSeconds": 10},
+                                      "securityContext": {"readOnlyRootFilesystem": True,
+                                                          "allowPrivilegeEscalation": False},
+                                      "resources": {"limits": {"memory": "64Mi"}, "requests": {"cpu": "10m"}}}]}}}}
+BARE_ENDPOINTS = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "bare", "namespace": "zeros"},
+                  "subsets": [{"addresses": [{"ip": "10.0.0.5"}], "ports": [{"name": "http", "port": 80}]}]}
+AGENT_TEMPLATE = """apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ .Release.Name }}-agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      hostIPC: false
+      hostNetwork: true
+      containers:
+      - name: agent
+        image: busybox:1.36
+        args: [sleep, "86400"]
+        env:
+        - name: EMPTY
+          value: ""
+        ports:
+        - {name: metrics, containerPort: 9100, protocol: TCP}
+        livenessProbe:
+          httpGet:
+            httpHeaders:
+            path: /
+            port: 9100
+          initialDelaySeconds: 0
+        securityContext: {readOnlyRootFilesystem: true, allowPrivilegeEscalation: false}
+        resources:
+          limits: {memory: {{ .Values.memory }}}
+"""
 
-def as_helm_wrote_it(obj):
+
+def as_helm_wrote_it(obj, release="legacy"):
     """The object as Helm writes it: its manifest plus the release annotations and label."""
     obj = copy.deepcopy(obj)
-    obj["metadata"]["annotations"] = dict(ANNOTATIONS)
+    obj["metadata"]["annotations"] = {"meta.helm.sh/release-name": release,
+                                      "meta.helm.sh/release-namespace": obj["metadata"]["namespace"]}
     obj["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "Helm"}
     return obj
 
@@ -299,6 +354,113 @@ class Restore(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0, "an Ingress of another class was restored")
         self.assertIn("/spec/ingressClassName", out.stderr)
         self.ok(self.create(restored))
+
+    def test_b_a_restore_as_the_api_server_stores_it_is_the_charts(self):
+        """The chart's objects carry what the API server does not store as written: a port
+        without its protocol, `hostIPC: false`, an env var's `value: ""`, a probe's
+        `initialDelaySeconds: 0`. Restored from what the API server stored (a backup tool's
+        copy), or from the manifest's text with Helm's annotations: allowed. Another value:
+        denied."""
+        self.ok(self.k("create", "namespace", "zeros"))
+        self.ok(self.k("-n", "zeros", "create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "bare", "namespace": "zeros"},
+            "spec": {"ports": [{"name": "http", "port": 80}]}})))
+        for obj in (AGENT, BARE_ENDPOINTS):
+            self.ok(self.create(as_helm_wrote_it(obj, "zeros")))
+        secret = release_secret("zeros", "zeros", [AGENT, BARE_ENDPOINTS])
+        self.ok(self.create(secret))
+        self.assertTrue(eventually(lambda: self.k("-n", "zeros", "label", "--dry-run=server", "--overwrite",
+                                                  "endpoints", "bare", "app.kubernetes.io/managed-by=me"
+                                                  ).returncode != 0, 15, 0.2), "never locked")
+        # Control: what the API server stored is not what the chart says.
+        endpoints = self.plane.get_json("endpoints", "-n", "zeros", "bare")
+        self.assertEqual(endpoints["subsets"][0]["ports"], [{"name": "http", "port": 80, "protocol": "TCP"}])
+        agent = self.plane.get_json("deploy", "-n", "zeros", "agent")
+        pod = agent["spec"]["template"]["spec"]
+        self.assertNotIn("hostIPC", pod)
+        self.assertEqual(pod["containers"][0]["env"][1], {"name": "EMPTY"})
+        self.assertNotIn("initialDelaySeconds", pod["containers"][0]["livenessProbe"])
+
+        def gone(kind, name):
+            self.ok(self.k("--as=ops", "-n", "zeros", "delete", kind, name))
+
+        # The Endpoints as a backup tool stored them: allowed; with another protocol: denied.
+        gone("endpoints", "bare")
+        udp = restorable(endpoints)
+        udp["subsets"][0]["ports"][0]["protocol"] = "UDP"
+        out = self.create(udp)
+        self.assertNotEqual(out.returncode, 0, "Endpoints with another protocol were restored")
+        self.assertIn("/subsets", out.stderr)
+        self.ok(self.create(restorable(endpoints)))
+
+        # The Deployment from the manifest's text (`helm get manifest`, Helm's annotations
+        # kept): allowed; with another memory limit or `hostIPC: true`: denied.
+        gone("deploy", "agent")
+        text = json.dumps(as_helm_wrote_it(AGENT, "zeros"))
+        self.assertIn('"value": ""', text)
+        for pointer, value in (("/resources/limits/memory", "1Gi"), ("/env/1/value", "set")):
+            other = as_helm_wrote_it(AGENT, "zeros")
+            container = other["spec"]["template"]["spec"]["containers"][0]
+            field = pointer.split("/")[1:]
+            target = container
+            for key in field[:-1]:
+                target = target[int(key)] if key.isdigit() else target[key]
+            target[field[-1]] = value
+            out = self.k("apply", "-f", "-", input=json.dumps(other))
+            self.assertNotEqual(out.returncode, 0, f"a restore with {pointer} {value} was allowed")
+            self.assertIn(f"/spec/template/spec/containers/0{pointer}", out.stderr)
+        other = as_helm_wrote_it(AGENT, "zeros")
+        other["spec"]["template"]["spec"]["hostIPC"] = True
+        out = self.k("apply", "-f", "-", input=json.dumps(other))
+        self.assertNotEqual(out.returncode, 0, "a restore with hostIPC: true was allowed")
+        self.assertIn("/spec/template/spec/hostIPC", out.stderr)
+        self.ok(self.k("apply", "-f", "-", input=text))
+        # And from what the API server stored.
+        gone("deploy", "agent")
+        self.ok(self.create(restorable(agent)))
+
+    def test_b_an_unknown_authors_release_is_held_only_where_it_really_differs(self):
+        """A release installed while the locker runs, with no author stamp (no author webhook
+        here): its DaemonSet, live as the API server stored it, agrees with its revision, so
+        nothing is held; drift of a container's memory limit is put back, and the next
+        `helm upgrade` succeeds."""
+        chart = os.path.join(self.plane.dir, "zeros-chart")
+        os.makedirs(os.path.join(chart, "templates"), exist_ok=True)
+        with open(os.path.join(chart, "Chart.yaml"), "w") as f:
+            f.write("apiVersion: v2\nname: zeros\nversion: 1.0.0\n")
+        with open(os.path.join(chart, "values.yaml"), "w") as f:
+            f.write("memory: 64Mi\n")
+        with open(os.path.join(chart, "templates", "agent.yaml"), "w") as f:
+            f.write(AGENT_TEMPLATE)
+        with self.reverting() as reverting:
+            # No author webhook: the install gets no stamp.
+            for locker in (self.locker, reverting):
+                locker.unregister_author_webhook()
+            self.addCleanup(lambda: (register_author_webhook(self.plane, self.locker),
+                                     setattr(self.locker, "stamping", True)))
+            time.sleep(2)
+            release = self.plane.helm("unknown")
+            release.install(chart, "un", {}, create_namespace=True)
+            secret = self.plane.get_json("secret", "-n", "unknown", "sh.helm.release.v1.un.v1")
+            self.assertNotIn("helm-locker.io/author-proof", secret["metadata"].get("annotations") or {})
+            self.assertTrue(eventually(lambda: self.k("-n", "unknown", "label", "--dry-run=server", "--overwrite",
+                                                      "daemonset", "un-agent", "app.kubernetes.io/managed-by=me"
+                                                      ).returncode != 0, 15, 0.2), "never locked")
+
+            def memory():
+                live = self.plane.get_json("daemonset", "-n", "unknown", "un-agent")
+                return live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+            self.ok(self.k("--as=ops", "-n", "unknown", "patch", "daemonset", "un-agent", "--type=json", "-p",
+                           json.dumps([{"op": "replace", "value": "1Gi",
+                                        "path": "/spec/template/spec/containers/0/resources/limits/memory"}])))
+            self.assertTrue(eventually(lambda: memory() == "64Mi", 30, 0.5),
+                            f"the memory limit was never put back\n{reverting.log_text()[-3000:]}")
+            held = [line for line in reverting.log_text().splitlines()
+                    if "un-agent" in line and "held at what is live" in line]
+            self.assertEqual(held, [])
+            release.upgrade(chart, "un", {"memory": "96Mi"})
+            self.assertEqual(memory(), "96Mi")
 
 
 if __name__ == "__main__":

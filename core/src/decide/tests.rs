@@ -2473,3 +2473,59 @@ fn a_scale_of_an_object_only_other_namespaces_claim_reads_its_owner() {
         "{d:?}"
     );
 }
+
+/// The chart-exact restore, as the API server stores it: an Endpoints whose chart leaves a
+/// port's protocol out comes back from a backup with `protocol: TCP` (filled in by the API
+/// server), a Deployment whose chart says `hostIPC: false` without it (left out): both are the
+/// chart's. Another protocol is not.
+#[test]
+fn a_restore_of_what_the_api_server_stored_is_the_charts() {
+    let idx = index_of("apiVersion: v1\nkind: Endpoints\nmetadata: {name: ext}\nsubsets:\n- addresses: [{ip: 10.0.0.5}]\n  ports: [{name: http, port: 80}]\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      hostIPC: false\n      containers:\n      - {name: web, image: nginx, env: [{name: EMPTY, value: \"\"}]}\n");
+    let create = |group: &str, kind: &str, resource: &str, name: &str, object: Value| {
+        review(
+            "CREATE",
+            json!({"group": group, "version": "v1", "kind": kind}),
+            json!({"group": group, "version": "v1", "resource": resource}),
+            None,
+            name,
+            Some("shop"),
+            "admin",
+            annotated(object, "shop"),
+            Value::Null,
+        )
+    };
+    let endpoints = |protocol: &str| {
+        json!({"apiVersion": "v1", "kind": "Endpoints",
+            "metadata": {"name": "ext", "namespace": "shop", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+            "subsets": [{"addresses": [{"ip": "10.0.0.5"}],
+                "ports": [{"name": "http", "port": 80, "protocol": protocol}]}]})
+    };
+    let d = decide_json(
+        &idx,
+        &Config::default(),
+        &create("", "Endpoints", "endpoints", "ext", endpoints("TCP")),
+    );
+    assert!(d.is_allowed(), "{d:?}");
+    let d = decide_json(
+        &idx,
+        &Config::default(),
+        &create("", "Endpoints", "endpoints", "ext", endpoints("UDP")),
+    );
+    let Decision::Deny(l) = &d else {
+        panic!("{d:?}")
+    };
+    assert!(l.changes[0].path.starts_with("/subsets"), "{:?}", l.changes);
+    let stored = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+                "containers": [{"name": "web", "image": "nginx", "env": [{"name": "EMPTY"}],
+                    "imagePullPolicy": "Always", "terminationMessagePath": "/dev/termination-log"}],
+                "dnsPolicy": "ClusterFirst", "restartPolicy": "Always"}}}});
+    let d = decide_json(
+        &idx,
+        &Config::default(),
+        &create("apps", "Deployment", "deployments", "web", stored),
+    );
+    assert!(d.is_allowed(), "{d:?}");
+}

@@ -433,5 +433,250 @@ fn drift_moving_back_and_unrelated_writes() {
         &json!({"spec": {"replicas": 5}}),
         &[],
     );
-    assert_eq!(drift.len(), 2, "{drift:?}");
+    // `paused: false` is what the API server stores as no `paused` at all.
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(drift[0].path, "/spec/replicas");
+}
+
+/// A DaemonSet as a node-exporter chart renders it: `hostIPC: false`, an env var's
+/// `value: ""`, a probe's `initialDelaySeconds: 0` and `httpHeaders: null`, ports with their
+/// protocol.
+fn node_exporter_rendered() -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+    "metadata": {"name": "ne", "namespace": "monitoring", "labels": {"app": "ne"}},
+    "spec": {
+        "selector": {"matchLabels": {"app": "ne"}},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+        "template": {"metadata": {"labels": {"app": "ne"}}, "spec": {
+            "automountServiceAccountToken": false,
+            "hostIPC": false, "hostNetwork": true, "hostPID": true,
+            "securityContext": {"fsGroup": 65534, "runAsGroup": 65534, "runAsNonRoot": true, "runAsUser": 65534},
+            "containers": [{
+                "name": "node-exporter",
+                "image": "quay.io/prometheus/node-exporter:v1.8.2",
+                "imagePullPolicy": "IfNotPresent",
+                "args": ["--path.procfs=/host/proc", "--web.listen-address=[$(HOST_IP)]:9100"],
+                "securityContext": {"readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false},
+                "env": [{"name": "HOST_IP", "value": "0.0.0.0"}, {"name": "EMPTY", "value": ""}],
+                "ports": [{"name": "metrics", "containerPort": 9100, "protocol": "TCP"}],
+                "livenessProbe": {"failureThreshold": 3,
+                    "httpGet": {"httpHeaders": null, "path": "/", "port": 9100, "scheme": "HTTP"},
+                    "initialDelaySeconds": 0, "periodSeconds": 10, "successThreshold": 1, "timeoutSeconds": 1},
+                "resources": {"limits": {"memory": "64Mi"}, "requests": {"cpu": "10m"}},
+                "volumeMounts": [{"name": "proc", "mountPath": "/host/proc", "readOnly": true}]
+            }],
+            "volumes": [{"name": "proc", "hostPath": {"path": "/proc"}}],
+            "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}]
+        }}
+    }})
+}
+
+/// [`node_exporter_rendered`] as kube-apiserver 1.36.2 stores it (`kubectl create
+/// --dry-run=server -o json`; 1.20.15 stores the same spec): the zero values left out, the
+/// defaults filled in.
+fn node_exporter_stored() -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+    "metadata": {"name": "ne", "namespace": "monitoring", "labels": {"app": "ne"},
+        "annotations": {"deprecated.daemonset.template.generation": "1"}},
+    "spec": {
+        "revisionHistoryLimit": 10,
+        "selector": {"matchLabels": {"app": "ne"}},
+        "template": {"metadata": {"labels": {"app": "ne"}}, "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "args": ["--path.procfs=/host/proc", "--web.listen-address=[$(HOST_IP)]:9100"],
+                "env": [{"name": "HOST_IP", "value": "0.0.0.0"}, {"name": "EMPTY"}],
+                "image": "quay.io/prometheus/node-exporter:v1.8.2",
+                "imagePullPolicy": "IfNotPresent",
+                "livenessProbe": {"failureThreshold": 3,
+                    "httpGet": {"path": "/", "port": 9100, "scheme": "HTTP"},
+                    "periodSeconds": 10, "successThreshold": 1, "timeoutSeconds": 1},
+                "name": "node-exporter",
+                "ports": [{"containerPort": 9100, "name": "metrics", "protocol": "TCP"}],
+                "resources": {"limits": {"memory": "64Mi"}, "requests": {"cpu": "10m"}},
+                "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true},
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+                "volumeMounts": [{"mountPath": "/host/proc", "name": "proc", "readOnly": true}]
+            }],
+            "dnsPolicy": "ClusterFirst", "hostNetwork": true, "hostPID": true,
+            "restartPolicy": "Always", "schedulerName": "default-scheduler",
+            "securityContext": {"fsGroup": 65534, "runAsGroup": 65534, "runAsNonRoot": true, "runAsUser": 65534},
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}],
+            "volumes": [{"hostPath": {"path": "/proc", "type": ""}, "name": "proc"}]
+        }},
+        "updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}, "type": "RollingUpdate"}
+    }})
+}
+
+fn drift_paths(api_version: &str, kind: &str, chart: &Value, live: &Value) -> Vec<String> {
+    let schema = schema();
+    let root = schema.root_or_deduced(api_version, kind);
+    drifted_fields(&schema, root, &Tree::from(chart), live, &[])
+        .into_iter()
+        .map(|c| c.path)
+        .collect()
+}
+
+/// What the API server stores for the chart's object is the chart's object: a CREATE of it (a
+/// restore) changes nothing, and it has not drifted.
+#[test]
+fn the_chart_as_the_api_server_stores_it_is_the_chart() {
+    let (rendered, stored) = (node_exporter_rendered(), node_exporter_stored());
+    assert_eq!(
+        paths(
+            "apps/v1",
+            "DaemonSet",
+            rendered.clone(),
+            stored.clone(),
+            None
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        drift_paths("apps/v1", "DaemonSet", &rendered, &stored),
+        Vec::<String>::new()
+    );
+    // An UPDATE that leaves the normalised fields alone.
+    let mut scaled = stored.clone();
+    scaled["spec"]["revisionHistoryLimit"] = json!(5);
+    assert!(paths("apps/v1", "DaemonSet", rendered, scaled, Some(stored)).is_empty());
+}
+
+/// The same comparison still sees every change of a value the chart sets.
+#[test]
+fn a_change_away_from_the_chart_is_still_a_change_as_stored() {
+    let rendered = node_exporter_rendered();
+    let changed = |pointer: &str, value: Value| {
+        let mut live = node_exporter_stored();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        live.pointer_mut(parent).unwrap()[key] = value;
+        live
+    };
+    let spec = "/spec/template/spec";
+    let container = "/spec/template/spec/containers/0";
+    for (pointer, value) in [
+        (format!("{container}/resources/limits/memory"), json!("1Gi")),
+        (format!("{spec}/hostIPC"), json!(true)),
+        (format!("{container}/env/1/value"), json!("set")),
+        (
+            format!("{container}/livenessProbe/initialDelaySeconds"),
+            json!(30),
+        ),
+        (format!("{spec}/automountServiceAccountToken"), json!(true)),
+    ] {
+        let live = changed(&pointer, value);
+        assert_eq!(
+            drift_paths("apps/v1", "DaemonSet", &rendered, &live),
+            std::slice::from_ref(&pointer),
+            "drift"
+        );
+        assert_eq!(
+            paths("apps/v1", "DaemonSet", rendered.clone(), live, None),
+            [pointer],
+            "a CREATE"
+        );
+    }
+    // An item more in an atomic list, or a field the API server does not fill in.
+    let live = changed(
+        &format!("{spec}/tolerations/0/tolerationSeconds"),
+        json!(300),
+    );
+    assert_eq!(
+        drift_paths("apps/v1", "DaemonSet", &rendered, &live),
+        [format!("{spec}/tolerations")]
+    );
+}
+
+/// A pointer field keeps its zero (`automountServiceAccountToken: false` is stored, unlike
+/// `hostIPC: false`), and the schema cannot tell the two apart; the stored object of an UPDATE
+/// can: removing the `false` it holds is a change.
+#[test]
+fn removing_a_stored_zero_is_a_change() {
+    let rendered = node_exporter_rendered();
+    let stored = node_exporter_stored();
+    let mut removed = stored.clone();
+    removed["spec"]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("automountServiceAccountToken");
+    assert_eq!(
+        paths(
+            "apps/v1",
+            "DaemonSet",
+            rendered.clone(),
+            removed.clone(),
+            Some(stored.clone())
+        ),
+        ["/spec/template/spec/automountServiceAccountToken"]
+    );
+    // Putting it back, and writing `hostIPC: false` (stored as nothing), are not.
+    assert!(paths(
+        "apps/v1",
+        "DaemonSet",
+        rendered.clone(),
+        stored.clone(),
+        Some(removed)
+    )
+    .is_empty());
+    let mut with_false = stored.clone();
+    with_false["spec"]["template"]["spec"]["hostIPC"] = json!(false);
+    assert!(paths(
+        "apps/v1",
+        "DaemonSet",
+        rendered.clone(),
+        with_false,
+        Some(stored.clone())
+    )
+    .is_empty());
+    // Setting it back to the chart's after a drift is allowed.
+    let mut drifted = stored.clone();
+    drifted["spec"]["template"]["spec"]["hostIPC"] = json!(true);
+    assert!(paths("apps/v1", "DaemonSet", rendered, stored, Some(drifted)).is_empty());
+}
+
+/// An Endpoints restored from what the API server stored: the port's `protocol: TCP`, filled
+/// in inside the atomic `subsets`, is the chart's port; another protocol or another field is not.
+#[test]
+fn a_default_filled_in_inside_an_atomic_list_is_the_charts_value() {
+    let endpoints =
+        |port: Value| json!({"subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [port]}]});
+    let chart = endpoints(json!({"name": "http", "port": 80}));
+    let stored = endpoints(json!({"name": "http", "port": 80, "protocol": "TCP"}));
+    assert!(paths("v1", "Endpoints", chart.clone(), stored.clone(), None).is_empty());
+    assert!(drift_paths("v1", "Endpoints", &chart, &stored).is_empty());
+    for other in [
+        json!({"name": "http", "port": 80, "protocol": "UDP"}),
+        json!({"name": "http", "port": 80, "protocol": "TCP", "appProtocol": "http"}),
+        json!({"name": "http", "port": 81, "protocol": "TCP"}),
+    ] {
+        assert_eq!(
+            paths(
+                "v1",
+                "Endpoints",
+                chart.clone(),
+                endpoints(other.clone()),
+                None
+            ),
+            ["/subsets"],
+            "{other}"
+        );
+    }
+}
+
+/// Only a built-in kind's Go struct leaves zero values out: a ConfigMap's `data` entry `""` and
+/// a custom resource's `false` are stored as written, so their absence is a change.
+#[test]
+fn zero_values_of_maps_and_custom_resources_are_values() {
+    let chart = json!({"data": {"empty": ""}});
+    assert_eq!(
+        paths("v1", "ConfigMap", chart, json!({"data": {}}), None),
+        ["/data/empty"]
+    );
+    let chart = json!({"spec": {"enabled": false, "name": ""}});
+    assert_eq!(
+        paths("example.com/v1", "Widget", chart, json!({"spec": {}}), None),
+        ["/spec/enabled", "/spec/name"]
+    );
 }

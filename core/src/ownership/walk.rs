@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::applied::{MANAGED_BY_LABEL, RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
 use super::change::{Change, OwnedValue};
-use super::compare::{equal, null_is_owned, same_json, Node};
+use super::compare::{equal, null_is_owned, same_json, stored_as, Node};
 use super::item_key::{pair_key, ItemKey};
 use super::pointer::{is_ignored, push_index, push_segment};
 use crate::schema::{Atom, ListType, Schema, TypeId};
@@ -23,6 +23,9 @@ pub(super) struct Walk<'a> {
     /// `differs[i]` says which of `changes` differ.
     pub(super) keep_equal: bool,
     differs: Vec<bool>,
+    /// The value visited next is a field the API server leaves out at its zero value
+    /// ([`Schema::omits_zero`]); set before [`Walk::child`], taken by [`Walk::visit`].
+    omits_zero: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -69,7 +72,7 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let expected = Tree::Str(value.into());
-            self.leaf(TypeId::UNTYPED, &expected, new_value, old_value);
+            self.leaf(TypeId::UNTYPED, &expected, new_value, old_value, false);
         }
         self.path.clear();
     }
@@ -83,6 +86,7 @@ impl<'a> Walk<'a> {
             against_old,
             keep_equal: false,
             differs: Vec::new(),
+            omits_zero: false,
         }
     }
 
@@ -118,6 +122,7 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let ty = self.schema.field(root, key);
+            self.omits_zero = is_zero(chart_value) && self.schema.omits_zero(root, key);
             self.child(key, ty, chart_value, new_map, old_map);
         }
     }
@@ -163,6 +168,7 @@ impl<'a> Walk<'a> {
         new: Option<&Value>,
         old: Option<&Value>,
     ) {
+        let omits_zero = std::mem::take(&mut self.omits_zero);
         if is_ignored(&self.path, self.ignore) {
             return;
         }
@@ -170,7 +176,7 @@ impl<'a> Walk<'a> {
             // A null the API server attributes to Helm (a scalar, an atomic value) means
             // "absent", and is Helm's: setting it is a change. A null map or list owns nothing.
             if null_is_owned(self.schema.atom(ty)) {
-                self.leaf(ty, chart, new, old);
+                self.leaf(ty, chart, new, old, false);
             }
             return;
         }
@@ -199,7 +205,7 @@ impl<'a> Walk<'a> {
                 Tree::List(chart_items),
             ) => self.visit_map_list(*items, keys, chart_items, new, old),
             // Scalars, atomic lists, maps and structs, untyped values: one value.
-            _ => self.leaf(ty, chart, new, old),
+            _ => self.leaf(ty, chart, new, old, omits_zero),
         }
     }
 
@@ -236,11 +242,12 @@ impl<'a> Walk<'a> {
                 if !is_ignored(&self.path, self.ignore) {
                     let n = new_map.and_then(|m| m.get(&**key));
                     let o = old_map.and_then(|m| m.get(&**key));
-                    self.leaf(TypeId::UNTYPED, chart_value, n, o);
+                    self.leaf(TypeId::UNTYPED, chart_value, n, o, false);
                 }
                 self.path.truncate(len);
                 continue;
             }
+            self.omits_zero = is_zero(chart_value) && schema.omits_zero(ty, key);
             self.child(key, field, chart_value, new_map, old_map);
         }
     }
@@ -257,8 +264,9 @@ impl<'a> Walk<'a> {
         for item in chart_items.iter().filter(|i| !matches!(i, Tree::Null)) {
             let present = |list: Option<&Value>| {
                 list.and_then(Value::as_array).is_some_and(|l| {
-                    l.iter()
-                        .any(|v| equal(schema, items, Node::Tree(item), Some(Node::Json(v))))
+                    l.iter().any(|v| {
+                        stored_as(schema, items, Node::Tree(item), Some(Node::Json(v)), false)
+                    })
                 })
             };
             if !present(new) && (!self.against_old || present(old)) {
@@ -268,9 +276,9 @@ impl<'a> Walk<'a> {
                 self.path.truncate(len);
             } else if self.keep_equal {
                 let found = new.and_then(Value::as_array).and_then(|l| {
-                    l.iter()
-                        .enumerate()
-                        .find(|(_, v)| equal(schema, items, Node::Tree(item), Some(Node::Json(v))))
+                    l.iter().enumerate().find(|(_, v)| {
+                        stored_as(schema, items, Node::Tree(item), Some(Node::Json(v)), false)
+                    })
                 });
                 if let Some((i, value)) = found {
                     let len = self.path.len();
@@ -361,13 +369,36 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn leaf(&mut self, ty: TypeId, chart: &Tree, new: Option<&Value>, old: Option<&Value>) {
+    /// One owned value, compared as the API server stores it ([`stored_as`]; `omits_zero`: it
+    /// is a field the API server leaves out at its zero value).
+    fn leaf(
+        &mut self,
+        ty: TypeId,
+        chart: &Tree,
+        new: Option<&Value>,
+        old: Option<&Value>,
+        omits_zero: bool,
+    ) {
         let schema = self.schema;
         let new_node = new.map(Node::Json);
-        if equal(schema, ty, Node::Tree(chart), new_node) {
-            if self.keep_equal {
-                self.push_equal(chart, new);
+        let chart_node = Node::Tree(chart);
+        if stored_as(schema, ty, chart_node, new_node, omits_zero) {
+            // An UPDATE from a stored value the chart's stands for to another one it also stands
+            // for, but not to the chart's own: the stored object shows what the API server keeps
+            // (a pointer field's `false`, which the schema cannot tell from `hostIPC: false`;
+            // a field inside an atomic item), and the write removes or changes it.
+            let stored_change = self.against_old
+                && old.is_some_and(|o| !o.is_null())
+                && !same_json(schema, ty, new, old)
+                && !equal(schema, ty, chart_node, new_node)
+                && stored_as(schema, ty, chart_node, old.map(Node::Json), omits_zero);
+            if !stored_change {
+                if self.keep_equal {
+                    self.push_equal(chart, new);
+                }
+                return;
             }
+            self.push(chart, new);
             return;
         }
         if self.against_old && same_json(schema, ty, new, old) {
@@ -395,5 +426,17 @@ impl<'a> Walk<'a> {
             requested: new.filter(|v| !v.is_null()).cloned(),
         });
         self.differs.push(false);
+    }
+}
+
+/// `""`, `false` or `0`: only these can stand for a field the API server leaves out (checked
+/// before the schema is asked, on every key the chart sets).
+fn is_zero(value: &Tree) -> bool {
+    match value {
+        Tree::Str(s) => s.is_empty(),
+        Tree::Bool(b) => !b,
+        Tree::Int(i) => *i == 0,
+        Tree::Float(f) => *f == 0.0,
+        _ => false,
     }
 }
