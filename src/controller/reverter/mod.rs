@@ -18,14 +18,16 @@
 //! reverter never fights Helm mid-operation or with an index that lags behind an upgrade.
 //!
 //! Its rooms, in the order a queued object passes them: `watches` (one watch per kind; queues
-//! drift and deletes), `work` (the worker: leadership, pacing, retries), `reconcile` (one
-//! attempt, step by step, carried in an `attempt::Attempt`), `hold` (a revision whose author is
-//! not known), `plan` (what to write, and its dry run), `authorize` (the author's rights),
-//! `fights` (backoff, fights, a lost lease), `write` and `recreate` (the writes and their
-//! Events). `cluster` is the API calls the steps make, behind a trait; `key` names what is
-//! queued. Each map kept per object is a part in the room that uses it, with its gauge and
-//! its `forget`: `proofs`, `hold::Holds`, `authorize::Refusals`, `kinds::KnownKinds`,
-//! `watches::Attributions`, `fights::FightLog`.
+//! drift and deletes), `work` (the work loop: leadership, pacing, retries; what it remembers
+//! between jobs is `worker`'s), `reconcile` (one attempt, step by step, carried in an
+//! `attempt::Attempt`), `hold` (a revision whose author is not known), `plan` (what to write,
+//! and its dry run), `authorize` (the author's rights), `fights` (backoff, fights, a lost
+//! lease), `patch`, `write` and `recreate` (the writes and their Events). `cluster` is the API
+//! calls the steps make, behind a trait; `key` names what is queued; `revertable` says which
+//! objects the reverter may touch. Each map kept per object is a part in the room that uses
+//! it, with its gauge and its `forget` (`proofs`, `hold::Holds`, `authorize::Refusals`,
+//! `kinds::KnownKinds`, `watches::Attributions`, `fights::FightLog`), all of them in
+//! `parts::Parts`.
 
 mod attempt;
 mod authorize;
