@@ -228,6 +228,11 @@ impl Refusals {
         }
     }
 
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.refused().len()
+    }
+
     /// Forgets the refusals of objects no release renders any more.
     pub(super) fn forget(&self, index: &Index) {
         let mut refused = self.refused();

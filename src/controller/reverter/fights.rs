@@ -10,7 +10,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 use tokio::sync::watch;
 
-use crate::core::{other_writer, Fight, FightNext, Fights, FIGHT_REVERTS, FIGHT_WINDOW};
+use crate::core::{other_writer, Fight, FightNext, Fights, Index, FIGHT_REVERTS, FIGHT_WINDOW};
 use crate::metrics::Metrics;
 
 use super::attempt::{Attempt, Outcome, Step};
@@ -42,9 +42,21 @@ impl FightLog {
             .reverted(key, revision, fought, Instant::now());
     }
 
+    #[cfg(test)]
+    pub(super) fn stopped(&self) -> usize {
+        self.fights().stopped()
+    }
+
     /// Forgets reverts and fights past their window.
     pub(super) fn prune(&self) {
         self.fights().prune(Instant::now(), |_| true);
+    }
+
+    /// Forgets the reverts and the stopped fights of objects no release renders any more.
+    pub(super) fn forget(&self, index: &Index) {
+        let mut fights = self.fights();
+        fights.prune(Instant::now(), |key| key.claimed(index));
+        self.metrics.revert_fights.set(fights.stopped() as i64);
     }
 }
 

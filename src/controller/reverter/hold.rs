@@ -102,6 +102,11 @@ impl Holds {
         });
         self.metrics.held_objects.dec_by(released);
     }
+
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.held().len()
+    }
 }
 
 /// What the reverter may do for the newest revision when its author is not known

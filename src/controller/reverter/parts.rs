@@ -43,10 +43,23 @@ impl Parts {
     }
 
     /// Forgets, for objects no release renders any more, what the reverter kept of them: the
-    /// annotations the watches saw, the attribution last compared, a refusal reported.
+    /// annotations the watches saw, the attribution last compared, a refusal reported, its
+    /// reverts and a fight stopped.
     pub(super) fn forget_unclaimed(&self, index: &Index) {
         self.proofs.forget(index);
         self.attributions.forget(index);
         self.refusals.forget(index);
+        self.fights.forget(index);
+    }
+
+    /// How many objects the parts keep something of (fights' reverts not counted: only
+    /// stopped fights are told).
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.proofs.kept()
+            + self.holds.kept()
+            + self.refusals.kept()
+            + self.attributions.kept()
+            + self.fights.stopped()
     }
 }

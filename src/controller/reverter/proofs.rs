@@ -132,3 +132,11 @@ impl Proofs {
         self.gauge(&seen);
     }
 }
+
+#[cfg(test)]
+impl Proofs {
+    pub(super) fn kept(&self) -> usize {
+        let seen = self.seen();
+        seen.carried.len() + seen.unproven.len() + seen.missing.len()
+    }
+}

@@ -3,6 +3,7 @@
 //! answers one revision.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kube::api::DynamicObject;
@@ -42,8 +43,10 @@ fn api_error(code: u16) -> kube::Error {
 #[derive(Default)]
 struct FakeCluster {
     objects: Mutex<HashMap<String, Value>>,
-    /// The author may make the writes asked.
-    refuse_author: bool,
+    /// The author may not make the writes asked.
+    refuse_author: AtomicBool,
+    /// The API server stores nothing of what is written (a dry run answers the object as it is).
+    drops_writes: AtomicBool,
     /// Guarded writes answered 409 (another writer came first), each after that writer's
     /// write: the object's resourceVersion moves on.
     conflicts: Mutex<usize>,
@@ -111,6 +114,9 @@ impl Cluster for FakeCluster {
             let Some(mut object) = self.objects.lock().unwrap().get(&place.name).cloned() else {
                 return Err(api_error(404));
             };
+            if dry_run && self.drops_writes.load(Ordering::Relaxed) {
+                return serde_json::from_value(object).map_err(kube::Error::SerdeError);
+            }
             if !dry_run {
                 let mut conflicts = self.conflicts.lock().unwrap();
                 if *conflicts > 0 {
@@ -155,9 +161,11 @@ impl Cluster for FakeCluster {
         Box::pin(async move {
             Ok(match author {
                 Authorship::Unknown(why) => AuthorPermission::NoAuthor(*why),
-                Authorship::Known(_) if self.refuse_author => AuthorPermission::Refused(
-                    needed.iter().map(|need| need.access.clone()).collect(),
-                ),
+                Authorship::Known(_) if self.refuse_author.load(Ordering::Relaxed) => {
+                    AuthorPermission::Refused(
+                        needed.iter().map(|need| need.access.clone()).collect(),
+                    )
+                }
                 Authorship::Known(_) => AuthorPermission::Granted,
             })
         })
@@ -204,12 +212,17 @@ impl Confirm for FakeConfirm {
 
 /// The ConfigMap as the API server has it: the release's, with `a` set to `value`.
 fn live(value: &str) -> Value {
+    live_of("settings", "shop", value)
+}
+
+/// ConfigMap `name` of release `release` (in `shop`), with `a` set to `value`.
+fn live_of(name: &str, release: &str, value: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {
-            "name": "settings", "namespace": "shop", "uid": "uid-1", "resourceVersion": "7",
+            "name": name, "namespace": "shop", "uid": format!("uid-{name}"), "resourceVersion": "7",
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
-            "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"},
+            "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": "shop"},
         },
         "data": {"a": value},
     })
@@ -259,10 +272,7 @@ impl World {
     }
 
     fn known() -> Self {
-        World::new(Authorship::Known(Arc::new(Author {
-            username: "alice".into(),
-            ..Author::default()
-        })))
+        World::new(alice())
     }
 
     fn reconcile<'r>(&'r self, cluster: &'r FakeCluster) -> Reconcile<'r> {
@@ -281,23 +291,38 @@ impl World {
     /// One attempt at the ConfigMap, as a job that has waited its backoff (a test's reverts
     /// follow each other at once).
     async fn once(&mut self, cluster: &FakeCluster) -> Result<Outcome, Failure> {
-        let job = job();
+        self.once_at(cluster, &job()).await
+    }
+
+    async fn once_at(&mut self, cluster: &FakeCluster, job: &Job) -> Result<Outcome, Failure> {
         let mut worker =
             std::mem::replace(&mut self.worker, Worker::new(mpsc::unbounded_channel().0));
-        let outcome = self.reconcile(cluster).once(&mut worker, &job, None).await;
+        let outcome = self.reconcile(cluster).once(&mut worker, job, None).await;
         self.worker = worker;
         outcome
     }
 }
 
+fn alice() -> Authorship {
+    Authorship::Known(Arc::new(Author {
+        username: "alice".into(),
+        ..Author::default()
+    }))
+}
+
 fn job() -> Job {
+    job_for("settings")
+}
+
+/// A job for ConfigMap `name` in `shop`.
+fn job_for(name: &str) -> Job {
     Job {
         key: ObjectKey {
             group: String::new(),
             version: "v1".into(),
             kind: "ConfigMap".into(),
             namespace: Some("shop".into()),
-            name: "settings".into(),
+            name: name.into(),
         },
         writer: None,
         delayed: true,
@@ -320,7 +345,7 @@ async fn drift_is_written_back_with_a_reverted_event() {
 async fn an_author_without_the_rights_is_refused_and_reported_once() {
     let mut world = World::known();
     let cluster = FakeCluster {
-        refuse_author: true,
+        refuse_author: AtomicBool::new(true),
         ..FakeCluster::with(live("changed"))
     };
     assert_eq!(world.once(&cluster).await.unwrap(), Outcome::Refused);
@@ -457,4 +482,51 @@ async fn nothing_is_written_for_a_release_gone_or_changed_on_the_api_server() {
     }
     assert_eq!(cluster.writes(), 0);
     assert!(cluster.events().is_empty());
+}
+
+/// Issue 64's churn: releases installed, their objects reverted, refused, left unstored and
+/// fought over, then uninstalled; what the reverter keeps per object is forgotten with them,
+/// as the watches and the work loop forget it, so it stays flat however long this goes on.
+#[tokio::test]
+async fn what_is_kept_per_object_is_forgotten_with_its_release() {
+    let mut world = World::known();
+    let cluster = FakeCluster::default();
+    for i in 0..40 {
+        let (release, name) = (format!("r{i}"), format!("c{i}"));
+        let mut secret = release_secret(
+            "shop",
+            &release,
+            1,
+            Status::Deployed,
+            &CHART.replace("settings", &name),
+        );
+        secret.author = alice();
+        world.index.update_now(|index| index.upsert(secret));
+        cluster.refuse_author.store(i % 4 == 1, Ordering::Relaxed);
+        cluster.drops_writes.store(i % 4 == 2, Ordering::Relaxed);
+        // Every fourth object fought over until the fight stops.
+        let rounds = if i % 4 == 3 { FIGHT_REVERTS + 1 } else { 1 };
+        for _ in 0..rounds {
+            cluster.put(live_of(&name, &release, "changed"));
+            world.once_at(&cluster, &job_for(&name)).await.unwrap();
+        }
+        let kept = world.parts.kept() + world.worker.kept();
+        assert!(kept > 0, "round {i}: nothing was kept to forget");
+        // helm uninstall: the release and its object go.
+        cluster.objects.lock().unwrap().remove(&name);
+        world
+            .index
+            .update_now(|index| index.remove_release(&ReleaseKey::new("shop", &release)));
+        let index = world.index.snapshot();
+        world.parts.forget_unclaimed(&index);
+        world.parts.holds.forget(&index);
+        world.worker.forget_unclaimed(&index);
+        assert_eq!(world.parts.kept(), 0, "round {i}: kept after the uninstall");
+        // The worker forgets once a map of it holds more objects than the releases render (one,
+        // the release `shop`'s, left installed throughout).
+        assert!(world.worker.kept() <= 2 * index.object_count(), "round {i}");
+    }
+    assert_eq!(world.metrics.revert_fights.get(), 0);
+    assert_eq!(world.metrics.author_refused_objects.get(), 0);
+    assert_eq!(world.metrics.unproven_objects.get(), 0);
 }

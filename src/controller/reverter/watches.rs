@@ -307,6 +307,11 @@ impl Attributions {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.seen().len()
+    }
+
     /// Forgets the entries of objects no release renders any more.
     pub(super) fn forget(&self, index: &Index) {
         self.seen().retain(|key, _| key.claimed(index));

@@ -47,11 +47,6 @@ pub(super) async fn work(
         }
         if let Some(writer) = &job.writer {
             worker.last_writer.insert(job.key.clone(), writer.clone());
-            // Bounded by what the releases render: objects none renders are forgotten.
-            let index = reconcile.index.snapshot();
-            if worker.last_writer.len() > index.object_count() {
-                worker.last_writer.retain(|key, _| key.claimed(&index));
-            }
         }
         if !worker.scheduled.admit(&job) {
             tracing::debug!(object = ?job.key, "a revert is already scheduled");
@@ -103,6 +98,7 @@ pub(super) async fn work(
         if started.elapsed() > Duration::from_secs(5) {
             tracing::debug!(elapsed = ?started.elapsed(), "slow revert");
         }
+        worker.forget_unclaimed(&reconcile.index.current());
         worker.backoff.prune(Instant::now());
         reconcile.parts.fights.prune();
     }

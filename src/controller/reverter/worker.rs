@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::core::{Backoff, Change, HelmWriter};
+use crate::core::{Backoff, Change, HelmWriter, Index};
 
 use super::key::{Job, ObjectKey};
 
@@ -58,6 +58,21 @@ impl Worker {
             scheduled: Scheduled::default(),
             tx,
         }
+    }
+
+    /// Bounded by what the releases render: when a map holds more objects than the index, the
+    /// objects none renders any more are forgotten (a lookup per kept object, only then).
+    pub(super) fn forget_unclaimed(&mut self, index: &Index) {
+        let objects = index.object_count();
+        if self.last_writer.len() > objects || self.not_stored.len() > objects {
+            self.last_writer.retain(|key, _| key.claimed(index));
+            self.not_stored.retain(|key, _| key.claimed(index));
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.last_writer.len() + self.not_stored.len()
     }
 
     /// Queues `job` again after `delay`; drift seen meanwhile is that job's.
