@@ -14,8 +14,10 @@ of what the code defines, read from the code with regexes:
   in src/ (or is one the test scripts read, such as HELM_LOCKER_BIN);
 - docs/design.md's "Where the code is" names every module: each `mod NAME;` of core/src/lib.rs
   and src/lib.rs, and of the shell's folder modules one level down (src/*/mod.rs), by its path
-  in backticks, as a file (`src/controller/reverter.rs`) or a folder (`src/controller/reverter/`).
-  Deeper modules (core/src/decide/..., src/controller/reverter/...) are not required.
+  in backticks, as a file (`src/controller/reverter.rs`) or a folder (`src/controller/reverter/`);
+  and every file: each `.rs` file under core/src/ and src/ is named by its path in backticks
+  (deeper rooms too: `core/src/decide/find.rs`, `src/controller/reverter/plan.rs`), but for the
+  crate roots (`lib.rs`, `main.rs`) and the files of test modules (`#[cfg(test)] mod tests;`).
 
 A module's path may name either form: a backticked `X.rs` that is gone is accepted while `X/`
 exists, and `X/` while `X.rs` does, so a module moving between a file and a folder does not
@@ -103,6 +105,37 @@ def module_problems():
     return problems
 
 
+def file_problems():
+    """The files design.md's "Where the code is" must name (see the docstring at the top)."""
+    files, tests = [], set()
+    for top in ("core/src", "src"):
+        for dirpath, _, names in os.walk(os.path.join(ROOT, top)):
+            for name in sorted(names):
+                if not name.endswith(".rs"):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, name), ROOT)
+                files.append(path)
+                # A test module's file: `#[cfg(test)] mod name;` in this file names
+                # name.rs beside it (a mod.rs or a crate root) or under its own folder.
+                here = os.path.dirname(path)
+                own = here if name in ("mod.rs", "lib.rs", "main.rs") else os.path.join(here, name[:-3])
+                for attrs, module in re.findall(
+                        r"(?m)((?:^\s*#\[[^\]]*\]\s*\n)*)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;",
+                        read(path)):
+                    if "#[cfg(test)]" in attrs:
+                        tests.add(os.path.join(own, f"{module}.rs"))
+                        tests.add(os.path.join(own, module, "mod.rs"))
+    design = read("docs/design.md")
+    section = re.search(r"(?ms)^## Where the code is\n(.*?)(?=^## |\Z)", design)
+    if not section:
+        return []
+    named = {n.rstrip(".,;:)") for n in CODE.findall(section.group(1))}
+    roots = ("lib.rs", "main.rs")
+    return [f'docs/design.md: "Where the code is" does not name the file {path}'
+            for path in files
+            if path not in named and path not in tests and os.path.basename(path) not in roots]
+
+
 def exists(path):
     """A repository path named in the docs exists; a module's other form counts (see the top)."""
     full = os.path.join(ROOT, path)
@@ -185,7 +218,7 @@ def list_problems():
 
 
 def main():
-    broken = list_problems() + module_problems()
+    broken = list_problems() + module_problems() + file_problems()
     for doc in documents():
         with open(doc) as f:
             text = f.read()

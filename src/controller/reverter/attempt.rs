@@ -1,14 +1,14 @@
 //! One attempt at reconciling a queued object: what it works with ([`Attempt`]), how it ends
-//! ([`Outcome`]), or why it failed (an error, a conflict with a concurrent write).
+//! ([`Outcome`]), or why it failed (an error, a conflict with a concurrent write); and how a
+//! step of it ends the attempt early ([`Step`]).
 
 use std::sync::Arc;
 
-use kube::api::{Api, DynamicObject};
-use kube::core::ApiResource;
 use serde_json::Value;
 
 use crate::core::{HelmWriter, Index, LockedObject, ReleaseState};
 
+use super::cluster::Place;
 use super::key::{Job, ObjectKey};
 
 /// What one attempt at reconciling one object works with, read once as it begins: the job, the
@@ -27,11 +27,9 @@ pub(super) struct Attempt<'a> {
     pub(super) object: Arc<LockedObject>,
     /// The release's newest revision: the one written from.
     pub(super) revision: u64,
-    pub(super) ar: ApiResource,
-    /// Whether discovery says the kind is namespaced: every question about the write is asked
-    /// in that scope.
-    pub(super) namespaced: bool,
-    pub(super) api: Api<DynamicObject>,
+    /// Where the object lives; whether discovery says the kind is namespaced: every question
+    /// about the write is asked in that scope.
+    pub(super) place: Place,
     /// The fresh read; `None`: the object is gone.
     pub(super) live: Option<Value>,
     /// Helm's field manager, as the write speaks.
@@ -54,6 +52,7 @@ impl Attempt<'_> {
     }
 }
 
+#[derive(Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
     InSync,
     Skipped(&'static str),
@@ -64,6 +63,40 @@ pub(super) enum Outcome {
     /// Fields another manager co-owned with the chart's values are Helm's alone again.
     OwnershipReturned,
 }
+
+/// What every step of an attempt returns: what it found for the next, or the attempt's end.
+pub(super) type Step<T> = Result<T, End>;
+
+/// How an attempt ends early: with its outcome, or failed.
+#[derive(Debug)]
+pub(super) enum End {
+    Done(Outcome),
+    Failed(Failure),
+}
+
+impl From<Outcome> for End {
+    fn from(outcome: Outcome) -> Self {
+        End::Done(outcome)
+    }
+}
+
+/// A step's failure ends the attempt failed.
+macro_rules! ends_failed {
+    ($($error:ty),*) => {$(
+        impl From<$error> for End {
+            fn from(error: $error) -> Self {
+                End::Failed(error.into())
+            }
+        }
+    )*};
+}
+ends_failed!(
+    Failure,
+    RevertError,
+    kube::Error,
+    serde_json::Error,
+    crate::confirm::ConfirmError
+);
 
 /// Why a revert failed: its retry waits a backoff.
 #[derive(Debug, thiserror::Error)]

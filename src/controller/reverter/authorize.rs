@@ -1,17 +1,21 @@
 //! Whether the revision's author may make the write (RBAC, asked of the API server), and the
-//! report of a write refused for its author.
+//! report of a write refused for its author ([`Refusals`], with its gauge).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::{
-    author_needs, role_ref, AuthorAccess, AuthorPermission, LockedObject, ReverterWrite, RoleRef,
-    UnknownAuthor, UnknownAuthorOutOfScope, WritePlace,
+    author_needs, role_ref, AuthorAccess, AuthorPermission, Index, LockedObject, ReverterWrite,
+    RoleRef, UnknownAuthor, UnknownAuthorOutOfScope, WritePlace,
 };
+use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Failure, Outcome, RevertError};
+use super::attempt::{Attempt, Outcome, RevertError, Step};
+use super::cluster::{Cluster, Place};
 use super::key::ObjectKey;
-use super::Reverter;
 
 /// Why the reverter leaves a drifted object as it is, for its author.
 pub(super) enum Refusal<'a> {
@@ -23,89 +27,114 @@ pub(super) enum Refusal<'a> {
     Held(UnknownAuthor, &'a [String]),
 }
 
-impl Reverter {
-    /// Whether the newest revision's author may make the write (docs/security.md): `None`
-    /// when granted, else the refusal, reported.
-    pub(super) async fn authorize(
-        &self,
-        attempt: &Attempt<'_>,
-        desired: &Value,
-    ) -> Result<Option<Outcome>, Failure> {
-        let (object, ar) = (&*attempt.object, &attempt.ar);
-        let key = ObjectKey::of(object);
-        let write = if attempt.live.is_some() {
-            ReverterWrite::Patch
+/// Whether the newest revision's author may make the write (docs/security.md): on when
+/// granted, else the refusal, reported, ends the attempt.
+pub(super) async fn authorize(
+    cluster: &dyn Cluster,
+    refusals: &Refusals,
+    attempt: &Attempt<'_>,
+    desired: &Value,
+) -> Step<()> {
+    let (object, ar) = (&*attempt.object, &attempt.place.ar);
+    let key = ObjectKey::of(object);
+    let write = if attempt.live.is_some() {
+        ReverterWrite::Patch
+    } else {
+        ReverterWrite::Create
+    };
+    let Some(newest) = attempt.state.newest() else {
+        return Err(Outcome::Skipped("release not revertable").into());
+    };
+    // The scope the API server gives the kind (discovery), never the chart's namespace for
+    // a cluster-scoped kind.
+    let Some(place) = WritePlace::of(Some(attempt.place.namespaced), key.namespace.as_deref())
+    else {
+        tracing::warn!(object = %object.describe(), "a namespaced kind without a namespace; not written");
+        return Err(Outcome::Skipped("no namespace for a namespaced kind").into());
+    };
+    // A binding grants the role as it is live, whatever the chart says of it.
+    let role = match role_ref(&key.group, &ar.plural, place, desired) {
+        Some(role) => live_role(cluster, &role).await?,
+        None => None,
+    };
+    let needed = author_needs(
+        write,
+        &key.group,
+        &ar.plural,
+        place,
+        &key.name,
+        desired,
+        role.as_ref(),
+    );
+    let permission = cluster
+        .author_permission(&newest.author, &needed)
+        .await
+        .map_err(RevertError::Author)?;
+    let refusal = match &permission {
+        AuthorPermission::Granted => None,
+        AuthorPermission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
+        AuthorPermission::NoAuthor(why) => Some(Refusal::NotKnown(
+            *why,
+            UnknownAuthorOutOfScope::NotHeld(*why),
+        )),
+    };
+    if let Some(refusal) = refusal {
+        refusals.report(cluster, newest, object, refusal).await;
+        return Err(Outcome::Refused.into());
+    }
+    refusals.clear(&key);
+    Ok(())
+}
+
+/// The role a binding refers to, as the API server has it now (`None`: it does not exist).
+async fn live_role(cluster: &dyn Cluster, role: &RoleRef) -> Result<Option<Value>, kube::Error> {
+    let ar = kube::core::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: if role.resource == "roles" {
+            "Role"
         } else {
-            ReverterWrite::Create
-        };
-        let Some(newest) = attempt.state.newest() else {
-            return Ok(Some(Outcome::Skipped("release not revertable")));
-        };
-        // The scope the API server gives the kind (discovery), never the chart's namespace for
-        // a cluster-scoped kind.
-        let Some(place) = WritePlace::of(Some(attempt.namespaced), key.namespace.as_deref()) else {
-            tracing::warn!(object = %object.describe(), "a namespaced kind without a namespace; not written");
-            return Ok(Some(Outcome::Skipped("no namespace for a namespaced kind")));
-        };
-        // A binding grants the role as it is live, whatever the chart says of it.
-        let role = match role_ref(&key.group, &ar.plural, place, desired) {
-            Some(role) => self.live_role(&role).await?,
-            None => None,
-        };
-        let needed = author_needs(
-            write,
-            &key.group,
-            &ar.plural,
-            place,
-            &key.name,
-            desired,
-            role.as_ref(),
-        );
-        let permission = self
-            .authors
-            .permission(&newest.author, &needed)
-            .await
-            .map_err(RevertError::Author)?;
-        let refusal = match &permission {
-            AuthorPermission::Granted => None,
-            AuthorPermission::Refused(accesses) => Some(Refusal::Lacks(accesses)),
-            AuthorPermission::NoAuthor(why) => Some(Refusal::NotKnown(
-                *why,
-                UnknownAuthorOutOfScope::NotHeld(*why),
-            )),
-        };
-        if let Some(refusal) = refusal {
-            self.report_refusal(newest, object, refusal).await;
-            return Ok(Some(Outcome::Refused));
+            "ClusterRole"
         }
-        self.clear_refusal(&key);
-        Ok(None)
+        .into(),
+        plural: role.resource.into(),
+    };
+    let place = Place {
+        ar,
+        namespaced: role.namespace.is_some(),
+        namespace: role.namespace.clone(),
+        name: role.name.clone(),
+    };
+    cluster.get(&place).await
+}
+
+/// Objects left drifted because their revision's author may not write them (or is not known),
+/// with the revision's Secret: each reported once per revision; the gauge
+/// `author_refused_objects` counts them.
+pub(super) struct Refusals {
+    refused: Mutex<HashMap<ObjectKey, String>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Refusals {
+    pub(super) fn new(metrics: Arc<Metrics>) -> Self {
+        Refusals {
+            refused: Mutex::new(HashMap::new()),
+            metrics,
+        }
     }
 
-    /// The role a binding refers to, as the API server has it now (`None`: it does not exist).
-    async fn live_role(&self, role: &RoleRef) -> Result<Option<Value>, Failure> {
-        let ar = kube::core::ApiResource {
-            group: "rbac.authorization.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "rbac.authorization.k8s.io/v1".into(),
-            kind: if role.resource == "roles" {
-                "Role"
-            } else {
-                "ClusterRole"
-            }
-            .into(),
-            plural: role.resource.into(),
-        };
-        let api = self.api(&ar, role.namespace.is_some(), role.namespace.as_deref());
-        let live = api.get_opt(&role.name).await?;
-        Ok(live.as_ref().map(serde_json::to_value).transpose()?)
+    fn refused(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, String>> {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A write refused for the revision's author: a warning log line and a Warning Event on the
     /// revision's Secret (`AuthorLacksRights` naming the author and what they may not do, or
     /// `UnknownAuthor`), once per object, revision and author; counted in `author_refused_objects`.
-    pub(super) async fn report_refusal(
+    pub(super) async fn report(
         &self,
+        cluster: &dyn Cluster,
         revision: &crate::core::Revision,
         object: &LockedObject,
         refusal: Refusal<'_>,
@@ -114,7 +143,7 @@ impl Reverter {
         // Once per revision and author: a vouch gives the same revision another author.
         let seen = format!("{} by {}", revision.secret, revision.author);
         {
-            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let mut refused = self.refused();
             let new = refused.insert(key, seen.clone()).as_ref() != Some(&seen);
             self.metrics
                 .author_refused_objects
@@ -184,17 +213,32 @@ impl Reverter {
             action: "Refuse".into(),
             secondary: Some(related),
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = cluster.publish(&event, &reference).await {
             tracing::debug!(error = %e, "could not record the {reason} event");
         }
     }
 
-    pub(super) fn clear_refusal(&self, key: &ObjectKey) {
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+    /// The author may make the write (again): a later refusal is reported anew.
+    pub(super) fn clear(&self, key: &ObjectKey) {
+        let mut refused = self.refused();
         if refused.remove(key).is_some() {
             self.metrics
                 .author_refused_objects
                 .set(refused.len() as i64);
         }
+    }
+
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.refused().len()
+    }
+
+    /// Forgets the refusals of objects no release renders any more.
+    pub(super) fn forget(&self, index: &Index) {
+        let mut refused = self.refused();
+        refused.retain(|key, _| key.claimed(index));
+        self.metrics
+            .author_refused_objects
+            .set(refused.len() as i64);
     }
 }

@@ -2,38 +2,48 @@
 //! reverter first saw them under it, and never written from that revision.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use crate::core::{unknown_author_scope, Authorship, Index, KindScope, LockedObject};
+use crate::core::{unknown_author_scope, Authorship, Index, KindScope, LockedObject, Schema};
+use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome};
-use super::authorize::Refusal;
+use super::attempt::{Attempt, Outcome, Step};
+use super::authorize::{Refusal, Refusals};
+use super::cluster::Cluster;
 use super::key::ObjectKey;
-use super::Reverter;
+use super::proofs::Proofs;
+use super::recreate::report_missing;
 
-impl Reverter {
-    pub(super) fn held(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (u64, Vec<String>)>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+/// Objects of releases whose newest revision's author is not known: the revision the reverter
+/// first saw each under, and the paths where it then differed from that revision (held at what
+/// is live, never written from it: [`crate::core::held_paths`]); with the gauge `held_objects`.
+pub(super) struct Holds {
+    held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Holds {
+    pub(super) fn new(metrics: Arc<Metrics>) -> Self {
+        Holds {
+            held: Mutex::new(HashMap::new()),
+            metrics,
+        }
     }
 
-    /// The scope of the object's kind as discovery answered it ([`KindScope::Unknown`] when it
-    /// has not been asked yet).
-    pub(super) fn known_scope(&self, key: &ObjectKey) -> KindScope {
-        let resources = self.resources.lock().unwrap_or_else(|e| e.into_inner());
-        match resources.get(&key.gvk()) {
-            Some((_, true)) => KindScope::Namespaced,
-            Some((_, false)) => KindScope::Cluster,
-            None => KindScope::Unknown,
-        }
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (u64, Vec<String>)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// For a revision whose author is not known: the paths where `object` differed from it when
     /// the reverter first saw the object under it (`first_sight` is asked only then:
     /// [`crate::core::held_at_first_sight`], without exceptions or ignore rules), held at what
-    /// is live. `None` when the author is known.
-    pub(super) fn held_paths(
+    /// is live, and whether they are newly so. `None` when the author is known. `scope`: the
+    /// kind's, as discovery answered it.
+    pub(super) fn paths(
         &self,
         object: &LockedObject,
         newest: &crate::core::Revision,
+        scope: KindScope,
         first_sight: impl FnOnce() -> Vec<String>,
     ) -> Option<(Vec<String>, bool)> {
         let Authorship::Unknown(why) = &newest.author else {
@@ -41,7 +51,6 @@ impl Reverter {
         };
         let namespace = object.namespace.as_deref();
         let key = ObjectKey::of(object);
-        let scope = self.known_scope(&key);
         unknown_author_scope(
             *why,
             &object.group,
@@ -71,7 +80,7 @@ impl Reverter {
     }
 
     /// The author of the object's release is known (again): nothing of it is held.
-    pub(super) fn release_hold(&self, object: &LockedObject) {
+    pub(super) fn release(&self, object: &LockedObject) {
         let released = self.held().remove(&ObjectKey::of(object));
         if released.is_some_and(|(_, p)| !p.is_empty()) {
             self.metrics.held_objects.dec();
@@ -81,30 +90,7 @@ impl Reverter {
     /// Forgets what is held for objects that no release's newest revision of unknown author
     /// renders any more at the revision held for (the release uninstalled, the object gone from
     /// its chart, a newer revision), so `helm_locker_held_objects` counts only what is held now.
-    /// Forgets, for objects no release renders any more, what the reverter kept of them: the
-    /// annotations the watches saw, the attribution last compared, a refusal reported.
-    pub(super) fn forget_unclaimed(&self, index: &Index) {
-        {
-            let mut proofs = self.proofs();
-            proofs.carried.retain(|key, _| key.claimed(index));
-            proofs.unproven.retain(|key| key.claimed(index));
-            proofs.missing.retain(|key| key.claimed(index));
-            self.metrics
-                .unproven_objects
-                .set(proofs.unproven.len() as i64);
-        }
-        self.attributions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|key, _| key.claimed(index));
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        refused.retain(|key, _| key.claimed(index));
-        self.metrics
-            .author_refused_objects
-            .set(refused.len() as i64);
-    }
-
-    pub(super) fn forget_holds(&self, index: &Index) {
+    pub(super) fn forget(&self, index: &Index) {
         let mut held = self.held();
         let mut released = 0;
         held.retain(|key, (revision, paths)| {
@@ -117,52 +103,60 @@ impl Reverter {
         self.metrics.held_objects.dec_by(released);
     }
 
-    /// What the reverter may do for the newest revision when its author is not known
-    /// (docs/security.md): `Ok(None)` when the author is known; `Ok(Some(paths))` to hold those
-    /// paths at what is live; `Err` when nothing is written (reported).
-    pub(super) async fn unknown_author(
-        &self,
-        attempt: &Attempt<'_>,
-    ) -> Result<Option<Vec<String>>, Outcome> {
-        let (state, object) = (attempt.state, &*attempt.object);
-        let Some(newest) = state.newest() else {
-            return Ok(None);
-        };
-        let Authorship::Unknown(why) = &newest.author else {
-            return Ok(None);
-        };
-        let namespace = object.namespace.as_deref();
-        let scope = match attempt.namespaced {
-            true => KindScope::Namespaced,
-            false => KindScope::Cluster,
-        };
-        if let Err(out) = unknown_author_scope(
-            *why,
-            &object.group,
-            namespace,
-            &object.release.namespace,
-            scope,
-        ) {
-            self.report_refusal(newest, object, Refusal::NotKnown(*why, out))
-                .await;
-            return Err(Outcome::Refused);
-        }
-        let Some(live) = &attempt.live else {
-            let why = "its release's newest revision has no known author, and helm-locker creates nothing for it";
-            self.report_missing(state, object, why).await;
-            return Err(Outcome::Skipped("missing; left to helm upgrade"));
-        };
-        let schema = self.schema.load();
-        let first_sight = || crate::core::held_at_first_sight(&schema, object, live);
-        let Some((paths, _)) = self.held_paths(object, newest, first_sight) else {
-            return Ok(None);
-        };
-        if !paths.is_empty() {
-            self.report_refusal(newest, object, Refusal::Held(*why, &paths))
-                .await;
-        }
-        Ok(Some(paths))
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.held().len()
     }
+}
+
+/// What the reverter may do for the newest revision when its author is not known
+/// (docs/security.md): `None` when the author is known; `Some(paths)` to hold those paths at
+/// what is live; the end of the attempt when nothing is written (reported).
+pub(super) async fn unknown_author(
+    cluster: &dyn Cluster,
+    schema: &Schema,
+    (holds, refusals, proofs): (&Holds, &Refusals, &Proofs),
+    attempt: &Attempt<'_>,
+) -> Step<Option<Vec<String>>> {
+    let (state, object) = (attempt.state, &*attempt.object);
+    let Some(newest) = state.newest() else {
+        return Ok(None);
+    };
+    let Authorship::Unknown(why) = &newest.author else {
+        return Ok(None);
+    };
+    let namespace = object.namespace.as_deref();
+    let scope = match attempt.place.namespaced {
+        true => KindScope::Namespaced,
+        false => KindScope::Cluster,
+    };
+    if let Err(out) = unknown_author_scope(
+        *why,
+        &object.group,
+        namespace,
+        &object.release.namespace,
+        scope,
+    ) {
+        refusals
+            .report(cluster, newest, object, Refusal::NotKnown(*why, out))
+            .await;
+        return Err(Outcome::Refused.into());
+    }
+    let Some(live) = &attempt.live else {
+        let why = "its release's newest revision has no known author, and helm-locker creates nothing for it";
+        report_missing(cluster, proofs, state, object, why).await;
+        return Err(Outcome::Skipped("missing; left to helm upgrade").into());
+    };
+    let first_sight = || crate::core::held_at_first_sight(schema, object, live);
+    let Some((paths, _)) = holds.paths(object, newest, scope, first_sight) else {
+        return Ok(None);
+    };
+    if !paths.is_empty() {
+        refusals
+            .report(cluster, newest, object, Refusal::Held(*why, &paths))
+            .await;
+    }
+    Ok(Some(paths))
 }
 
 /// Whether `key` is still rendered by its release's newest revision, numbered `revision`, whose

@@ -18,90 +18,67 @@
 //! reverter never fights Helm mid-operation or with an index that lags behind an upgrade.
 //!
 //! Its rooms, in the order a queued object passes them: `watches` (one watch per kind; queues
-//! drift and deletes), `work` (the worker: leadership, pacing, retries), `reconcile` (one
-//! attempt, step by step, carried in an `attempt::Attempt`), `hold` (a revision whose author is
-//! not known), `plan` (what to write, and its dry run), `authorize` (the author's rights),
-//! `fights` (backoff, fights, a lost lease), `write` and `recreate` (the writes and their
-//! Events). `key` and `proofs` hold what the others share.
+//! drift and deletes), `work` (the work loop: leadership, pacing, retries; what it remembers
+//! between jobs is `worker`'s), `reconcile` (one attempt, step by step, carried in an
+//! `attempt::Attempt`), `hold` (a revision whose author is not known), `plan` (what to write,
+//! and its dry run), `authorize` (the author's rights), `fights` (backoff, fights, a lost
+//! lease), `patch`, `write` and `recreate` (the writes and their Events). `cluster` is the API
+//! calls the steps make, behind a trait; `key` names what is queued; `revertable` says which
+//! objects the reverter may touch. Each map kept per object is a part in the room that uses
+//! it, with its gauge and its `forget` (`proofs`, `hold::Holds`, `authorize::Refusals`,
+//! `kinds::KnownKinds`, `watches::Attributions`, `fights::FightLog`), all of them in
+//! `parts::Parts`.
 
 mod attempt;
 mod authorize;
+mod cluster;
 mod fights;
 mod hold;
 mod key;
+mod kinds;
+mod parts;
+mod patch;
 mod plan;
 mod proofs;
 mod reconcile;
 mod recreate;
+mod revertable;
+#[cfg(test)]
+mod tests;
 mod watches;
 mod work;
+mod worker;
 mod write;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::Recorder;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 
 use crate::confirm::Confirm;
-use crate::core::{Config, Index, LockedObject, Mode, ReleaseState, Status};
 use crate::metrics::Metrics;
 use crate::source::openapi::SharedSchema;
 
-use self::key::ObjectKey;
-use self::proofs::Proofs;
-
-/// Which objects the reverter may touch: those of deployed releases whose mode is deny or
-/// repair (warn only reports; off does nothing), while the reverter is not paused
-/// (`ownership_returned`, which the `revert` switch turns off).
-fn revertable<'i>(
-    config: &Config,
-    index: &'i Index,
-    object: &LockedObject,
-) -> Option<(&'i ReleaseState, u64)> {
-    if !config.ownership_returned {
-        return None;
-    }
-    let state = index.release(&object.release)?;
-    let newest = state.newest()?;
-    if newest.status != Status::Deployed || state.objects.is_none() {
-        return None;
-    }
-    let policy = config.policy(&state.key, &newest.labels, index.registration(&state.key));
-    matches!(policy.mode, Mode::Deny | Mode::Repair).then_some((&**state, newest.revision))
-}
+use self::cluster::{Cluster, KubeCluster};
+use self::parts::Parts;
+use self::reconcile::Reconcile;
 
 pub(crate) struct Reverter {
-    pub client: Client,
-    pub index: Arc<crate::index_store::IndexStore>,
+    /// The watches' client; the steps' calls go through `cluster`.
+    client: Client,
+    index: Arc<crate::index_store::IndexStore>,
     /// The policy in force: a switch to `off`, or `revert: false`, takes effect on the next
     /// object ([`revertable`]).
-    pub config: Arc<crate::live_config::LiveConfig>,
-    pub schema: Arc<SharedSchema>,
-    pub confirm: Arc<dyn Confirm>,
-    pub leader: watch::Receiver<bool>,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
-    resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
-    /// The time of Helm's managedFields entry last compared with the lock, per object.
-    attributions: std::sync::Mutex<HashMap<ObjectKey, String>>,
+    config: Arc<crate::live_config::LiveConfig>,
+    schema: Arc<SharedSchema>,
+    confirm: Arc<dyn Confirm>,
+    leader: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    cluster: Arc<dyn Cluster>,
     /// Create deleted objects again (`--recreate`).
     recreate: bool,
-    /// What the watches saw of each locked object's ownership.
-    proofs: Mutex<Proofs>,
-    /// Whether a revision's author may make a write (SubjectAccessReviews, cached).
-    authors: crate::controller::author_check::AuthorChecks,
-    /// Objects left drifted because their revision's author may not write them (or is not
-    /// known), with the revision's Secret: each reported once per revision.
-    refused: Mutex<HashMap<ObjectKey, String>>,
-    /// Objects of releases whose newest revision's author is not known: the revision the
-    /// reverter first saw each under, and the paths where it then differed from that revision
-    /// (held at what is live, never written from it: [`crate::core::held_paths`]).
-    held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
-    /// Reverts of the same fields, and the fights with another writer stopped.
-    fights: Mutex<crate::core::Fights<ObjectKey>>,
+    parts: Parts,
 }
 
 impl Reverter {
@@ -120,23 +97,36 @@ impl Reverter {
         recorder: Recorder,
         recreate: bool,
     ) -> Self {
+        let cluster = Arc::new(KubeCluster {
+            client: client.clone(),
+            recorder,
+            authors: crate::controller::author_check::AuthorChecks::new(client.clone()),
+        });
         Reverter {
             index,
             config,
             schema,
             confirm,
             leader,
+            parts: Parts::new(&metrics),
             metrics,
-            recorder,
-            resources: Mutex::new(HashMap::new()),
-            attributions: std::sync::Mutex::new(HashMap::new()),
+            cluster,
             recreate,
-            proofs: Mutex::new(Proofs::default()),
-            authors: crate::controller::author_check::AuthorChecks::new(client.clone()),
-            refused: Mutex::new(HashMap::new()),
-            held: Mutex::new(HashMap::new()),
-            fights: Mutex::new(Default::default()),
             client,
+        }
+    }
+
+    /// A reconcile's view of the reverter.
+    fn reconcile(&self) -> Reconcile<'_> {
+        Reconcile {
+            cluster: &*self.cluster,
+            confirm: &*self.confirm,
+            index: &self.index,
+            config: &self.config,
+            schema: &self.schema,
+            leader: &self.leader,
+            recreate: self.recreate,
+            parts: &self.parts,
         }
     }
 
@@ -144,7 +134,7 @@ impl Reverter {
     pub(crate) async fn run(self: Arc<Self>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let follow = tokio::spawn(self.clone().follow_index(tx.clone()));
-        self.work(rx, tx).await;
+        work::work(self.reconcile(), &self.metrics, rx, tx).await;
         follow.abort();
     }
 }

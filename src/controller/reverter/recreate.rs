@@ -1,100 +1,92 @@
 //! Deleted objects: created again as Helm would, or reported once as missing.
 
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::DynamicObject;
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::{recreate_when_deleted, HelmWriter, LockedObject, ReleaseState};
 
-use super::attempt::{Attempt, Failure, Outcome};
+use super::attempt::{Attempt, Failure, Outcome, Step};
+use super::cluster::{Cluster, Write};
 use super::key::ObjectKey;
-use super::Reverter;
+use super::proofs::Proofs;
 
-impl Reverter {
-    /// Whether a deleted object is created again: not when the chart gives it owners (the
-    /// garbage collector deleted it with them), not with `--recreate=false`, and only when the
-    /// watches saw it carry the release's annotations or a HelmRelease vouches for the release.
-    /// `Err`: why not, reported.
-    pub(super) async fn may_recreate(&self, attempt: &Attempt<'_>) -> Result<(), Outcome> {
-        let object = &attempt.object;
-        let key = ObjectKey::of(object);
-        if !recreate_when_deleted(object) {
-            return Err(Outcome::Skipped("deleted with its owner"));
-        }
-        let seen = self.proofs().carried(&key, &object.release).is_some();
-        let vouched = attempt.index.registration(&object.release).is_some();
-        let why = if !self.recreate {
-            Some("recreation is off (--recreate=false)")
-        } else if !seen && !vouched {
-            Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            self.report_missing(attempt.state, object, why).await;
-            return Err(Outcome::Skipped("missing; left to helm upgrade"));
-        }
-        Ok(())
+/// Whether a deleted object is created again: not when the chart gives it owners (the garbage
+/// collector deleted it with them), not with `--recreate=false` (`recreate` false), and only
+/// when the watches saw it carry the release's annotations or a HelmRelease vouches for the
+/// release. Else the attempt ends, reported.
+pub(super) async fn may_recreate(
+    cluster: &dyn Cluster,
+    proofs: &Proofs,
+    recreate: bool,
+    attempt: &Attempt<'_>,
+) -> Step<()> {
+    let object = &attempt.object;
+    let key = ObjectKey::of(object);
+    if !recreate_when_deleted(object) {
+        return Err(Outcome::Skipped("deleted with its owner").into());
     }
-
-    /// Creates a deleted object again: by server-side apply when Helm applies, else by a create.
-    pub(super) async fn recreate(
-        &self,
-        attempt: &Attempt<'_>,
-        desired: Value,
-    ) -> Result<DynamicObject, Failure> {
-        let (api, name) = (&attempt.api, attempt.key().name.as_str());
-        Ok(match &attempt.writer {
-            HelmWriter::Apply(manager) => {
-                api.patch(
-                    name,
-                    &PatchParams::apply(manager).force(),
-                    &Patch::Apply(&desired),
-                )
-                .await?
-            }
-            HelmWriter::Update(manager) => {
-                let body: DynamicObject = serde_json::from_value(desired)?;
-                let params = PostParams {
-                    field_manager: Some(manager.clone()),
-                    ..PostParams::default()
-                };
-                api.create(&params, &body).await?
-            }
-        })
+    let seen = proofs.carried(&key, &object.release);
+    let vouched = attempt.index.registration(&object.release).is_some();
+    let why = if !recreate {
+        Some("recreation is off (--recreate=false)")
+    } else if !seen && !vouched {
+        Some("it was never seen carrying the release's meta.helm.sh annotations, and no HelmRelease vouches for the release")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        report_missing(cluster, proofs, attempt.state, object, why).await;
+        return Err(Outcome::Skipped("missing; left to helm upgrade").into());
     }
+    Ok(())
+}
 
-    /// A deleted object the reverter will not create: reported once (while it stays missing) as
-    /// a Warning Event on the release's newest Secret, and counted.
-    pub(super) async fn report_missing(
-        &self,
-        state: &ReleaseState,
-        object: &LockedObject,
-        why: &str,
-    ) {
-        let key = ObjectKey::of(object);
-        {
-            let mut proofs = self.proofs();
-            let new = proofs.missing.insert(key);
-            self.metrics
-                .missing_objects
-                .set(proofs.missing.len() as i64);
-            if !new {
-                return;
-            }
+/// Creates a deleted object again: by server-side apply when Helm applies, else by a create.
+pub(super) async fn recreate(
+    cluster: &dyn Cluster,
+    attempt: &Attempt<'_>,
+    desired: Value,
+) -> Result<DynamicObject, Failure> {
+    Ok(match &attempt.writer {
+        HelmWriter::Apply(manager) => {
+            let write = Write::Apply {
+                manager: manager.clone(),
+                body: desired,
+            };
+            cluster.patch(&attempt.place, &write, false).await?
         }
-        tracing::warn!(object = %object.describe(), release = %object.release, why, "locked object is missing; left to helm upgrade");
-        let Some(secret) = state.newest().map(|r| r.secret.clone()) else {
-            return;
-        };
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some(secret.driver.kind().into()),
-            namespace: Some(secret.namespace),
-            name: Some(secret.name),
-            ..Default::default()
-        };
-        let event = Event {
+        HelmWriter::Update(manager) => {
+            let body: DynamicObject = serde_json::from_value(desired)?;
+            cluster.create(&attempt.place, manager, &body).await?
+        }
+    })
+}
+
+/// A deleted object the reverter will not create: reported once (while it stays missing) as a
+/// Warning Event on the release's newest Secret, and counted.
+pub(super) async fn report_missing(
+    cluster: &dyn Cluster,
+    proofs: &Proofs,
+    state: &ReleaseState,
+    object: &LockedObject,
+    why: &str,
+) {
+    if !proofs.missing(ObjectKey::of(object)) {
+        return;
+    }
+    tracing::warn!(object = %object.describe(), release = %object.release, why, "locked object is missing; left to helm upgrade");
+    let Some(secret) = state.newest().map(|r| r.secret.clone()) else {
+        return;
+    };
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some(secret.driver.kind().into()),
+        namespace: Some(secret.namespace),
+        name: Some(secret.name),
+        ..Default::default()
+    };
+    let event = Event {
             type_: EventType::Warning,
             reason: "LockedObjectMissing".into(),
             note: Some(format!(
@@ -105,8 +97,7 @@ impl Reverter {
             action: "Report".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
-        }
+    if let Err(e) = cluster.publish(&event, &reference).await {
+        tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
     }
 }

@@ -2,24 +2,23 @@
 //! locked objects that drifted or went, and records what it saw of their ownership.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::{pinned_kind, Scope};
+use kube::core::GroupVersionKind;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::core::{drift, helm_attribution, helm_writer, ownership_return, Index, LockedObject};
+use crate::metrics::Metrics;
 
-use super::attempt::RevertError;
 use super::key::{Job, ObjectKey};
-use super::proofs::Proofs;
-use super::{revertable, Reverter};
+use super::revertable::revertable;
+use super::Reverter;
 
 impl Reverter {
     /// Starts and stops one watch per kind the releases own, and queues the objects of
@@ -82,7 +81,7 @@ impl Reverter {
                     }
                 }
             }
-            self.forget_holds(&index);
+            self.parts.holds.forget(&index);
             // What is kept per object is forgotten when releases or objects went, and every
             // 256 updates (an upgrade that renames objects): a lookup per kept object, not on
             // every update of a large index.
@@ -91,7 +90,7 @@ impl Reverter {
                 || index.release_count() < previous.release_count()
                 || updates_seen % 256 == 0
             {
-                self.forget_unclaimed(&index);
+                self.parts.forget_unclaimed(&index);
             }
             previous = index;
             switched = tokio::select! {
@@ -111,40 +110,6 @@ impl Reverter {
         }
     }
 
-    pub(super) async fn resource(
-        &self,
-        gvk: &GroupVersionKind,
-    ) -> Result<(ApiResource, bool), RevertError> {
-        if let Some(found) = self.resources.lock().expect("not poisoned").get(gvk) {
-            return Ok(found.clone());
-        }
-        let (ar, caps) =
-            pinned_kind(&self.client, gvk)
-                .await
-                .map_err(|source| RevertError::Discovery {
-                    kind: format!("{}/{} {}", gvk.group, gvk.version, gvk.kind),
-                    source,
-                })?;
-        let found = (ar, caps.scope == Scope::Namespaced);
-        self.resources
-            .lock()
-            .expect("not poisoned")
-            .insert(gvk.clone(), found.clone());
-        Ok(found)
-    }
-
-    pub(super) fn api(
-        &self,
-        ar: &ApiResource,
-        namespaced: bool,
-        namespace: Option<&str>,
-    ) -> Api<DynamicObject> {
-        match (namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
-            _ => Api::all_with(self.client.clone(), ar),
-        }
-    }
-
     /// Watches one kind cluster-wide and queues locked objects that drifted or vanished.
     pub(super) async fn watch_kind(
         self: Arc<Self>,
@@ -153,7 +118,7 @@ impl Reverter {
     ) {
         let mut wait = Duration::from_millis(500);
         let (ar, _) = loop {
-            match self.resource(&gvk).await {
+            match self.parts.kinds.resource(&*self.cluster, &gvk).await {
                 Ok(found) => break found,
                 Err(e) => {
                     tracing::debug!(group = %gvk.group, kind = %gvk.kind, error = %crate::error_chain::with_causes(&e), "kind not served (yet); retrying");
@@ -206,14 +171,7 @@ impl Reverter {
                     if let Some(locked) = self.locked(&index, &gvk, &object) {
                         let live = serde_json::to_value(&object).ok();
                         if let Some(live) = &live {
-                            // Seen carrying the release's annotations as it went: it was the
-                            // release's, and may be created again.
-                            let mut proofs = self.proofs();
-                            proofs.observe(&ObjectKey::of(locked), &locked.release, live);
-                            proofs.unproven.remove(&ObjectKey::of(locked));
-                            self.metrics
-                                .unproven_objects
-                                .set(proofs.unproven.len() as i64);
+                            self.parts.proofs.deleted(locked, live);
                         }
                         if revertable(&self.config.load(), &index, locked).is_some() {
                             let apply_method = index
@@ -277,16 +235,17 @@ impl Reverter {
         let Ok(live) = serde_json::to_value(object) else {
             return;
         };
-        if !self.observe(locked, &live) {
+        if !self.parts.proofs.observe(locked, &live) {
             return;
         }
         let schema = self.schema.load();
-        self.check_attribution(&schema, locked, &live);
+        self.parts.attributions.check(&schema, locked, &live);
         let mut ignore =
             index.left_alone(&self.config.load(), locked, crate::lock_exception::now());
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
             let first_sight = || crate::core::held_at_first_sight(&schema, locked, &live);
-            match self.held_paths(locked, newest, first_sight) {
+            let scope = self.parts.kinds.scope(&ObjectKey::of(locked).gvk());
+            match self.parts.holds.paths(locked, newest, scope, first_sight) {
                 // Newly held: reported by the worker.
                 Some((held, true)) if !held.is_empty() => {
                     let _ = tx.send(Job {
@@ -297,7 +256,7 @@ impl Reverter {
                     ignore.extend(held);
                 }
                 Some((held, _)) => ignore.extend(held),
-                None => self.release_hold(locked),
+                None => self.parts.holds.release(locked),
             }
         }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
@@ -327,37 +286,41 @@ impl Reverter {
             });
         }
     }
+}
 
-    pub(super) fn proofs(&self) -> std::sync::MutexGuard<'_, Proofs> {
-        self.proofs.lock().unwrap_or_else(|e| e.into_inner())
+/// The time of Helm's managedFields entry last compared with the lock, per object; the counter
+/// `ownership_mismatches` counts the differences found.
+pub(super) struct Attributions {
+    seen: Mutex<HashMap<ObjectKey, String>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Attributions {
+    pub(super) fn new(metrics: Arc<Metrics>) -> Self {
+        Attributions {
+            seen: Mutex::new(HashMap::new()),
+            metrics,
+        }
     }
 
-    /// Whether a live locked object is proven to be its release's ([`Proofs::observe`]); keeps
-    /// the gauges current.
-    pub(super) fn observe(&self, locked: &LockedObject, live: &Value) -> bool {
-        let mut proofs = self.proofs();
-        let proven = proofs.observe(&ObjectKey::of(locked), &locked.release, live);
-        self.metrics
-            .unproven_objects
-            .set(proofs.unproven.len() as i64);
-        self.metrics
-            .missing_objects
-            .set(proofs.missing.len() as i64);
-        if !proven {
-            tracing::debug!(object = %locked.describe(), release = %locked.release, "does not carry the release's meta.helm.sh annotations; neither locked nor reverted");
-        }
-        proven
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, String>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.seen().len()
+    }
+
+    /// Forgets the entries of objects no release renders any more.
+    pub(super) fn forget(&self, index: &Index) {
+        self.seen().retain(|key, _| key.claimed(index));
     }
 
     /// Compares the lock with the managedFields entry the API server wrote for Helm, once per
     /// entry: a difference is a schema gap (a field locked that Helm does not own, or the
     /// reverse), counted and logged so it shows in production rather than as a bypass.
-    pub(super) fn check_attribution(
-        &self,
-        schema: &crate::core::Schema,
-        locked: &LockedObject,
-        live: &Value,
-    ) {
+    pub(super) fn check(&self, schema: &crate::core::Schema, locked: &LockedObject, live: &Value) {
         // Re-compared only when Helm's entry changes (a new apply), not on every status update.
         let Some((_, fields)) = crate::core::helm_fields(live, None) else {
             return;
@@ -365,7 +328,7 @@ impl Reverter {
         let stamp = fields.to_string();
         let key = ObjectKey::of(locked);
         {
-            let mut seen = self.attributions.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.seen();
             if seen.get(&key) == Some(&stamp) {
                 return;
             }
