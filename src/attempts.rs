@@ -53,6 +53,44 @@ impl AttemptSink {
 }
 
 /// The sink and the receiving end for [`publish`].
+/// What an Event is about, or relates to: one object, by apiVersion, kind, namespace (`None`
+/// when cluster-scoped) and name. Every Event helm-locker writes names its objects through
+/// these three.
+pub(crate) fn reference(
+    api_version: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version),
+        kind: Some(kind),
+        namespace,
+        name: Some(name),
+        ..Default::default()
+    }
+}
+
+/// A release's stored revision: its Secret, or its ConfigMap under Helm's ConfigMap driver.
+pub(crate) fn revision_reference(secret: &crate::core::SecretRef) -> ObjectReference {
+    reference(
+        "v1".into(),
+        secret.driver.kind().into(),
+        Some(secret.namespace.clone()),
+        secret.name.clone(),
+    )
+}
+
+/// An object a release locks.
+pub(crate) fn locked_reference(object: &crate::core::LockedObject) -> ObjectReference {
+    reference(
+        object.api_version(),
+        object.kind.to_string(),
+        object.namespace.as_deref().map(str::to_string),
+        object.name.to_string(),
+    )
+}
+
 pub(crate) fn channel(
     metrics: Arc<Metrics>,
     capacity: usize,

@@ -374,13 +374,12 @@ fn excuse_if_open(
         tracing::info!(user = %user, exception = %exception, release = %release, reason = %reason, until, "{what}: allowed by a LockException");
         if let (Some(sink), false) = (&state.attempts, request.dry_run.unwrap_or(false)) {
             sink.record(crate::attempts::Attempt {
-                regarding: k8s_openapi::api::core::v1::ObjectReference {
-                    api_version: Some(target.api_version),
-                    kind: Some(target.kind),
-                    namespace: target.namespace,
-                    name: Some(target.name),
-                    ..Default::default()
-                },
+                regarding: crate::attempts::reference(
+                    target.api_version,
+                    target.kind,
+                    target.namespace,
+                    target.name,
+                ),
                 reason: "LockExceptionUsed",
                 action: "Allow",
                 user: user.clone(),
@@ -425,13 +424,12 @@ fn record_attempt(
     };
     let target = &locked.target;
     sink.record(crate::attempts::Attempt {
-        regarding: k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(target.api_version.clone()),
-            kind: Some(target.kind.clone()),
-            namespace: target.namespace.clone(),
-            name: Some(target.name.clone()),
-            ..Default::default()
-        },
+        regarding: crate::attempts::reference(
+            target.api_version.clone(),
+            target.kind.clone(),
+            target.namespace.clone(),
+            target.name.clone(),
+        ),
         reason,
         action,
         user: request.user_info.username.to_string(),

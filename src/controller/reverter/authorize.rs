@@ -187,25 +187,9 @@ impl Refusals {
                 ),
             ),
         };
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some(revision.secret.driver.kind().into()),
-            namespace: Some(revision.secret.namespace.clone()),
-            name: Some(revision.secret.name.clone()),
-            ..Default::default()
-        };
+        let reference = crate::attempts::revision_reference(&revision.secret);
         // The object as the related one: one Event per object refused, not one series per Secret.
-        let related = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(if object.group.is_empty() {
-                object.version.to_string()
-            } else {
-                format!("{}/{}", object.group, object.version)
-            }),
-            kind: Some(object.kind.to_string()),
-            namespace: object.namespace.as_deref().map(str::to_string),
-            name: Some(object.name.to_string()),
-            ..Default::default()
-        };
+        let related = crate::attempts::locked_reference(object);
         let event = Event {
             type_: EventType::Warning,
             reason: reason.into(),

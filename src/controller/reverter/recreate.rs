@@ -79,13 +79,7 @@ pub(super) async fn report_missing(
     let Some(secret) = state.newest().map(|r| r.secret.clone()) else {
         return;
     };
-    let reference = k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some(secret.driver.kind().into()),
-        namespace: Some(secret.namespace),
-        name: Some(secret.name),
-        ..Default::default()
-    };
+    let reference = crate::attempts::revision_reference(&secret);
     let event = Event {
             type_: EventType::Warning,
             reason: "LockedObjectMissing".into(),
