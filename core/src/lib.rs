@@ -109,6 +109,7 @@ mod kinds;
 mod locked;
 mod manifest;
 mod newest;
+pub mod notes;
 mod ownership;
 mod packed;
 mod parallel;

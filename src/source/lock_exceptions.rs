@@ -123,9 +123,7 @@ impl LockExceptions {
                     let event = Event {
                         type_: EventType::Warning,
                         reason: "LockExceptionInvalid".into(),
-                        note: Some(format!(
-                            "helm-locker does not honour this LockException: {why}"
-                        )),
+                        note: Some(crate::core::notes::exception_invalid(&why)),
                         action: "Ignore".into(),
                         secondary: None,
                     };
@@ -165,15 +163,10 @@ impl LockExceptions {
             .to_string()
         };
         let requested = crate::lock_exception::unix_seconds(&le.spec.until);
-        let note = match requested {
-            Some(requested) if requested > e.until => format!(
-                "helm-locker honours this LockException until {}: {} after its creation, the maximum (--exception-max-duration), not until {} as asked",
-                end(e.until),
-                humantime::format_duration(self.max),
-                end(requested)
-            ),
-            _ => format!("helm-locker honours this LockException until {}", end(e.until)),
-        };
+        let capped = requested
+            .filter(|requested| *requested > e.until)
+            .map(|requested| (humantime::format_duration(self.max), end(requested)));
+        let note = crate::core::notes::exception_open(end(e.until), capped);
         let event = Event {
             type_: EventType::Normal,
             reason: "LockExceptionOpen".into(),

@@ -241,10 +241,7 @@ impl ForeignWarnings {
             let event = Event {
                 type_: EventType::Warning,
                 reason: reason.into(),
-                note: Some(format!(
-                    "helm-locker ignores this release {}: {note}",
-                    K::DRIVER.kind()
-                )),
+                note: Some(crate::core::notes::release_ignored(K::DRIVER.kind(), note)),
                 action: "Ignore".into(),
                 secondary: None,
             };

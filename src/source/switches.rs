@@ -77,9 +77,7 @@ impl SwitchesConfigMap {
                 let event = Event {
                     type_: EventType::Warning,
                     reason: "SwitchesInvalid".into(),
-                    note: Some(format!(
-                        "helm-locker did not apply these switches ({why}); those in force stay"
-                    )),
+                    note: Some(crate::core::notes::switches_invalid(&why)),
                     action: "Ignore".into(),
                     secondary: None,
                 };

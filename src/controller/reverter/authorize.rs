@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
+use crate::core::notes;
 use crate::core::{
     author_needs, role_ref, AuthorAccess, AuthorPermission, Index, LockedObject, ReverterWrite,
     RoleRef, UnknownAuthor, UnknownAuthorOutOfScope, WritePlace,
@@ -160,10 +161,11 @@ impl Refusals {
                 tracing::warn!(object = %object_name, release = %release, revision = number, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
                 (
                     "AuthorLacksRights",
-                    format!(
-                        "helm-locker does not write {object_name} from release {release} revision {number}: its author {} may not {}. A revision acts only with its author's rights; helm upgrade by someone who may makes the release's objects locked and reverted again.",
-                        revision.author,
-                        refused.join(", ")
+                    notes::author_lacks_rights(
+                        &object_name,
+                        (release, number),
+                        &revision.author,
+                        &refused,
                     ),
                 )
             }
@@ -171,20 +173,17 @@ impl Refusals {
                 tracing::warn!(object = %object_name, release = %release, revision = number, why = why.as_str(), scope = out.as_str(), "drift not reverted: the revision's author is not known");
                 (
                     "UnknownAuthor",
-                    format!(
-                        "helm-locker does not write {object_name} from release {release} revision {number}: the revision's author is not known ({}), and {}. helm upgrade makes the release's objects reverted again.",
+                    notes::unknown_author_not_written(
+                        &object_name,
+                        (release, number),
                         why.as_str(),
-                        out.as_str()
+                        out.as_str(),
                     ),
                 )
             }
             Refusal::Held(why, paths) => (
                 "UnknownAuthor",
-                format!(
-                    "helm-locker holds {object_name} at what was live when it first saw it under release {release} revision {number}, and never writes that revision's {}: its author is not known ({}). helm upgrade makes the release's objects reverted to the chart again.",
-                    paths.join(", "),
-                    why.as_str()
-                ),
+                notes::unknown_author_held(&object_name, (release, number), paths, why.as_str()),
             ),
         };
         let reference = crate::attempts::revision_reference(&revision.secret);

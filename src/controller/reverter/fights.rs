@@ -127,14 +127,12 @@ async fn report_fight(
     let event = Event {
         type_: EventType::Warning,
         reason: "RevertFight".into(),
-        note: Some(format!(
-            "helm-locker stopped reverting {} of {} to release {} revision {}: it put them back {} times within {} and {other} changed them again each time. The admission lock stays; a new revision (helm upgrade) or a restart of helm-locker resumes reverting.",
-            stopped.paths,
+        note: Some(crate::core::notes::fight_stopped(
+            &stopped.paths,
             object.describe(),
-            object.release,
-            stopped.revision,
-            FIGHT_REVERTS,
-            humantime::format_duration(FIGHT_WINDOW),
+            (&object.release, stopped.revision),
+            (FIGHT_REVERTS, humantime::format_duration(FIGHT_WINDOW)),
+            other,
         )),
         action: "Stop".into(),
         secondary: None,

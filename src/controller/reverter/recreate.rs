@@ -81,16 +81,16 @@ pub(super) async fn report_missing(
     };
     let reference = crate::attempts::revision_reference(&secret);
     let event = Event {
-            type_: EventType::Warning,
-            reason: "LockedObjectMissing".into(),
-            note: Some(format!(
-                "{} of release {} does not exist; helm-locker does not create it ({why}). Run helm upgrade to create it.",
-                object.describe(),
-                object.release
-            )),
-            action: "Report".into(),
-            secondary: None,
-        };
+        type_: EventType::Warning,
+        reason: "LockedObjectMissing".into(),
+        note: Some(crate::core::notes::missing(
+            object.describe(),
+            &object.release,
+            why,
+        )),
+        action: "Report".into(),
+        secondary: None,
+    };
     if let Err(e) = cluster.publish(&event, &reference).await {
         tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
     }

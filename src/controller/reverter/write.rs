@@ -31,21 +31,24 @@ pub(super) async fn write_plan(
         (Plan::Revert(changes), Some(live)) => {
             let written = patch_live(cluster, attempt, &desired, changes, live, false).await?;
             tracing::info!(object = %object.describe(), release = %object.release, revision, paths = %fixed, manager = writer.manager(), "drift reverted");
-            let note = format!("helm-locker put back {fixed} to the values of release {} revision {revision}, as field manager {}", object.release, writer.manager());
+            let note =
+                crate::core::notes::reverted(fixed, &object.release, revision, writer.manager());
             (written, Outcome::Reverted, note)
         }
         (Plan::Revert(_), None) => {
             let written = recreate(cluster, attempt, desired).await?;
             tracing::info!(object = %object.describe(), release = %object.release, revision, manager = writer.manager(), "deleted object recreated");
-            let note = format!(
-                "helm-locker recreated this object from release {} revision {revision}",
-                object.release
-            );
+            let note = crate::core::notes::recreated(&object.release, revision);
             (written, Outcome::Recreated, note)
         }
         (Plan::ReturnOwnership(back), _) => {
             let written = return_ownership(cluster, attempt, back).await?;
-            let note = format!("helm-locker handed back to Helm's field manager {} what another manager co-owned with the values of release {} revision {revision}: {}", writer.manager(), object.release, back.describe());
+            let note = crate::core::notes::ownership_returned(
+                writer.manager(),
+                &object.release,
+                revision,
+                back.describe(),
+            );
             (written, Outcome::OwnershipReturned, note)
         }
     })
