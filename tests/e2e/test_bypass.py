@@ -7,8 +7,8 @@ No kubelet runs, so the chart's pods never start: the webhooks have no endpoints
 every write they intercept is refused until the bypass removes them.
 
 The way back's `helm upgrade` goes through Helm's Go SDK (there is no Helm CLI here). It applies
-server side without forcing conflicts, as the CLI does by default (`--server-side=auto` follows the
-release's `apply_method: ssa`; `--force-conflicts` is off). The bypass's `kubectl scale` leaves no
+server side without forcing conflicts, as the CLI does by default (Helm 4's pkg/cmd/upgrade.go:
+`--server-side=auto` follows the release's `apply_method: ssa`; `--force-conflicts` is false). The bypass's `kubectl scale` leaves no
 other manager on the replicas, so that upgrade puts them back without a conflict.
 """
 
