@@ -281,6 +281,7 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
             drivers.dedup();
             drivers
         },
+        initial_list: args.initial_list,
         switches_configmap: args.switches_configmap,
         author_key,
     })

@@ -295,6 +295,20 @@ pub(crate) struct ServeArgs {
         value_name = "DRIVER"
     )]
     pub(crate) release_drivers: Vec<crate::core::ReleaseDriver>,
+    /// How a release watch reads what is stored when it starts, and again after the watch
+    /// expires: `list` (one paged list, then a watch; every server), `stream` (a watch that
+    /// streams the stored objects first, sendInitialEvents: the API server's WatchList
+    /// feature), or `auto`: stream from Kubernetes 1.34 (WatchList on by default), list
+    /// before, and list if the server refuses the stream (the feature gate off, or an etcd
+    /// before 3.4.31 and 3.5.13).
+    #[arg(
+        long,
+        env = "HELM_LOCKER_INITIAL_LIST",
+        value_enum,
+        default_value = "auto",
+        value_name = "MODE"
+    )]
+    pub(crate) initial_list: crate::source::initial_list::InitialList,
     /// With --releases-dir: the embedded schema of this Kubernetes version decides (1.20, 1.28,
     /// 1.34, 1.36). From the API server, its own /openapi/v2 does, and the server is not ready
     /// until it has read it.

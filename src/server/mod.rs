@@ -21,6 +21,7 @@ use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness;
 use crate::source;
+pub use crate::source::initial_list::InitialList;
 use state::{AppState, HttpSettings};
 
 /// Where the serving certificate comes from.
@@ -91,6 +92,9 @@ pub struct Settings {
     /// The kinds Helm's releases are read from: Secrets, ConfigMaps, or both
     /// (`--release-drivers`; Kubernetes source only). One watch per kind and scope.
     pub release_drivers: Vec<crate::core::ReleaseDriver>,
+    /// How each release watch reads what is stored when it starts (`--initial-list`): a paged
+    /// list, a streamed watch, or by the API server's version.
+    pub initial_list: InitialList,
     /// The embedded schema a folder of releases is decided with (the Kubernetes source reads
     /// the API server's own).
     pub kube_version: crate::core::KubeVersion,
@@ -180,6 +184,7 @@ pub struct BoundServer {
     /// The gate of releases stored in another namespace (Kubernetes source only).
     gate: Option<Arc<source::storage_gate::StorageGate>>,
     release_drivers: Vec<crate::core::ReleaseDriver>,
+    initial_list: source::initial_list::InitialList,
     author_key: AuthorKeyPlace,
     stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::Stamping>>>,
 }
@@ -336,6 +341,7 @@ impl BoundServer {
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
             gate,
             release_drivers: settings.release_drivers,
+            initial_list: settings.initial_list,
             switches_configmap: settings.switches_configmap,
             author_key: settings.author_key,
             stamping,
@@ -394,6 +400,7 @@ impl BoundServer {
                 }
                 let gate = self.gate.clone().expect("a gate for the Kubernetes source");
                 let drivers = self.release_drivers.clone();
+                let initial_list = self.initial_list;
                 for ns in watch_scopes(&state.config.load()) {
                     for driver in &drivers {
                         let (client, ns, index, metrics, readiness, stamping, gate) = (
@@ -420,6 +427,7 @@ impl BoundServer {
                                     stamping,
                                     gate,
                                     drivers.clone(),
+                                    initial_list,
                                 ),
                             ),
                             ReleaseDriver::ConfigMap => tasks.spawn(
@@ -433,6 +441,7 @@ impl BoundServer {
                                     stamping,
                                     gate,
                                     drivers.clone(),
+                                    initial_list,
                                 ),
                             ),
                         }

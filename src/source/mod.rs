@@ -3,6 +3,7 @@
 pub(crate) mod author_key;
 pub(crate) mod files;
 pub(crate) mod folder;
+pub(crate) mod initial_list;
 pub(crate) mod lock_exceptions;
 pub(crate) mod openapi;
 pub(crate) mod release_secrets;

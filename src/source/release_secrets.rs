@@ -25,6 +25,7 @@ use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::source::author_key::StampingRx;
+use crate::source::initial_list::{self, InitialList};
 use crate::source::storage_gate::StorageGate;
 
 const LABELS: &str = "owner=helm";
@@ -364,7 +365,8 @@ fn log_report(report: &crate::core::UpdateReport) {
 /// complete list. Starts once the author key is loaded (each revision's author is read with
 /// it). Returns only if the watch stream ends, or the key's sender is gone, which the server
 /// treats as a failure. `drivers`: every kind a release's revisions are read from when it is
-/// read again.
+/// read again. `initial_list`: whether its start (and every list again) is one paged list or a
+/// streamed watch ([`initial_list`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn watch<K: ReleaseObject>(
     client: Client,
@@ -375,6 +377,7 @@ pub(crate) async fn watch<K: ReleaseObject>(
     mut stamping: StampingRx,
     gate: Arc<StorageGate>,
     drivers: Vec<ReleaseDriver>,
+    initial_list: InitialList,
 ) {
     let stamping: Arc<Stamping> = match stamping.wait_for(Option::is_some).await {
         Ok(loaded) => loaded.clone().expect("waited for it"),
@@ -390,7 +393,21 @@ pub(crate) async fn watch<K: ReleaseObject>(
         None => config,
     };
     let kind = K::DRIVER.kind();
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut streaming = initial_list::streams(&client, initial_list).await;
+    let start = |streaming: bool| {
+        let config = if streaming {
+            config.clone().streaming_lists()
+        } else {
+            config.clone()
+        };
+        watcher::watcher(api.clone(), config)
+            .default_backoff()
+            .boxed()
+    };
+    let mut stream = start(streaming);
+    // Whether a streamed start completed: then the server streams, and an error later is not
+    // a refusal.
+    let mut streamed_once = false;
     // A list's Secrets are decoded and parsed into what they lock a part at a time as they
     // arrive, so the list never holds all its manifests' text at once.
     let mut listing: Option<Vec<PreparedSecret>> = None;
@@ -406,6 +423,20 @@ pub(crate) async fn watch<K: ReleaseObject>(
     loop {
         let event = match stream.next().await {
             Some(Ok(event)) => event,
+            Some(Err(e))
+                if streaming
+                    && !streamed_once
+                    && initial_list == InitialList::Auto
+                    && initial_list::refuses_streaming(&e) =>
+            {
+                // The server's version said WatchList, its answer says not (the feature gate
+                // turned off, an etcd without progress requests): list, from now on.
+                metrics.watch_restarts.inc();
+                tracing::warn!(namespace = ?namespace, kind, error = %e, "the API server refuses a streamed list; release watch starts again with a list");
+                streaming = false;
+                stream = start(streaming);
+                continue;
+            }
             Some(Err(e)) => {
                 metrics.watch_restarts.inc();
                 tracing::warn!(namespace = ?namespace, kind, error = %e, "release Secret watch failed; retrying with backoff");
@@ -472,7 +503,8 @@ pub(crate) async fn watch<K: ReleaseObject>(
                 }
                 crate::source::return_freed_memory();
                 let index = shared.snapshot();
-                tracing::info!(namespace = ?namespace, kind, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
+                tracing::info!(namespace = ?namespace, kind, streamed = streaming, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
+                streamed_once |= streaming;
                 if !first_list_done {
                     first_list_done = true;
                     readiness.scope_listed();
