@@ -156,10 +156,7 @@ pub(super) fn equal(schema: &Schema, ty: TypeId, a: Node<'_>, b: Option<Node<'_>
         }
         (None, None) => match (a.items(), b.items()) {
             (Some(x), Some(y)) => {
-                let item_ty = match schema.atom(ty) {
-                    Atom::List { items, .. } => *items,
-                    _ => TypeId::UNTYPED,
-                };
+                let item_ty = item_type(schema, ty);
                 x.len() == y.len()
                     && x.iter()
                         .zip(&y)
@@ -225,10 +222,7 @@ pub(super) fn stored_as(
         }
         (None, None) => match (chart.items(), stored.items()) {
             (Some(x), Some(y)) => {
-                let item_ty = match schema.atom(ty) {
-                    Atom::List { items, .. } => *items,
-                    _ => TypeId::UNTYPED,
-                };
+                let item_ty = item_type(schema, ty);
                 x.len() == y.len()
                     && x.iter()
                         .zip(&y)
@@ -307,5 +301,13 @@ fn scalar_equal(a: Node<'_>, b: Node<'_>) -> bool {
         }
         (ScalarView::Float(x), ScalarView::Float(y)) => x == y,
         _ => false,
+    }
+}
+
+/// The type of a list's items (untyped when `ty` is not a list the schema knows).
+fn item_type(schema: &Schema, ty: TypeId) -> TypeId {
+    match schema.atom(ty) {
+        Atom::List { items, .. } => *items,
+        _ => TypeId::UNTYPED,
     }
 }
