@@ -15,7 +15,7 @@ import time
 
 import helm_python as helm
 
-from harness import Locker, ROOT
+from harness import Locker, ROOT, locker_values
 
 CHART = os.path.join(ROOT, "charts", "helm-locker")
 # The chart's release name and namespace: its objects are then called helm-locker-... or
@@ -28,7 +28,7 @@ def rendered_rbac(values=None):
     """The chart's ServiceAccount and RBAC objects, as real Helm renders them."""
     chart = helm.Chart.load(CHART)
     try:
-        out = chart.render(values or {}, name=RELEASE, namespace=NS)
+        out = chart.render(locker_values(values), name=RELEASE, namespace=NS)
     finally:
         chart.close()
     docs = []

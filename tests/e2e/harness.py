@@ -34,6 +34,18 @@ CLUSTER_KINDS = "namespaces,clusterroles,clusterrolebindings,customresourcedefin
 ASSETS = os.environ.get("KUBE_TESTENV_BIN_DIR") or os.environ.get("KUBEBUILDER_ASSETS")
 if ASSETS and os.path.exists(os.path.join(ASSETS, "kubectl")):
     os.environ["PATH"] = ASSETS + os.pathsep + os.environ["PATH"]
+# The image value the locker's chart requires (no image is published: charts/helm-locker refuses to
+# render without one). scripts/image.sh builds helm-locker:<appVersion>, the name used here.
+LOCKER_IMAGE = {"repository": "helm-locker"}
+
+
+def locker_values(values=None):
+    """`values` for charts/helm-locker, with the image it requires unless they name one."""
+    values = dict(values or {})
+    values["image"] = {**LOCKER_IMAGE, **values.get("image", {})}
+    return values
+
+
 # What kubectl prints when the lockers these tests register deny a write.
 DENIED = 'admission webhook "validate.helm-locker.io" denied the request'
 

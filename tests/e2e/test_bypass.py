@@ -20,7 +20,7 @@ import unittest
 
 import helm_python as helm
 
-from harness import ROOT, ControlPlane, eventually
+from harness import ROOT, ControlPlane, eventually, locker_values
 from test_authors import decode
 
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -86,7 +86,7 @@ class Bypass(unittest.TestCase):
     def bypass_and_back(self, mode, policy):
         release = f"guard-{mode}-{policy.lower()}"
         namespace = release
-        values = {"mode": mode, "webhook": {"failurePolicy": policy}}
+        values = locker_values({"mode": mode, "webhook": {"failurePolicy": policy}})
         self.assertEqual(self.k("create", "namespace", namespace).returncode, 0)
         self.k("label", "namespace", namespace, f"kubernetes.io/metadata.name={namespace}", "--overwrite")
         helm_release = helm.Config(kubeconfig_path=self.plane.kubeconfig, namespace=namespace)

@@ -15,6 +15,8 @@ import unittest
 
 import helm_python as helm
 
+from harness import locker_values
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -50,11 +52,12 @@ def yaml_documents(text):
     return docs
 
 
-def render(values=None, namespace="helm-locker", name="helm-locker"):
-    """(raw manifests by template path, list of rendered objects)."""
+def render(values=None, namespace="helm-locker", name="helm-locker", image=True):
+    """(raw manifests by template path, list of rendered objects); with the image the chart
+    requires unless `image` is false."""
     chart = helm.Chart.load(CHART)
     try:
-        out = chart.render(values, name=name, namespace=namespace)
+        out = chart.render(locker_values(values) if image else values, name=name, namespace=namespace)
     finally:
         chart.close()
     docs = []
@@ -128,7 +131,7 @@ class ChartLintAndRender(unittest.TestCase):
         for mode, values in MODES.items():
             for extra in ({}, {"revert": {"enabled": False}}, {"mode": "repair"}):
                 with self.subTest(mode=mode, extra=extra):
-                    report = helm.lint(CHART, merged(values, extra), strict=True, namespace="helm-locker")
+                    report = helm.lint(CHART, locker_values(merged(values, extra)), strict=True, namespace="helm-locker")
                     problems = [m for m in report["messages"] if m["severity"] >= 2]
                     self.assertEqual(problems, [])
                     self.assertEqual(report["errors"], [])
@@ -400,6 +403,18 @@ class ChartLintAndRender(unittest.TestCase):
         volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
         self.assertIn("emptyDir", volumes["certs"])
         self.assertNotIn("caBundle", one(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"])
+
+    def test_the_default_values_render_nothing_until_an_image_is_named(self):
+        # No image is published: an install of the defaults would register webhooks whose pods
+        # never start (under failurePolicy Fail, every intercepted write refused).
+        for values in (None, {}, {"image": {"repository": ""}}, {"image": {"tag": "0.1.0"}}):
+            with self.subTest(values=values):
+                with self.assertRaisesRegex(helm.HelmRenderError,
+                                            "image.repository is required: no image of helm-locker is published"):
+                    render(values, image=False)
+        _, docs = render({"image": {"repository": "registry.example/helm-locker"}}, image=False)
+        container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        self.assertEqual(container["image"], "registry.example/helm-locker:0.1.0")
 
     def test_bad_values_are_refused_with_a_clear_message(self):
         with self.assertRaisesRegex(helm.HelmValuesError, "certificates/mode"):

@@ -18,7 +18,7 @@ import urllib.request
 
 import helm_python as helm
 
-from harness import BIN, CHART as SHOP_CHART, ControlPlane, free_port
+from harness import BIN, CHART as SHOP_CHART, ControlPlane, free_port, locker_values
 
 
 def kubectl(env, *args, input=None):
@@ -49,7 +49,7 @@ class ChartOnARealControlPlane(unittest.TestCase):
         for ns in ("kube-system", "kube-node-lease", NS):
             cls.must("label", "namespace", ns, f"kubernetes.io/metadata.name={ns}", "--overwrite")
         cls.helm = helm.Config(kubeconfig_path=cls.plane.kubeconfig, namespace=NS)
-        cls.helm.install(CHART, RELEASE, {"revert": {"enabled": False}})
+        cls.helm.install(CHART, RELEASE, locker_values({"revert": {"enabled": False}}))
         cls.shop = helm.Config(kubeconfig_path=cls.plane.kubeconfig, namespace="shop")
         cls.shop.install(SHOP_CHART, "shop", {"replicas": 3, "greeting": "hi"}, create_namespace=True)
         cls.sa_kubeconfig = cls.service_account_kubeconfig()
@@ -165,7 +165,7 @@ class ChartOnARealControlPlane(unittest.TestCase):
             with context.wrap_socket(tcp, server_hostname=f"{RELEASE}.{NS}.svc") as tls:
                 self.assertTrue(tls.getpeercert())
         # A helm upgrade leaves the caBundle alone (the chart never sets it: no drift, no churn).
-        self.helm.upgrade(CHART, RELEASE, {"revert": {"enabled": False}, "logLevel": "debug"})
+        self.helm.upgrade(CHART, RELEASE, locker_values({"revert": {"enabled": False}, "logLevel": "debug"}))
         self.assertEqual(self.webhook_ca_bundle(), ca)
 
     def test_a_write_to_a_locked_object_is_denied_through_the_real_api_server(self):
@@ -262,7 +262,7 @@ class ChartOnARealControlPlane(unittest.TestCase):
 
     def test_the_reverter_gets_its_verbs_only_when_enabled(self):
         try:
-            self.helm.upgrade(CHART, RELEASE, {"revert": {"enabled": True}})
+            self.helm.upgrade(CHART, RELEASE, locker_values({"revert": {"enabled": True}}))
             self.assertEqual(self.can_i("patch", "deployments", "-n", "shop"), "yes")
             self.assertEqual(self.can_i("create", "configmaps", "-n", "shop"), "yes")
             self.assertEqual(self.can_i("create", "leases.coordination.k8s.io", "-n", NS), "yes")
@@ -272,7 +272,7 @@ class ChartOnARealControlPlane(unittest.TestCase):
             self.assertEqual(self.can_i("update", "deployments", "-n", "shop"), "no")
             self.assertEqual(self.can_i("update", "leases.coordination.k8s.io/other", "-n", NS), "no")
         finally:
-            self.helm.upgrade(CHART, RELEASE, {"revert": {"enabled": False}})
+            self.helm.upgrade(CHART, RELEASE, locker_values({"revert": {"enabled": False}}))
         self.assertEqual(self.can_i("patch", "deployments", "-n", "shop"), "no")
 
 

@@ -17,6 +17,8 @@ import unittest
 import helm_python as helm
 from helm_python import _native
 
+from harness import locker_values
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -48,7 +50,7 @@ def rendered(kube_version, values=None):
     chart = helm.Chart.load(CHART)
     try:
         opts = {"name": "helm-locker", "namespace": "helm-locker", "kube_version": kube_version}
-        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values or {}),
+        return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(locker_values(values)),
                                               json.dumps(opts)))
     finally:
         chart.close()

@@ -27,7 +27,7 @@ import unittest
 
 import helm_python as helm
 
-from harness import DENIED, HERE, ROOT, eventually
+from harness import DENIED, HERE, ROOT, eventually, locker_values
 
 TESTENV = os.path.join(HERE, "kube-testenv.sh")
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -146,7 +146,7 @@ class NodeInstall(unittest.TestCase):
                 cls.node.must("label", "namespace", ns, f"kubernetes.io/metadata.name={ns}", "--overwrite")
             cls.locker = cls.node.helm(NS)
             start = time.time()
-            cls.locker.install(CHART, RELEASE, {})
+            cls.locker.install(CHART, RELEASE, locker_values())
             cls.pods_ready = eventually(lambda: len(cls.ready_pods()) == 2, 180, 0.2)
             cls.measurements["install_to_both_ready_seconds"] = round(time.time() - start, 1)
             cls.shop = cls.node.helm("shop")
@@ -371,7 +371,7 @@ class NodeInstall(unittest.TestCase):
             time.sleep(3)
             before = {p["metadata"]["name"] for p in self.pods()}
             start = time.time()
-            self.locker.upgrade(CHART, RELEASE, {"podAnnotations": {"rolled": "1"}})
+            self.locker.upgrade(CHART, RELEASE, locker_values({"podAnnotations": {"rolled": "1"}}))
             rolled = eventually(lambda: len(self.ready_pods()) == 2 and len(self.pods()) == 2
                                 and not ({p["metadata"]["name"] for p in self.pods()} & before), 240, 0.5)
             self.measurements["rolling_upgrade_seconds"] = round(time.time() - start, 1)
@@ -488,7 +488,7 @@ class NodeInstall(unittest.TestCase):
             time.sleep(1)
         # Writes go through unchecked meanwhile; helm upgrade brings it all back.
         self.node.must("-n", "shop", "scale", "deploy", "shop-web", "--replicas=2")
-        self.locker.upgrade(CHART, RELEASE, {"podAnnotations": {"rolled": "1"}})
+        self.locker.upgrade(CHART, RELEASE, locker_values({"podAnnotations": {"rolled": "1"}}))
         self.wait_two_ready()
         self.assertTrue(exists("validatingwebhookconfiguration", RELEASE))
         self.assertTrue(eventually(self.denied_dry_run, 60, 0.5), "not locking again after the upgrade")

@@ -19,7 +19,7 @@ import os
 import time
 import unittest
 
-from harness import (BIN, CHART as SHOP, DENIED, ROOT, ControlPlane, Locker, eventually,
+from harness import (BIN, locker_values, CHART as SHOP, DENIED, ROOT, ControlPlane, Locker, eventually,
                      register_webhook, unregister_webhook)
 
 CHART = os.path.join(ROOT, "charts", "helm-locker")
@@ -68,7 +68,7 @@ class OperatorWins(unittest.TestCase):
     def test_the_bypass_holds_and_the_lockers_own_upgrade_succeeds(self):
         # The control: a locker that does not know its own release re-creates its webhook.
         blind = self.start()
-        self.plane.helm(NS).install(CHART, RELEASE, {})
+        self.plane.helm(NS).install(CHART, RELEASE, locker_values())
         self.plane.helm("shop").install(SHOP, "shop", {})
         self.assertTrue(eventually(lambda: self.exists("validatingwebhookconfiguration", RELEASE), 10))
         time.sleep(3)  # the reverter's watches list what exists
@@ -106,7 +106,7 @@ class OperatorWins(unittest.TestCase):
         self.assertNotIn(f"object=Deployment {NS}/{RELEASE}", log)
 
         # The operator's way back: helm upgrade of the locker's own release.
-        self.plane.helm(NS).upgrade(CHART, RELEASE, {"replicaCount": 1})
+        self.plane.helm(NS).upgrade(CHART, RELEASE, locker_values({"replicaCount": 1}))
         self.assertTrue(self.exists("validatingwebhookconfiguration", RELEASE))
         self.assertTrue(self.exists("mutatingwebhookconfiguration", f"{RELEASE}-author"))
         self.assertEqual(self.replicas(), 1)
