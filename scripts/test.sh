@@ -3,6 +3,7 @@
 #   1. formatting, clippy (warnings are errors), licenses and banned crates (cargo deny), then
 #      unit, property, fixture-replay, fuzz-corpus replay, log-leak, CLI and HTTPS server tests
 #      (cargo test);
+#      the README's and try-it's no-cluster blocks, run as written (scripts/run-doc-blocks.py);
 #   2. the benchmarks, examples and fuzz targets still build (dev profile: run them with
 #      cargo bench, and cargo fuzz as docs/reliability.md says);
 #   3. transport faults under load: certificate rotation, SIGTERM, TLS versions, client
@@ -42,6 +43,9 @@ if ! command -v mdbook >/dev/null; then
 fi
 mdbook build docs
 python3 scripts/check-docs.py
+# The README's no-cluster try and docs/try-it.md's blocks, run as written (the debug build above
+# is reused): each must print the denial the page shows.
+python3 scripts/run-doc-blocks.py
 cargo build --workspace --locked --benches --examples
 # The fuzz targets (fuzz/, a workspace of its own) still build; core/tests/fuzz_corpus.rs has already
 # replayed their committed corpora. They share target/ so only what differs is compiled. Without

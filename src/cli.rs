@@ -365,7 +365,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_SHUTDOWN_GRACE", default_value = "25s", value_parser = duration)]
     pub(crate) shutdown_grace: std::time::Duration,
     /// After SIGTERM, how long to go on serving while not ready, so that the Service stops
-    /// routing here before the listener closes (5s; 0 outside Kubernetes). A second SIGTERM or
+    /// routing here before the listener closes (5s; set 0 outside Kubernetes, where no Service
+    /// routes here and the wait only delays the exit). A second SIGTERM or
     /// Ctrl-C ends the wait.
     #[arg(long, env = "HELM_LOCKER_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     pub(crate) shutdown_delay: std::time::Duration,

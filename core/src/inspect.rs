@@ -172,7 +172,7 @@ pub fn render_text(index: &Index, charts: &Charts) -> String {
         .iter()
         .any(|s| s.objects.iter().flatten().any(|o| outside(o)))
     {
-        out.push_str("Objects are locked only while they carry their release's meta.helm.sh/release-name and -namespace annotations; outside the release's namespace a CREATE is locked only when it names the release (README: Trust boundary).\n");
+        out.push_str("Objects are locked only while they carry their release's meta.helm.sh/release-name and -namespace annotations; outside the release's namespace a CREATE is locked only when it names the release (docs/trust.md).\n");
     }
     for conflict in index.conflicts() {
         out.push_str(&format!(
