@@ -217,8 +217,30 @@ def list_problems():
     return problems
 
 
+def name_problems():
+    """The chart's objects as the docs name them: `<fullname>-x` (the chart's helm-locker.fullname,
+    which is not the release name: a `kubectl get` by `<release>-x` answers NotFound), and only
+    suffixes the chart's templates really give."""
+    templates = ""
+    folder = os.path.join(ROOT, "charts", "helm-locker", "templates")
+    for name in sorted(os.listdir(folder)):
+        templates += read(os.path.join("charts", "helm-locker", "templates", name))
+    given = set(re.findall(r'(?:\$fullname|include "helm-locker\.fullname" \.(?:root)? ?)\s*}}-([a-z-]+)', templates))
+    given |= set(re.findall(r'printf "%s-([a-z-]+)" (?:\$fullname|\(include "helm-locker\.fullname)', templates))
+    problems = []
+    for doc in list(documents()) + [os.path.join(ROOT, "charts", "helm-locker", "values.yaml")]:
+        with open(doc) as f:
+            text = f.read()
+        where = os.path.relpath(doc, ROOT)
+        if re.search(r"<release>-(?!helm-locker)", text):
+            problems.append(f"{where}: names a chart object `<release>-...`; the chart names them `<fullname>-...`")
+        for suffix in sorted(set(re.findall(r"<fullname>-([a-z-]*[a-z])", text)) - given):
+            problems.append(f"{where}: names `<fullname>-{suffix}`, which no template of the chart makes")
+    return problems
+
+
 def main():
-    broken = list_problems() + module_problems() + file_problems()
+    broken = list_problems() + module_problems() + file_problems() + name_problems()
     for doc in documents():
         with open(doc) as f:
             text = f.read()
