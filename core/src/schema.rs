@@ -148,6 +148,9 @@ pub struct Schema {
     /// Per type: whether it is a built-in kind's Go struct, which the API server encodes with
     /// Go's `omitempty` ([`Schema::omits_zero`]); a custom resource is stored as written.
     go_structs: Vec<bool>,
+    /// Per built-in Go struct with any: the JSON names of its pointer scalar fields
+    /// ([`pointer_fields`]), whose zero the API server keeps.
+    pointer_fields: HashMap<TypeId, &'static [&'static str]>,
     /// Custom resources whose `scale` subresource writes another field than `/spec/replicas`
     /// (their CRD's `specReplicasPath`), as JSON pointers.
     replicas_pointers: HashMap<GroupKind, Box<str>>,
@@ -321,6 +324,7 @@ impl Schema {
             unknown_kind: TypeId::DEDUCED,
             keyed: vec![false, false],
             go_structs: Vec::new(),
+            pointer_fields: HashMap::new(),
             replicas_pointers: HashMap::new(),
             resources: HashMap::new(),
         }
@@ -382,12 +386,20 @@ impl Schema {
             go_structs[id.0 as usize] = GO_PACKAGES.iter().any(|p| name.starts_with(p))
                 && matches!(builder.types[id.0 as usize], Atom::Struct { .. });
         }
+        let pointers = pointer_fields();
+        let pointer_fields = builder
+            .named
+            .iter()
+            .filter(|(_, id)| go_structs[id.0 as usize])
+            .filter_map(|(name, id)| Some((*id, *pointers.get(name)?)))
+            .collect();
         Ok(Schema {
             types: builder.types,
             kinds,
             unknown_kind,
             keyed,
             go_structs,
+            pointer_fields,
             replicas_pointers: HashMap::new(),
             resources: resources_of_paths(doc.get("paths")),
         })
@@ -598,8 +610,8 @@ impl Schema {
     /// zero value (`""`, `false`, `0`): a string, number or boolean field of a built-in kind's Go
     /// struct, encoded with `omitempty` (`hostIPC: false`, an env var's `value: ""`, a probe's
     /// `initialDelaySeconds: 0`). Measured on 1.20 and 1.36 (`tests/e2e/test_restore.py`). A
-    /// pointer field (`automountServiceAccountToken`, `runAsUser`) keeps its zero, and the schema
-    /// does not tell the two apart: [`crate::ownership`] reads an UPDATE's stored object for that.
+    /// pointer field (`allowPrivilegeEscalation`, `automountServiceAccountToken`, `runAsUser`)
+    /// keeps its zero, and its absence is the default: not this ([`Schema::is_pointer_field`]).
     pub(crate) fn omits_zero(&self, id: TypeId, name: &str) -> bool {
         self.is_go_struct(id)
             && matches!(
@@ -607,6 +619,16 @@ impl Schema {
                 Atom::Scalar(Scalar::String | Scalar::Number | Scalar::Boolean)
             )
             && self.is_declared_field(id, name)
+            && !self.is_pointer_field(id, name)
+    }
+
+    /// Whether field `name` of a built-in kind's Go struct `id` is a pointer (`*bool`, `*int64`,
+    /// `*string`), which the OpenAPI document does not say: from the Go types
+    /// ([`pointer_fields`]).
+    pub(crate) fn is_pointer_field(&self, id: TypeId, name: &str) -> bool {
+        self.pointer_fields
+            .get(&id)
+            .is_some_and(|fields| fields.binary_search(&name).is_ok())
     }
 
     /// Whether values of this type are a built-in kind's Go struct, decoded and encoded by the API
@@ -623,6 +645,30 @@ impl Schema {
     pub fn kind_count(&self) -> usize {
         self.kinds.len()
     }
+}
+
+/// The pointer scalar fields of the built-in kinds' Go types (`k8s.io/api`, `apimachinery`,
+/// `apiextensions-apiserver`, `kube-aggregator` of Kubernetes 1.20 and 1.36), one line per type:
+/// its OpenAPI definition name, then its fields' JSON names, sorted. Made, and checked against
+/// the Go types, by `scripts/pointer_fields.py`; `tests/e2e/test_trust_pointers.py` asks the API
+/// server that it keeps their zero.
+const POINTER_FIELDS: &str = include_str!("schema/pointer-fields.txt");
+
+/// [`POINTER_FIELDS`] by definition name (read once).
+fn pointer_fields() -> &'static HashMap<&'static str, &'static [&'static str]> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static [&'static str]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        POINTER_FIELDS
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_ascii_whitespace();
+                let name = words.next()?;
+                let mut fields: Vec<&'static str> = words.collect();
+                fields.sort_unstable();
+                Some((name, &*Vec::leak(fields)))
+            })
+            .collect()
+    })
 }
 
 /// `.spec.size` as `/spec/size`; `None` for a path that is not plain field names.
@@ -985,5 +1031,49 @@ mod tests {
         );
         assert!(Schema::from_openapi_v2(b"{}").is_err());
         assert!(Schema::from_openapi_v2(b"not json").is_err());
+    }
+
+    /// A pointer field's zero is kept by the API server, a plain field's left out: on every
+    /// embedded version, for the fields the chart of issue 67 locks at `false`.
+    #[test]
+    fn a_pointer_fields_zero_is_not_omitted() {
+        for version in KubeVersion::ALL {
+            let schema = Schema::embedded(version);
+            let pod = schema.field(
+                schema.field(
+                    schema.field(schema.root_or_deduced("apps/v1", "Deployment"), "spec"),
+                    "template",
+                ),
+                "spec",
+            );
+            let item = |list: TypeId| match schema.atom(list) {
+                Atom::List { items, .. } => *items,
+                _ => panic!("{version}: not a list"),
+            };
+            let container = item(schema.field(pod, "containers"));
+            let security = schema.field(container, "securityContext");
+            assert!(schema.omits_zero(pod, "hostNetwork"), "{version}");
+            assert!(
+                !schema.omits_zero(pod, "automountServiceAccountToken"),
+                "{version}"
+            );
+            assert!(
+                !schema.omits_zero(security, "allowPrivilegeEscalation"),
+                "{version}"
+            );
+            assert!(!schema.omits_zero(security, "runAsUser"), "{version}");
+            let account = schema.root_or_deduced("v1", "ServiceAccount");
+            assert!(!schema.omits_zero(account, "automountServiceAccountToken"));
+            let owner = item(schema.field(schema.field(account, "metadata"), "ownerReferences"));
+            assert!(!schema.omits_zero(owner, "controller"), "{version}");
+            assert!(schema.omits_zero(owner, "name"), "{version}");
+        }
+        let schema = Schema::embedded(KubeVersion::V1_36);
+        let pod = schema.field(schema.root_or_deduced("v1", "Pod"), "spec");
+        assert!(!schema.omits_zero(pod, "hostUsers"));
+        // The table's every line is a definition name and at least one field.
+        assert!(POINTER_FIELDS
+            .lines()
+            .all(|l| l.starts_with("io.k8s.") && l.split_ascii_whitespace().count() >= 2));
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::schema::KubeVersion;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -634,6 +635,75 @@ fn removing_a_stored_zero_is_a_change() {
     let mut drifted = stored.clone();
     drifted["spec"]["template"]["spec"]["hostIPC"] = json!(true);
     assert!(paths("apps/v1", "DaemonSet", rendered, stored, Some(drifted)).is_empty());
+}
+
+/// Issue 67, attack 3: a locked `false` on a pointer field (`allowPrivilegeEscalation`,
+/// `hostUsers`, `automountServiceAccountToken` of a pod template and of a ServiceAccount),
+/// removed while the webhook was away, is drift: the API server keeps a pointer's zero, and its
+/// absence is the (less safe) default. `hostNetwork: false` is still stored as nothing.
+#[test]
+fn a_removed_zero_of_a_pointer_field_is_drift() {
+    let template = |pod: Value| json!({"spec": {"template": {"spec": pod}}});
+    let chart = template(json!({
+        "hostNetwork": false,
+        "hostUsers": false,
+        "automountServiceAccountToken": false,
+        "containers": [{"name": "app", "image": "app:1",
+            "securityContext": {"allowPrivilegeEscalation": false, "runAsUser": 0}}],
+    }));
+    let stored = template(json!({
+        "hostUsers": false,
+        "automountServiceAccountToken": false,
+        "containers": [{"name": "app", "image": "app:1",
+            "securityContext": {"allowPrivilegeEscalation": false, "runAsUser": 0}}],
+    }));
+    let removed = template(json!({"containers": [{"name": "app", "image": "app:1"}]}));
+    let container = "/spec/template/spec/containers/0/securityContext";
+    for version in [KubeVersion::V1_20, KubeVersion::V1_36] {
+        let schema = Schema::embedded(version);
+        let root = schema.root_or_deduced("apps/v1", "Deployment");
+        let drift = |live: &Value| -> Vec<String> {
+            drifted_fields(&schema, root, &Tree::from(&chart), live, &[])
+                .into_iter()
+                .map(|c| c.path)
+                .collect()
+        };
+        // Control: as the API server stores the chart's object (no `hostNetwork`), no drift.
+        assert!(drift(&stored).is_empty(), "{version}: {:?}", drift(&stored));
+        // (`hostUsers` is a field from 1.25: 1.20's schema does not know it, and compares an
+        // undeclared field as written.)
+        assert_eq!(
+            drift(&removed),
+            [
+                "/spec/template/spec/automountServiceAccountToken".to_string(),
+                format!("{container}/allowPrivilegeEscalation"),
+                format!("{container}/runAsUser"),
+                "/spec/template/spec/hostUsers".to_string(),
+            ],
+            "{version}"
+        );
+        // Each one alone, inside the container's securityContext too.
+        let mut one = stored.clone();
+        one["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+            .as_object_mut()
+            .unwrap()
+            .remove("allowPrivilegeEscalation");
+        assert_eq!(
+            drift(&one),
+            [format!("{container}/allowPrivilegeEscalation")],
+            "{version}"
+        );
+        let root = schema.root_or_deduced("v1", "ServiceAccount");
+        let account = json!({"automountServiceAccountToken": false});
+        assert_eq!(
+            drifted_fields(&schema, root, &Tree::from(&account), &json!({}), &[])
+                .into_iter()
+                .map(|c| c.path)
+                .collect::<Vec<_>>(),
+            ["/automountServiceAccountToken"],
+            "{version}"
+        );
+    }
 }
 
 /// An Endpoints restored from what the API server stored: the port's `protocol: TCP`, filled

@@ -385,8 +385,8 @@ impl<'a> Walk<'a> {
         if stored_as(schema, ty, chart_node, new_node, omits_zero) {
             // An UPDATE from a stored value the chart's stands for to another one it also stands
             // for, but not to the chart's own: the stored object shows what the API server keeps
-            // (a pointer field's `false`, which the schema cannot tell from `hostIPC: false`;
-            // a field inside an atomic item), and the write removes or changes it.
+            // (a zero the API server kept though the tables say it omits it; a field inside an
+            // atomic item), and the write removes or changes it.
             let stored_change = self.against_old
                 && old.is_some_and(|o| !o.is_null())
                 && !same_json(schema, ty, new, old)
