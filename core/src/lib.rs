@@ -33,7 +33,7 @@ pub use release::{
     set_max_release_bytes, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
     SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
-pub use storage::{speaks_for_its_namespace, storage_question};
+pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
 pub use tree::Tree;
