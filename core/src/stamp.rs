@@ -168,7 +168,7 @@ fn author_of_write(
             .and_then(unix_seconds),
         release: &old_release,
     };
-    let stamping = Stamping { key: key.clone() };
+    let stamping = Stamping::new(key.clone());
     let before = authorship(&stamping, stored);
     if matches!(&before, Authorship::Known(author) if **author == writer) {
         return Stamp::By(writer);
@@ -321,7 +321,7 @@ mod tests {
     }
 
     fn stamping() -> Stamping {
-        Stamping { key: key() }
+        Stamping::new(key())
     }
 
     fn alice() -> Author {
