@@ -264,8 +264,9 @@ pub enum Unknown {
     BadProof,
     /// The revision was not read from the API server (a folder of releases, a test).
     NotRead,
-    /// A stamp made before the Secret was created ([`STAMP_WINDOW_SECONDS`]): carried from an
-    /// earlier write (deleted and created again with a saved stamp, or restored from a backup).
+    /// A stamp made before the Secret was created ([`STAMP_WINDOW_SECONDS`]), or seen by this
+    /// process on another object ([`crate::spent`]): carried from an earlier write (deleted and
+    /// created again with a saved stamp, or restored from a backup).
     Replayed,
     /// A stamp of a locker before stamps carried their time (`v1.`): it cannot be told apart
     /// from one carried from an earlier write. The release's next write by Helm is stamped anew.
@@ -284,7 +285,7 @@ impl Unknown {
             Unknown::BadProof => "its author stamp does not verify",
             Unknown::NotRead => "not read from the API server",
             Unknown::Replayed => {
-                "its author stamp was made for an earlier write (the Secret was created after it: deleted and written again, or restored)"
+                "its author stamp was made for an earlier write (the Secret was created after it, or helm-locker saw the stamp on another Secret of that name: deleted and written again, or restored)"
             }
             Unknown::WentBack => {
                 "it is older than a revision of this release helm-locker saw before (the newer ones were deleted: an old revision brought back)"
