@@ -33,7 +33,6 @@ pub use release::{
     set_max_release_bytes, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
     SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
-pub use spent::{SpentStamps, MAX_SPENT_STAMPS, SPENT_SLACK_SECONDS};
 pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
