@@ -274,7 +274,10 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
         lock_exceptions: args.lock_exceptions.then_some(args.exception_max_duration),
         kube_version: args.kube_version,
         exceptions_end_on_upgrade: args.exceptions_end_on_upgrade,
-        trusted_storage_namespaces: args.trusted_storage_namespace,
+        trusted_storage_namespaces: trusted_storage(
+            args.trusted_storage_namespace,
+            std::env::var(OLD_TRUSTED_STORAGE_VARIABLE).ok().as_deref(),
+        )?,
         release_drivers: {
             let mut drivers = args.release_drivers;
             drivers.sort();
@@ -285,6 +288,34 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
         switches_configmap: args.switches_configmap,
         author_key,
     })
+}
+
+/// The trusted storage variable's name before it was plural, as the lists' variables are.
+const OLD_TRUSTED_STORAGE_VARIABLE: &str = "HELM_LOCKER_TRUSTED_STORAGE_NAMESPACE";
+
+/// The trusted storages: the flag's (or HELM_LOCKER_TRUSTED_STORAGE_NAMESPACES'), else the old
+/// singular variable's (`old`), which was the only name read before; both, disagreeing, is an
+/// error rather than one of them silently ignored.
+fn trusted_storage(
+    flag: Vec<crate::core::TrustedStorage>,
+    old: Option<&str>,
+) -> Result<Vec<crate::core::TrustedStorage>, ServeError> {
+    let Some(old) = old.filter(|o| !o.trim().is_empty()) else {
+        return Ok(flag);
+    };
+    let from_old = old
+        .split(',')
+        .map(|t| {
+            crate::cli::trusted_storage(t.trim())
+                .map_err(|e| ServeError::Flags(format!("{OLD_TRUSTED_STORAGE_VARIABLE}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if flag.is_empty() || flag == from_old {
+        return Ok(from_old);
+    }
+    Err(ServeError::Flags(format!(
+        "{OLD_TRUSTED_STORAGE_VARIABLE} (the old name) and --trusted-storage-namespace (HELM_LOCKER_TRUSTED_STORAGE_NAMESPACES) name different trusted storage namespaces; set only one"
+    )))
 }
 
 fn self_managed(
@@ -352,6 +383,49 @@ mod tests {
                 .map_err(|e| e.to_string()),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn trusted_storage_namespaces_come_from_the_flag_or_either_variable_name_never_silently_dropped(
+    ) {
+        let storage = |t: &str| crate::core::TrustedStorage::parse(t).unwrap();
+        let parsed = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["helm-locker", "serve"], args].concat()).unwrap();
+            match cli.command {
+                Command::Serve(args) => args.trusted_storage_namespace,
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(
+            parsed(&[
+                "--trusted-storage-namespace",
+                "flux-system,flux-system/configmap"
+            ]),
+            vec![storage("flux-system"), storage("flux-system/configmap")]
+        );
+        assert!(Cli::try_parse_from([
+            "helm-locker",
+            "serve",
+            "--trusted-storage-namespace",
+            "flux-system/sql"
+        ])
+        .is_err());
+        // The old singular variable alone still works; with the same list too; a different
+        // list is an error, not one of them ignored.
+        assert_eq!(
+            trusted_storage(vec![], Some("flux-system, apps/configmap")).unwrap(),
+            vec![storage("flux-system"), storage("apps/configmap")]
+        );
+        assert_eq!(
+            trusted_storage(vec![storage("flux-system")], Some("flux-system")).unwrap(),
+            vec![storage("flux-system")]
+        );
+        assert_eq!(
+            trusted_storage(vec![storage("a")], None).unwrap(),
+            vec![storage("a")]
+        );
+        assert!(trusted_storage(vec![storage("a")], Some("b")).is_err());
+        assert!(trusted_storage(vec![], Some("Not/ok")).is_err());
     }
 
     #[test]

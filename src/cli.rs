@@ -267,20 +267,26 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_EXCEPTIONS_END_ON_UPGRADE", default_value_t = false, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) exceptions_end_on_upgrade: bool,
-    /// A namespace where only controllers the admin runs write release Secrets (Flux's
-    /// `flux-system`; repeat the flag, or separate with commas). A release stored in one
-    /// namespace whose objects are in another (a Flux HelmRelease with `targetNamespace`) is
-    /// locked only when the author stamped on its Secret may create Secrets in the release's
-    /// namespace; in a trusted namespace, a revision without a known author (written before
-    /// helm-locker, or while its author webhook was away) counts too. A known author without
-    /// that right never counts.
+    /// A namespace where only controllers the admin runs write release objects, with the
+    /// driver they use there: `flux-system` (Secrets: Helm's and Flux's helm-controller's
+    /// storage), `flux-system/configmap` (release ConfigMaps, trusted only when named so);
+    /// repeat the flag, or separate with commas. A release stored in one namespace whose
+    /// objects are in another (a Flux HelmRelease with `targetNamespace`) is locked only when
+    /// the author stamped on it may create that kind in the release's namespace; in a trusted
+    /// storage namespace, a revision that was never stamped (written before helm-locker, or
+    /// while its author webhook was away) counts too. A stamp that fails (does not verify,
+    /// replayed, of an older helm-locker, a revision brought back) and a known author without
+    /// the right never count. The variable's old singular name
+    /// (HELM_LOCKER_TRUSTED_STORAGE_NAMESPACE) is read too; set both differently and serve
+    /// refuses to start.
     #[arg(
         long,
-        env = "HELM_LOCKER_TRUSTED_STORAGE_NAMESPACE",
+        env = "HELM_LOCKER_TRUSTED_STORAGE_NAMESPACES",
         value_delimiter = ',',
-        value_name = "NAMESPACE"
+        value_parser = trusted_storage,
+        value_name = "NAMESPACE[/DRIVER]"
     )]
-    pub(crate) trusted_storage_namespace: Vec<String>,
+    pub(crate) trusted_storage_namespace: Vec<crate::core::TrustedStorage>,
     /// Where Helm keeps releases, as its storage drivers (HELM_DRIVER) do: `secret` (Helm's
     /// default) and `configmap` (HELM_DRIVER=configmap, k3s's helm-controller with
     /// spec.driver: configmap), comma-separated. Each is one list and one watch per namespace
@@ -453,6 +459,14 @@ fn release_driver(text: &str) -> Result<crate::core::ReleaseDriver, InvalidValue
     crate::core::ReleaseDriver::parse(text).ok_or_else(|| {
         InvalidValue(format!(
             "{text:?} is not a driver helm-locker reads: secret or configmap"
+        ))
+    })
+}
+
+pub(crate) fn trusted_storage(text: &str) -> Result<crate::core::TrustedStorage, InvalidValue> {
+    crate::core::TrustedStorage::parse(text).ok_or_else(|| {
+        InvalidValue(format!(
+            "{text:?} is not a trusted storage: a namespace, or namespace/secret or namespace/configmap"
         ))
     })
 }

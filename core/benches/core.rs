@@ -427,7 +427,7 @@ fn author_benches(c: &mut Criterion) {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let stamping = Stamping { key };
+    let stamping = Stamping::new(key);
     let mut group = c.benchmark_group("release Secret read");
     group.throughput(Throughput::Bytes(payload.len() as u64));
     group.bench_function("decoded", |b| {

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine as _;
 use ring::{digest, hmac};
@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::kinds::Scope;
 use crate::release::Driver;
+use crate::spent::SpentStamps;
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
 pub const AUTHOR_ANNOTATION: &str = "helm-locker.io/author";
@@ -263,8 +264,9 @@ pub enum Unknown {
     BadProof,
     /// The revision was not read from the API server (a folder of releases, a test).
     NotRead,
-    /// A stamp made before the Secret was created ([`STAMP_WINDOW_SECONDS`]): carried from an
-    /// earlier write (deleted and created again with a saved stamp, or restored from a backup).
+    /// A stamp made before the Secret was created ([`STAMP_WINDOW_SECONDS`]), or seen by this
+    /// process on another object ([`crate::spent`]): carried from an earlier write (deleted and
+    /// created again with a saved stamp, or restored from a backup).
     Replayed,
     /// A stamp of a locker before stamps carried their time (`v1.`): it cannot be told apart
     /// from one carried from an earlier write. The release's next write by Helm is stamped anew.
@@ -283,7 +285,7 @@ impl Unknown {
             Unknown::BadProof => "its author stamp does not verify",
             Unknown::NotRead => "not read from the API server",
             Unknown::Replayed => {
-                "its author stamp was made for an earlier write (the Secret was created after it: deleted and written again, or restored)"
+                "its author stamp was made for an earlier write (the Secret was created after it, or helm-locker saw the stamp on another Secret of that name: deleted and written again, or restored)"
             }
             Unknown::WentBack => {
                 "it is older than a revision of this release helm-locker saw before (the newer ones were deleted: an old revision brought back)"
@@ -321,10 +323,21 @@ pub struct StoredSecret<'a> {
     pub release: &'a [u8],
 }
 
-/// The key the stamps are made and checked with.
+/// The key the stamps are made and checked with, and the stamps seen with it in this process
+/// ([`crate::spent`]: a new key starts with none, as no earlier stamp verifies under it).
 #[derive(Clone, Debug)]
 pub struct Stamping {
     pub key: AuthorKey,
+    pub spent: Arc<Mutex<SpentStamps>>,
+}
+
+impl Stamping {
+    pub fn new(key: AuthorKey) -> Stamping {
+        Stamping {
+            key,
+            spent: Arc::default(),
+        }
+    }
 }
 
 /// Who wrote `secret` ([`Authorship`]). Only a stamp this key made for these contents, at most
@@ -357,6 +370,42 @@ pub fn authorship(stamping: &Stamping, secret: StoredSecret<'_>) -> Authorship {
         }
         (None, None) => Authorship::Unknown(Unknown::NotStamped),
         _ => Authorship::Unknown(Unknown::BadProof),
+    }
+}
+
+/// [`authorship`] of the object `uid` as the API server stores it, read at `now` (Unix seconds),
+/// with the stamps this process has seen ([`crate::spent`]): a verified stamp first seen on
+/// another object (one deleted, superseded or replaced since) names nobody here
+/// ([`Unknown::Replayed`]), even inside the window. Every verified stamp read through here is
+/// bound to its object, so the watch's deletes are read through here too.
+pub fn authorship_seen(
+    stamping: &Stamping,
+    secret: StoredSecret<'_>,
+    uid: &str,
+    now: i64,
+) -> Authorship {
+    let author = authorship(stamping, secret);
+    let Authorship::Known(_) = &author else {
+        return author;
+    };
+    let Some(proof) = secret.annotations.and_then(|a| a.get(PROOF_ANNOTATION)) else {
+        return author;
+    };
+    let Some(stamped_at) = proof
+        .strip_prefix(PROOF_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .and_then(|(time, _)| time.parse::<i64>().ok())
+    else {
+        return author;
+    };
+    let mut spent = stamping
+        .spent
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if spent.first_seen_on(proof, stamped_at, uid, now) {
+        author
+    } else {
+        Authorship::Unknown(Unknown::Replayed)
     }
 }
 
@@ -840,7 +889,7 @@ mod tests {
     }
 
     fn stamping() -> Stamping {
-        Stamping { key: key() }
+        Stamping::new(key())
     }
 
     fn alice() -> Author {
@@ -888,6 +937,42 @@ mod tests {
             created: Some(T),
             release,
         }
+    }
+
+    #[test]
+    fn a_stamp_seen_on_one_object_names_nobody_on_another_created_again_inside_the_window() {
+        // The admin's revision, stamped at T, seen by the watch on the object uid-1; alice saves
+        // it, deletes it and creates it again 30 s later while the author webhook is away.
+        let root = Author {
+            username: "admin".into(),
+            groups: vec!["system:masters".into()],
+            ..Author::default()
+        };
+        let annotations = stamped(&root, b"release-2");
+        let s = stamping();
+        let admin = Authorship::Known(Arc::new(root));
+        let mut original = stored(Some(&annotations), "500", b"release-2");
+        original.created = Some(T);
+        assert_eq!(authorship_seen(&s, original, "uid-1", T + 1), admin);
+        let mut again = original;
+        again.created = Some(T + 30);
+        // The window alone lets it through (the control): that is what the spent stamp closes.
+        assert_eq!(authorship(&s, again), admin);
+        assert_eq!(
+            authorship_seen(&s, again, "uid-2", T + 31),
+            Authorship::Unknown(Unknown::Replayed)
+        );
+        // The first object read again (a re-list, the fresh read) is still the admin's.
+        assert_eq!(authorship_seen(&s, original, "uid-1", T + 32), admin);
+        // Another process (a restart, another replica that never saw uid-1) cannot tell.
+        assert_eq!(authorship_seen(&stamping(), again, "uid-2", T + 31), admin);
+        // A stamp that names nobody is not recorded: unknown stays unknown, for whatever reason.
+        let unstamped = stored(None, "500", b"release-2");
+        assert_eq!(
+            authorship_seen(&s, unstamped, "uid-3", T),
+            Authorship::Unknown(Unknown::NotStamped)
+        );
+        assert_eq!(s.spent.lock().unwrap().len(), 1);
     }
 
     #[test]
@@ -940,9 +1025,7 @@ mod tests {
             Authorship::Unknown(Unknown::BadProof)
         );
         // Made with another key.
-        let other = Stamping {
-            key: AuthorKey::new(&[8u8; 32]).unwrap(),
-        };
+        let other = Stamping::new(AuthorKey::new(&[8u8; 32]).unwrap());
         assert_eq!(
             authorship(&other, stored(Some(&annotations), "500", b"release-2")),
             Authorship::Unknown(Unknown::BadProof)

@@ -33,7 +33,7 @@ pub use release::{
     set_max_release_bytes, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
     SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
 };
-pub use storage::{speaks_for_its_namespace, storage_question};
+pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
 pub use tree::Tree;
@@ -79,7 +79,7 @@ pub use revert_plan::{
 
 // The author stamp: who wrote a revision, and what the reverter may write for that author.
 pub use author::{
-    authorship, needs as author_needs, permission as author_permission, role_ref,
+    authorship, authorship_seen, needs as author_needs, permission as author_permission, role_ref,
     stamp_annotations, unknown_author_scope, Access as AuthorAccess, Author, AuthorKey, Authorship,
     Need as AuthorNeed, OutOfScope as UnknownAuthorOutOfScope, Permission as AuthorPermission,
     Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
@@ -121,6 +121,7 @@ mod revert_plan;
 mod review;
 mod scan;
 mod schema;
+mod spent;
 mod stamp;
 mod storage;
 mod trace;

@@ -168,7 +168,7 @@ fn author_of_write(
             .and_then(unix_seconds),
         release: &old_release,
     };
-    let stamping = Stamping { key: key.clone() };
+    let stamping = Stamping::new(key.clone());
     let before = authorship(&stamping, stored);
     if matches!(&before, Authorship::Known(author) if **author == writer) {
         return Stamp::By(writer);
@@ -180,6 +180,16 @@ fn author_of_write(
         Authorship::Known(author) => Stamp::By(Author::clone(&author)),
         Authorship::Unknown(_) => Stamp::Nobody,
     }
+}
+
+/// The denial of a release object written without a name (`metadata.generateName`).
+fn unnamed_release(driver: Driver) -> String {
+    format!(
+        "helm-locker: a Helm release {} (owner=helm, with data.release) must be created with a name: \
+         Helm names every revision sh.helm.release.v1.<release>.v<revision>, and a revision named by \
+         the API server (metadata.generateName) cannot carry the author stamp",
+        driver.kind()
+    )
 }
 
 fn pointer(key: &str) -> String {
@@ -224,6 +234,18 @@ pub fn stamp(
         .clone()
         .or(request.name)
         .unwrap_or_default();
+    if name.is_empty() {
+        // `metadata.generateName`: the API server names the object after admission, so a
+        // stamp made now would be over a name it never has and never verify, and a stamp that
+        // fails must not be a way to be "unknown" instead of "known and refused". Helm always
+        // names its revisions; nobody needs this write.
+        let message = unnamed_release(driver);
+        return Ok(render_response(
+            &api_version,
+            &request.uid,
+            Verdict::Deny(&message),
+        ));
+    }
     let release = object
         .release(driver)
         .ok_or_else(|| ReviewError::BadRequest("data.release is not base64".into()))?;
@@ -299,7 +321,7 @@ mod tests {
     }
 
     fn stamping() -> Stamping {
-        Stamping { key: key() }
+        Stamping::new(key())
     }
 
     fn alice() -> Author {
@@ -577,6 +599,53 @@ mod tests {
             CREATED + 600,
         );
         assert_eq!(author_as(&after, Driver::ConfigMap), known(admin()));
+    }
+
+    #[test]
+    fn a_release_object_without_a_name_is_refused_never_stamped_over_no_name() {
+        // generateName: no name at mutating admission, in the object or the request.
+        let data = base64::engine::general_purpose::STANDARD.encode(b"H4sI-release");
+        let nameless = |kind: &str| {
+            let mut object = json!({
+                "apiVersion": "v1", "kind": kind,
+                "metadata": {"generateName": "sh.helm.release.v1.web.v", "namespace": "flux-system",
+                             "labels": {"owner": "helm", "name": "web", "status": "deployed", "version": "1"}},
+                "data": {"release": if kind == "Secret" { data.clone() } else { "H4sI-release".to_string() }},
+            });
+            if kind == "Secret" {
+                object["type"] = json!(RELEASE_SECRET_TYPE);
+            }
+            let mut body: Value = serde_json::from_slice(&review(object, alice_json())).unwrap();
+            body["request"]["name"] = json!("");
+            body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": kind});
+            serde_json::to_vec(&body).unwrap()
+        };
+        for kind in ["ConfigMap", "Secret"] {
+            let answer: Value =
+                serde_json::from_slice(&stamp(&key(), &nameless(kind), CREATED).unwrap()).unwrap();
+            assert_eq!(answer["response"]["allowed"], false, "{kind}: {answer}");
+            assert_eq!(answer["response"]["status"]["code"], 403);
+            let message = answer["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("release {kind}")) && message.contains("generateName"),
+                "{message}"
+            );
+            assert!(answer["response"].get("patch").is_none());
+        }
+        // The control: the same ConfigMap with a name is stamped with its writer.
+        let mut named: Value = serde_json::from_slice(&nameless("ConfigMap")).unwrap();
+        named["request"]["name"] = json!("sh.helm.release.v1.web.v1");
+        let answer = stamp(&key(), &serde_json::to_vec(&named).unwrap(), CREATED).unwrap();
+        let stamped = annotations_of(&applied(&answer, named["request"]["object"].clone()));
+        assert!(stamped[AUTHOR_ANNOTATION].contains("alice"), "{stamped:?}");
+        // A ConfigMap that is no release passes, named or not.
+        let plain = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"generateName": "cache-"}, "data": {"k": "v"}});
+        let mut body: Value = serde_json::from_slice(&review(plain, alice_json())).unwrap();
+        body["request"]["name"] = json!("");
+        body["request"]["kind"] = json!({"kind": "ConfigMap"});
+        let answer = stamp(&key(), &serde_json::to_vec(&body).unwrap(), CREATED).unwrap();
+        assert!(response(&answer)["response"].get("patch").is_none());
     }
 
     #[test]

@@ -12,15 +12,62 @@
 //! Secrets in the release's namespace**, that is, could have stored the same release there,
 //! where it would lock the same objects. So the layout grants nobody a lock they could not
 //! make already. The author is the one the author webhook stamped ([`crate::author`]); a
-//! revision whose author is not known counts only in a storage namespace the admin trusts
-//! (`--trusted-storage-namespace`: only controllers the admin runs write Secrets there, as in
-//! `flux-system`). A known author without the right is never trusted, whatever the namespace.
+//! revision that was never stamped counts only in a storage namespace the admin trusts, and only
+//! kept by a driver the admin names for it ([`TrustedStorage`], `--trusted-storage-namespace`:
+//! only controllers the admin runs write release Secrets there, as Flux's helm-controller in
+//! `flux-system`). A stamp that fails (it does not verify, was replayed, is of an older locker,
+//! or its revision went back) is never trusted: a writer can make any stamp fail, so "unknown"
+//! must not be worth more than "known and refused". A known author without the right is never
+//! trusted, whatever the namespace.
 //! A release that counts is still second to one stored in its own namespace
 //! ([`crate::Claims`]-owner rule), and the reverter still writes from it only what its author
 //! may write.
 
-use crate::author::{Access, Authorship};
-use crate::release::{ReleaseSecret, SecretError};
+use std::fmt;
+
+use crate::author::{Access, Authorship, Unknown};
+use crate::release::{Driver, ReleaseSecret, SecretError};
+
+/// A storage namespace the admin trusts, for one driver: `flux-system` (Secrets, Helm's and
+/// Flux's helm-controller's storage), `flux-system/secret`, or `flux-system/configmap` (release
+/// ConfigMaps: named on their own, since who may write ConfigMaps in a namespace is usually a
+/// wider set than who may write Secrets there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedStorage {
+    pub namespace: String,
+    pub driver: Driver,
+}
+
+impl TrustedStorage {
+    /// `NAMESPACE` or `NAMESPACE/DRIVER` (`secret` or `configmap`); `None` for anything else.
+    pub fn parse(text: &str) -> Option<TrustedStorage> {
+        let (namespace, driver) = match text.split_once('/') {
+            Some((namespace, driver)) => (namespace, Driver::parse(driver)?),
+            None => (text, Driver::Secret),
+        };
+        let valid = !namespace.is_empty()
+            && namespace.len() <= 63
+            && namespace
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !namespace.starts_with('-')
+            && !namespace.ends_with('-');
+        valid.then(|| TrustedStorage {
+            namespace: namespace.to_string(),
+            driver,
+        })
+    }
+
+    fn trusts(&self, secret: &ReleaseSecret) -> bool {
+        self.namespace == secret.secret.namespace && self.driver == secret.secret.driver
+    }
+}
+
+impl fmt::Display for TrustedStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.driver.as_str())
+    }
+}
 
 /// What a release stored in another namespace asks of its author: the question, put to the
 /// API server as the author (a SubjectAccessReview), is whether they may create Secrets in the
@@ -45,11 +92,12 @@ fn stored_elsewhere(secret: &ReleaseSecret) -> bool {
 
 /// Whether a release Secret's release counts: always in its own namespace; stored elsewhere,
 /// when its known author may create Secrets in the release's namespace (`allowed`, the
-/// authorizer's answer to [`storage_question`]; `None` when not asked), or its author is not
-/// known and it is stored in a namespace of `trusted`. Else the error says why.
+/// authorizer's answer to [`storage_question`]; `None` when not asked), or it was never stamped
+/// ([`Unknown::NotStamped`]) and is stored in a namespace and driver of `trusted`. Else the
+/// error says why.
 pub fn speaks_for_its_namespace(
     secret: &ReleaseSecret,
-    trusted: &[String],
+    trusted: &[TrustedStorage],
     allowed: Option<bool>,
 ) -> Result<(), SecretError> {
     if !stored_elsewhere(secret) {
@@ -69,11 +117,22 @@ pub fn speaks_for_its_namespace(
             secret.secret.driver.kind(),
             secret.release.namespace
         )),
-        (Authorship::Unknown(_), _) if trusted.contains(&secret.secret.namespace) => Ok(()),
+        (Authorship::Unknown(Unknown::NotStamped), _) if trusted.iter().any(|t| t.trusts(secret)) => {
+            Ok(())
+        }
+        (Authorship::Unknown(Unknown::NotStamped), _) => refuse(format!(
+            "its author is not known ({}), and {:?} is not a trusted storage namespace for {}s (--trusted-storage-namespace {})",
+            Unknown::NotStamped.as_str(),
+            secret.secret.namespace,
+            secret.secret.driver.kind(),
+            TrustedStorage {
+                namespace: secret.secret.namespace.clone(),
+                driver: secret.secret.driver
+            }
+        )),
         (Authorship::Unknown(why), _) => refuse(format!(
-            "its author is not known ({}), and {:?} is not a trusted storage namespace (--trusted-storage-namespace)",
+            "its author is not known ({}); a stamp that fails is never trusted, even in a trusted storage namespace",
             why.as_str(),
-            secret.secret.namespace
         )),
     }
 }
@@ -149,7 +208,7 @@ mod tests {
             "{message}"
         );
         // Trusting the storage namespace never overrides a known author's answer.
-        let trusted = ["flux-system".to_string()];
+        let trusted = [TrustedStorage::parse("flux-system").unwrap()];
         assert!(speaks_for_its_namespace(&flux(controller()), &trusted, Some(false)).is_err());
         // Unknown authors: only in a trusted storage namespace.
         let unknown = flux(Authorship::Unknown(Unknown::NotStamped));
@@ -159,7 +218,78 @@ mod tests {
             "{refused}"
         );
         assert!(speaks_for_its_namespace(&unknown, &trusted, None).is_ok());
-        let elsewhere = ["tenant".to_string()];
+        let elsewhere = [TrustedStorage::parse("tenant").unwrap()];
         assert!(speaks_for_its_namespace(&unknown, &elsewhere, None).is_err());
+    }
+
+    #[test]
+    fn a_trusted_storage_namespace_never_trusts_a_stamp_that_failed() {
+        // generateName, a copied stamp, a replay, an old locker's stamp, a revision brought
+        // back: each turns a known author without the right into "unknown"; none counts.
+        let trusted = [TrustedStorage::parse("flux-system").unwrap()];
+        for why in [
+            Unknown::BadProof,
+            Unknown::Replayed,
+            Unknown::OldProof,
+            Unknown::WentBack,
+            Unknown::NotRead,
+        ] {
+            let refused = speaks_for_its_namespace(&flux(Authorship::Unknown(why)), &trusted, None)
+                .expect_err("a failed stamp is not trusted");
+            assert!(
+                refused.to_string().contains("never trusted")
+                    && refused.to_string().contains(why.as_str()),
+                "{refused}"
+            );
+        }
+        let never_stamped = flux(Authorship::Unknown(Unknown::NotStamped));
+        assert!(speaks_for_its_namespace(&never_stamped, &trusted, None).is_ok());
+    }
+
+    #[test]
+    fn a_trusted_storage_namespace_trusts_only_the_drivers_the_admin_names() {
+        let mut config_map = flux(Authorship::Unknown(Unknown::NotStamped));
+        config_map.secret.driver = Driver::ConfigMap;
+        let secret = flux(Authorship::Unknown(Unknown::NotStamped));
+        let secrets_only = [TrustedStorage::parse("flux-system").unwrap()];
+        let refused = speaks_for_its_namespace(&config_map, &secrets_only, None).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("--trusted-storage-namespace flux-system/configmap"),
+            "{refused}"
+        );
+        assert!(speaks_for_its_namespace(&secret, &secrets_only, None).is_ok());
+        let config_maps = [TrustedStorage::parse("flux-system/configmap").unwrap()];
+        assert!(speaks_for_its_namespace(&config_map, &config_maps, None).is_ok());
+        assert!(speaks_for_its_namespace(&secret, &config_maps, None).is_err());
+        let explicit = [TrustedStorage::parse("flux-system/secret").unwrap()];
+        assert!(speaks_for_its_namespace(&secret, &explicit, None).is_ok());
+    }
+
+    #[test]
+    fn a_trusted_storage_is_a_namespace_with_an_optional_driver() {
+        let parsed = |t: &str| TrustedStorage::parse(t).map(|t| t.to_string());
+        assert_eq!(parsed("flux-system").as_deref(), Some("flux-system/secret"));
+        assert_eq!(
+            parsed("flux-system/secret").as_deref(),
+            Some("flux-system/secret")
+        );
+        assert_eq!(
+            parsed("flux-system/configmap").as_deref(),
+            Some("flux-system/configmap")
+        );
+        for bad in [
+            "",
+            "/configmap",
+            "flux-system/",
+            "flux-system/sql",
+            "Flux",
+            "a/b/c",
+            "-x",
+            " flux-system",
+        ] {
+            assert_eq!(parsed(bad), None, "{bad:?}");
+        }
     }
 }

@@ -88,7 +88,7 @@ pub struct Settings {
     pub switches_configmap: Option<String>,
     /// Storage namespaces whose releases of other namespaces count without a known author
     /// (`--trusted-storage-namespace`; [`crate::core::speaks_for_its_namespace`]).
-    pub trusted_storage_namespaces: Vec<String>,
+    pub trusted_storage_namespaces: Vec<crate::core::TrustedStorage>,
     /// The kinds Helm's releases are read from: Secrets, ConfigMaps, or both
     /// (`--release-drivers`; Kubernetes source only). One watch per kind and scope.
     pub release_drivers: Vec<crate::core::ReleaseDriver>,

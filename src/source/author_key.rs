@@ -94,9 +94,7 @@ impl AuthorKeySecret {
                 Err(e) => return Err(self.api_error(e)),
             },
         };
-        Ok(Stamping {
-            key: self.read(&secret)?,
-        })
+        Ok(Stamping::new(self.read(&secret)?))
     }
 
     fn new_secret(&self) -> Result<Secret, AuthorKeyError> {

@@ -17,7 +17,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::{
-    authorship, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
+    authorship_seen, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
     PreparedSecret, ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping,
     Status, StoredSecret,
 };
@@ -155,7 +155,7 @@ fn read_author<K: ReleaseObject>(
         .creation_timestamp
         .as_ref()
         .map(|t| t.0.as_second());
-    decoded.author = authorship(
+    decoded.author = authorship_seen(
         stamping,
         StoredSecret {
             driver: K::DRIVER,
@@ -166,7 +166,44 @@ fn read_author<K: ReleaseObject>(
             created: decoded.created,
             release: payload,
         },
+        metadata.uid.as_deref().unwrap_or_default(),
+        unix_now(),
     );
+}
+
+/// Binds the stamp of a release object the watch saw go (deleted, or out of the watch as
+/// `superseded`) to it, so that a copy created again carrying it names nobody
+/// ([`authorship_seen`]). No decoding: the stamp is over Helm's layer as it is.
+fn spend_stamp<K: ReleaseObject>(secret: &K, stamping: &Stamping) {
+    let metadata = secret.meta();
+    let Some(payload) = secret.payload() else {
+        return;
+    };
+    let reference = secret_ref(secret);
+    authorship_seen(
+        stamping,
+        StoredSecret {
+            driver: K::DRIVER,
+            namespace: &reference.namespace,
+            name: &reference.name,
+            annotations: metadata.annotations.as_ref(),
+            resource_version: metadata.resource_version.as_deref(),
+            created: metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second()),
+            release: payload,
+        },
+        metadata.uid.as_deref().unwrap_or_default(),
+        unix_now(),
+    );
+}
+
+/// The locker's clock, in Unix seconds.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Warning Events on release Secrets that are not indexed: a release stored in another
@@ -534,6 +571,7 @@ pub(crate) async fn watch<K: ReleaseObject>(
                 }
             }
             WatchEvent::Delete(secret) => {
+                spend_stamp(&secret, &stamping);
                 let reference = secret_ref(&secret);
                 versions.remove(&reference);
                 let report = shared

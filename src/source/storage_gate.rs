@@ -9,11 +9,11 @@ pub(crate) struct StorageGate {
     checks: AuthorChecks,
     /// Storage namespaces whose release Secrets only the admin's controllers write
     /// (`--trusted-storage-namespace`): their revisions count without a known author.
-    trusted: Vec<String>,
+    trusted: Vec<crate::core::TrustedStorage>,
 }
 
 impl StorageGate {
-    pub(crate) fn new(client: kube::Client, trusted: Vec<String>) -> Self {
+    pub(crate) fn new(client: kube::Client, trusted: Vec<crate::core::TrustedStorage>) -> Self {
         StorageGate {
             checks: AuthorChecks::new(client),
             trusted,
