@@ -85,7 +85,7 @@ pub use author::{
     Place as WritePlace, RoleRef, Stamping, StoredSecret, Unknown as UnknownAuthor,
     Write as ReverterWrite, AUTHOR_ANNOTATION, MIN_KEY_BYTES as MIN_AUTHOR_KEY_BYTES,
 };
-pub use stamp::{stamp as stamp_review, VOUCH_ANNOTATION};
+pub use stamp::{stamp as stamp_review, vouch_content, VOUCH_ANNOTATION, VOUCH_CONTENT_ANNOTATION};
 
 // Chart files and tracing: which template and values key set a field; `inspect`'s report.
 pub use chart::{decode_chart_files, decode_chart_files_payload, find_chart_files, ChartFiles};

@@ -11,7 +11,10 @@
 //! or while its webhook was away, or under a key made again). That grants nothing: whoever may
 //! update the Secret may rewrite the revision and be its author anyway, and the reverter then
 //! writes from it only what the voucher may write. The annotation is taken off the stored Secret,
-//! so a later write (`kubectl edit`) that carries it along vouches for nothing.
+//! so a later write (`kubectl edit`) that carries it along vouches for nothing. The plugin binds
+//! each vouch to what it showed: [`VOUCH_CONTENT_ANNOTATION`] names the content's digest, and a
+//! vouch whose write holds other content is refused (as is, by the API server, one whose
+//! `resourceVersion` precondition no longer holds).
 
 use std::collections::BTreeMap;
 
@@ -123,6 +126,19 @@ struct StampMetadata {
 /// The annotation by which a writer takes responsibility for a release revision as it stands
 /// (its value: why, for people reading the write in the audit log).
 pub const VOUCH_ANNOTATION: &str = "helm-locker.io/vouch";
+
+/// The annotation that binds a vouch to the content its voucher was shown: the
+/// [`vouch_content`] of the revision `kubectl locker vouch` read. A vouch whose write holds other
+/// content is refused; the annotation is never stored, and alone vouches for nothing.
+pub const VOUCH_CONTENT_ANNOTATION: &str = "helm-locker.io/vouch-content";
+
+/// What [`VOUCH_CONTENT_ANNOTATION`] names of a revision: `sha256:` and the hex SHA-256 of
+/// Helm's layer of its `data.release` (a Secret's after its own base64, a ConfigMap's as it is).
+pub fn vouch_content(release: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, release);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
 
 /// Who a write of a release Secret is stamped with.
 #[derive(Debug, PartialEq, Eq)]
@@ -254,6 +270,25 @@ pub fn stamp(
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(VOUCH_ANNOTATION));
+    let shown = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VOUCH_CONTENT_ANNOTATION));
+    if let (true, Some(shown)) = (vouched, shown) {
+        let written = vouch_content(&release);
+        if *shown != written {
+            let message = format!(
+                "helm-locker: this vouch for {namespace}/{name} names {shown}, which is not the content written ({written}): the revision changed since it was shown; run kubectl locker vouch again to see it"
+            );
+            return Ok(render_response(
+                &api_version,
+                &request.uid,
+                Verdict::Deny(&message),
+            ));
+        }
+    }
+    let shown = shown.is_some();
     let author = if vouched {
         Stamp::By(request.user_info)
     } else {
@@ -291,6 +326,9 @@ pub fn stamp(
     };
     if vouched {
         patch.push(serde_json::json!({"op": "remove", "path": pointer(VOUCH_ANNOTATION)}));
+    }
+    if shown {
+        patch.push(serde_json::json!({"op": "remove", "path": pointer(VOUCH_CONTENT_ANNOTATION)}));
     }
     if patch.is_empty() {
         return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
@@ -760,6 +798,58 @@ mod tests {
         again["metadata"]["annotations"][VOUCH_ANNOTATION] = json!("mine now");
         let taken = written(again, vouched, alice_json(), later + 2);
         assert_eq!(author(&taken), known(alice()));
+    }
+
+    /// The digest `kubectl locker vouch` sends of the revision it showed.
+    fn shown(release: &Value) -> String {
+        vouch_content(&helm(release))
+    }
+
+    #[test]
+    fn a_vouch_for_other_content_than_it_showed_is_refused() {
+        // alice's revision: the admin was shown her first content, then she changed it.
+        let shown_content = release("---\nkind: ConfigMap\n", "deployed");
+        let changed = release(
+            "---\nkind: ClusterRoleBinding\nsubjects: [alice]\n",
+            "deployed",
+        );
+        let stored = secret(&changed, None);
+        let mut vouch = stored.clone();
+        vouch["metadata"]["annotations"] = json!({
+            VOUCH_ANNOTATION: "found at install",
+            VOUCH_CONTENT_ANNOTATION: shown(&shown_content),
+        });
+        let body = stamp(
+            &key(),
+            &update(vouch, stored.clone(), admin_json()),
+            CREATED + 60,
+        )
+        .unwrap();
+        let answer: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        let message = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(message.contains("not the content"), "{message}");
+        // The content shown: vouched, and neither annotation is stored.
+        let mut vouch = stored.clone();
+        vouch["metadata"]["annotations"] = json!({
+            VOUCH_ANNOTATION: "found at install",
+            VOUCH_CONTENT_ANNOTATION: shown(&changed),
+        });
+        let vouched = written(vouch, stored, admin_json(), CREATED + 60);
+        assert_eq!(author(&vouched), known(admin()));
+        let annotations = annotations_of(&vouched);
+        assert!(
+            !annotations.contains_key(VOUCH_ANNOTATION)
+                && !annotations.contains_key(VOUCH_CONTENT_ANNOTATION),
+            "{annotations:?}"
+        );
+        // The digest alone vouches for nothing, and is not stored either.
+        let plain = secret(&changed, None);
+        let mut carried = plain.clone();
+        carried["metadata"]["annotations"] = json!({VOUCH_CONTENT_ANNOTATION: shown(&changed)});
+        let after = written(carried, plain, alice_json(), CREATED + 61);
+        assert_eq!(author(&after), Authorship::Unknown(Unknown::NotStamped));
+        assert!(!annotations_of(&after).contains_key(VOUCH_CONTENT_ANNOTATION));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The plugin's reads from the API server (nothing is written): the client from the
+//! The plugin's reads from the API server (and `unlock`'s and `vouch`'s writes): the client from the
 //! kubeconfig, release Secrets into an [`Index`], discovery, the live objects, the schema.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,7 +14,9 @@ use kube::discovery::{pinned_kind, Discovery, Scope};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 
-use super::{diff, status, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand};
+use super::{
+    diff, status, vouch, why, Format, Live, LiveObjects, ObjectId, PluginArgs, PluginCommand,
+};
 use crate::core::{
     release_secret_from_parts, Index, LockedObject, ReleaseSecret, Schema, SecretRef,
 };
@@ -217,6 +219,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
             release,
             all,
             reason,
+            include_known_authors,
+            yes,
         } => {
             if release.is_none() && !all {
                 return Err(PluginError::Usage(
@@ -234,25 +238,81 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                     "no Helm release {name} in namespace {namespace}"
                 )));
             }
-            let mut unstamped = 0;
+            let schema = schema(&client).await;
+            let (mut unstamped, mut changed) = (0, 0);
             for state in index.releases() {
                 let Some(newest) = state.newest() else {
                     continue;
                 };
-                let author = vouch(&client, &newest.secret, &reason).await?;
-                match author {
-                    Some(author) => println!(
+                let Some(candidate) = read_candidate(&client, &newest.secret).await? else {
+                    eprintln!(
+                        "kubectl-locker: release {} revision {}: its {} {} is gone, or no longer a revision: not vouched",
+                        state.key,
+                        newest.revision,
+                        newest.secret.driver.kind(),
+                        newest.secret
+                    );
+                    continue;
+                };
+                let claimed = vouch::claimed(&candidate.annotations);
+                if let vouch::Eligible::KnownAuthor(author) =
+                    vouch::eligible(&claimed, include_known_authors)
+                {
+                    println!("{}", vouch::skipped(&candidate, &author));
+                    continue;
+                }
+                let one = Index::from_secrets([candidate.revision.clone()]);
+                let objects: Vec<_> = one
+                    .releases()
+                    .into_iter()
+                    .filter(|s| diff::compared(s).is_ok())
+                    .flat_map(|s| s.objects.iter().flatten().cloned())
+                    .collect();
+                let live = fetch(&client, objects).await;
+                let report = diff::diff(&one, &config, &schema, &live);
+                print!("{}", vouch::show(&candidate, Some(&report)));
+                if !yes
+                    && !ask(&format!(
+                        "Vouch for release {} revision {}, adopting it with your rights? [y/N] ",
+                        state.key, candidate.revision.release.revision
+                    ))
+                {
+                    println!(
+                        "not vouched: release {} revision {}",
+                        state.key, candidate.revision.release.revision
+                    );
+                    continue;
+                }
+                match write_vouch(&client, &candidate, &reason).await? {
+                    Vouched::Author(author) => println!(
                         "vouched: release {} revision {} ({}), author now {author}",
-                        state.key, newest.revision, newest.status
+                        state.key,
+                        candidate.revision.release.revision,
+                        candidate.revision.release.status
                     ),
-                    None => {
+                    Vouched::NotStamped => {
                         unstamped += 1;
                         eprintln!(
                             "kubectl-locker: release {} revision {}: written, but not stamped",
-                            state.key, newest.revision
+                            state.key, candidate.revision.release.revision
+                        );
+                    }
+                    Vouched::Changed => {
+                        changed += 1;
+                        eprintln!(
+                            "kubectl-locker: release {} revision {}: not vouched: its {} changed since it was shown (resourceVersion {} is no longer the stored one); run kubectl locker vouch again to see what it holds now",
+                            state.key,
+                            candidate.revision.release.revision,
+                            candidate.revision.secret.driver.kind(),
+                            candidate.resource_version
                         );
                     }
                 }
+            }
+            if changed > 0 {
+                return Err(PluginError::Refused(format!(
+                    "{changed} revision(s) changed since they were shown: not vouched"
+                )));
             }
             if unstamped > 0 {
                 return Err(PluginError::Refused(format!(
@@ -279,20 +339,96 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     }
 }
 
-/// Writes the vouch annotation on a release Secret (or the release ConfigMap of Helm's
-/// ConfigMap driver) as the user; the author webhook stamps the write with them and takes the
-/// annotation off. The author the stored object names after it (`None`: no stamp, the webhook
-/// did not answer).
-async fn vouch(
+/// Asks on stderr and reads the answer from stdin: only `y`/`yes` is a yes (end of input: no).
+fn ask(question: &str) -> bool {
+    use std::io::Write as _;
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    match std::io::stdin().read_line(&mut answer) {
+        Ok(_) => vouch::confirmed(&answer),
+        Err(_) => false,
+    }
+}
+
+/// A release's newest revision read again for a vouch, straight from its Secret (or
+/// ConfigMap): what is shown and what the write is bound to. `None`: gone, or not a revision.
+async fn read_candidate(
     client: &Client,
     secret: &SecretRef,
+) -> Result<Option<vouch::Candidate>, PluginError> {
+    let what = || format!("read the release {} {secret}", secret.driver.kind());
+    let (meta, payload) = match secret.driver {
+        crate::core::ReleaseDriver::Secret => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+            let Some(found) = api
+                .get_opt(&secret.name)
+                .await
+                .map_err(PluginError::api(what()))?
+            else {
+                return Ok(None);
+            };
+            let payload = found
+                .data
+                .as_ref()
+                .and_then(|d| d.get("release"))
+                .map(|p| p.0.clone());
+            (found.metadata, payload)
+        }
+        crate::core::ReleaseDriver::ConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &secret.namespace);
+            let Some(found) = api
+                .get_opt(&secret.name)
+                .await
+                .map_err(PluginError::api(what()))?
+            else {
+                return Ok(None);
+            };
+            let payload = found
+                .data
+                .as_ref()
+                .and_then(|d| d.get("release"))
+                .map(|p| p.as_bytes().to_vec());
+            (found.metadata, payload)
+        }
+    };
+    let labels = meta.labels.clone().unwrap_or_default();
+    let Some(revision) = decode(secret.clone(), &labels, payload.as_deref()) else {
+        return Ok(None);
+    };
+    Ok(Some(vouch::Candidate {
+        revision,
+        annotations: meta.annotations.unwrap_or_default(),
+        resource_version: meta.resource_version.unwrap_or_default(),
+        content: crate::core::vouch_content(payload.as_deref().unwrap_or_default()),
+    }))
+}
+
+/// What became of a vouch's write.
+enum Vouched {
+    /// Stamped: the author the stored object names now.
+    Author(String),
+    /// Written, but the author webhook did not answer: no stamp.
+    NotStamped,
+    /// Refused: the revision is no longer the one read (its resourceVersion moved on).
+    Changed,
+}
+
+/// Writes the vouch annotation on the release Secret (or the release ConfigMap of Helm's
+/// ConfigMap driver) as the user, bound to what was read: the patch carries the read
+/// `resourceVersion` (the API server refuses it with a conflict once the object changed) and
+/// the content's digest (the author webhook refuses a vouch of other content). The webhook
+/// stamps the write with the user and takes both annotations off.
+async fn write_vouch(
+    client: &Client,
+    candidate: &vouch::Candidate,
     reason: &str,
-) -> Result<Option<String>, PluginError> {
+) -> Result<Vouched, PluginError> {
     async fn annotate<K: crate::source::release_secrets::ReleaseObject>(
         client: &Client,
         secret: &SecretRef,
         patch: &serde_json::Value,
-    ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, PluginError> {
         let api: Api<K> = Api::namespaced(client.clone(), &secret.namespace);
         let written = api
             .patch(
@@ -303,28 +439,40 @@ async fn vouch(
                 },
                 &kube::api::Patch::Merge(patch),
             )
-            .await
-            .map_err(PluginError::api(format!(
-                "write the release {} {secret}",
-                secret.driver.kind()
-            )))?;
-        Ok(written.annotations().clone())
+            .await;
+        match written {
+            Ok(written) => Ok(Some(written.annotations().clone())),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+            Err(e) => Err(PluginError::Api {
+                what: format!("write the release {} {secret}", secret.driver.kind()),
+                source: e,
+            }),
+        }
     }
-    let patch =
-        serde_json::json!({"metadata": {"annotations": {crate::core::VOUCH_ANNOTATION: reason}}});
+    let secret = &candidate.revision.secret;
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": candidate.resource_version,
+        "annotations": {
+            crate::core::VOUCH_ANNOTATION: reason,
+            crate::core::VOUCH_CONTENT_ANNOTATION: candidate.content,
+        },
+    }});
     let annotations = match secret.driver {
         crate::core::ReleaseDriver::Secret => annotate::<Secret>(client, secret, &patch).await?,
         crate::core::ReleaseDriver::ConfigMap => {
             annotate::<ConfigMap>(client, secret, &patch).await?
         }
     };
+    let Some(annotations) = annotations else {
+        return Ok(Vouched::Changed);
+    };
     if annotations.contains_key(crate::core::VOUCH_ANNOTATION) {
-        return Ok(None);
+        return Ok(Vouched::NotStamped);
     }
     Ok(annotations
         .get(crate::core::AUTHOR_ANNOTATION)
         .and_then(|a| serde_json::from_str::<crate::core::Author>(a).ok())
-        .map(|a| a.username))
+        .map_or(Vouched::NotStamped, |a| Vouched::Author(a.username)))
 }
 
 /// `--object KIND/NAME` or `--object NAME` as a LockException names it.

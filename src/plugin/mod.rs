@@ -11,6 +11,7 @@
 pub(crate) mod diff;
 pub(crate) mod kube_io;
 pub(crate) mod status;
+pub(crate) mod vouch;
 pub(crate) mod why;
 
 use std::collections::HashMap;
@@ -138,23 +139,35 @@ pub(crate) enum PluginCommand {
         paths: Vec<String>,
     },
     /// Take responsibility for a release as it stands: its newest revision is stamped with you
-    /// as its author, by the locker's author webhook. A revision whose author is not known
-    /// (written before helm-locker was installed, while its author webhook was away, or before
-    /// its author key was made again) is held: its objects stay at what is live, and drift of
-    /// its RBAC and cluster-scoped objects is not put back. Vouched for, it is followed again,
-    /// and the reverter writes from it only what you may write yourself. Needs update on the
+    /// as its author, by the locker's author webhook, and you adopt its content with your
+    /// rights. A revision whose author is not known (written before helm-locker was installed,
+    /// while its author webhook was away, or before its author key was made again) is held: its
+    /// objects stay at what is live, and drift of its RBAC and cluster-scoped objects is not put
+    /// back. Vouched for, it is followed again, and the reverter writes from it what you may
+    /// write yourself. Only revisions with no known author are vouched for: one stamped with
+    /// an author is skipped and listed with them. Each vouch first shows the revision, its
+    /// author, the objects the reverter would write (RBAC and cluster-scoped ones called out)
+    /// and their drift from live, and asks (unless --yes); it is bound to what it read (its
+    /// resourceVersion and content): a revision changed since is refused. Needs update on the
     /// release Secrets (where they are stored: -n flux-system for Flux's layout).
     ///
     /// Example: kubectl locker vouch shop -n shop --reason "INC-7: found at install"
     Vouch {
         /// The release to vouch for (in -n NAMESPACE).
         release: Option<String>,
-        /// Every release in the namespace (-n), or in the cluster with -A.
+        /// Every release with no known author in the namespace (-n), or in the cluster with -A.
         #[arg(long, conflicts_with = "release")]
         all: bool,
         /// Why (kept with the write in the API server's audit log).
         #[arg(long)]
         reason: String,
+        /// Vouch for the named RELEASE even if its revision has an author: you take it over
+        /// from them (never with --all).
+        #[arg(long, requires = "release", conflicts_with = "all")]
+        include_known_authors: bool,
+        /// Vouch for what is shown without asking.
+        #[arg(short, long)]
+        yes: bool,
     },
 }
 

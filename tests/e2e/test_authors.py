@@ -322,8 +322,12 @@ class Authors(PlaneTest):
         self.assertTrue(lacks, "\n".join(l for l in locker.log_text().splitlines() if "found" in l or "release Secret" in l)[-6000:])
         self.assertEqual(self.rbac("found"), drifted)
 
-        # The admin vouches with the plugin: the reverter follows the release again.
+        # The admin vouches with the plugin: the reverter follows the release again. Now that
+        # alice is its author, only by name and with --include-known-authors (he takes it over).
         out = self.plane.run([BIN, "kubectl", "vouch", "found", "-n", NS, "--reason", "found at install"])
+        self.assertIn("its author is alice", out.stdout, out.stderr)
+        out = self.plane.run([BIN, "kubectl", "vouch", "found", "-n", NS, "--reason", "found at install",
+                              "--include-known-authors", "--yes"])
         self.assertEqual(out.returncode, 0, out.stderr + out.stdout)
         self.assertIn("author now admin", out.stdout)
         self.assertTrue(eventually(lambda: self.rbac("found") == before, 30),
