@@ -28,10 +28,12 @@
 pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
-    decode_secret, each_release_secret, gunzip_within, helm_payload_json_within, live_owner,
-    max_release_bytes, parse_release_file, release_data, release_secret_from_parts,
-    set_max_release_bytes, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
-    SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
+    decode_release_json_within, decode_secret, each_release_secret, gunzip_within,
+    helm_payload_json_within, live_owner, max_release_bytes, max_release_objects,
+    parse_release_file, release_data, release_secret_from_parts, set_max_release_bytes,
+    set_max_release_objects, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
+    SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
+    NOTES_KEPT_BYTES,
 };
 pub use storage::{speaks_for_its_namespace, storage_question};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.

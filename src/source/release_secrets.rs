@@ -135,6 +135,13 @@ fn decode_or_foreign<K: ReleaseObject>(
             tracing::warn!(secret = %reference, error = %e, "release Secret too large; skipped, no revision: it opens and locks nothing (--max-release-bytes)");
             Err(e)
         }
+        Err(e @ SecretError::Decode(DecodeError::TooManyObjects { .. })) => {
+            // Bounded in objects before the index is built (by name and count, no content).
+            metrics.release_decode_errors.inc();
+            metrics.releases_too_many_objects.inc();
+            tracing::warn!(secret = %reference, error = %e, "release Secret renders too many objects; skipped, no revision: it opens and locks nothing (--max-release-objects)");
+            Err(e)
+        }
         Err(e) => {
             metrics.release_decode_errors.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret does not decode; skipped (its release keeps its other revisions)");
@@ -236,7 +243,9 @@ impl ForeignWarnings {
         let uid = secret.uid().unwrap_or_default();
         if self.warned.insert(uid) {
             let reason = match note {
-                SecretError::Decode(DecodeError::TooLarge { .. }) => "ReleaseTooLarge",
+                SecretError::Decode(
+                    DecodeError::TooLarge { .. } | DecodeError::TooManyObjects { .. },
+                ) => "ReleaseTooLarge",
                 _ => "ForeignRelease",
             };
             let event = Event {
