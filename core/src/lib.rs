@@ -43,6 +43,7 @@ pub use yaml::block::parse as parse_yaml_block;
 pub use yaml::{parse_document as parse_yaml, reference as parse_yaml_reference};
 
 // The index: every release's revisions and every object the newest one owns.
+pub use conflicts::{group_conflicts, ConflictGroup};
 pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, UpdateReport};
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
@@ -99,6 +100,7 @@ pub use parallel::map as parallel_map;
 
 mod author;
 mod chart;
+mod conflicts;
 mod content;
 mod decide;
 mod exception;

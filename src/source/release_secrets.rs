@@ -363,8 +363,9 @@ async fn admit_part<K: ReleaseObject>(
 }
 
 fn log_report(report: &crate::core::UpdateReport) {
-    for conflict in &report.conflicts {
-        tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
+    // One line per set of releases, not per object: one release can render thousands.
+    for group in crate::core::group_conflicts(&report.conflicts) {
+        tracing::warn!(winner = %group.winner, losers = ?group.losers, objects = group.objects, examples = ?group.examples, "objects claimed by several releases (one line per set of releases)");
     }
 }
 
