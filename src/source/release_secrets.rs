@@ -266,6 +266,11 @@ impl ForeignWarnings {
 /// of releases in memory at a time, not a cluster's.
 const DECODED_TOGETHER: usize = 256;
 
+/// A manifest longer than this is parsed into what it locks as soon as its Secret is decoded;
+/// shorter ones (a 30-object release is about 18 kB) a part at a time, on every core. What a
+/// part holds decoded at once is then at most 256 of these, not 256 releases of 16 MiB.
+const PARSED_AT_ONCE_BYTES: usize = 256 * 1024;
+
 /// A part of a list, decoded and its manifests parsed.
 struct DecodedPart<K> {
     prepared: Vec<PreparedSecret>,
@@ -304,12 +309,33 @@ async fn decode_part<K: ReleaseObject>(
             || (),
             |_, secret| {
                 let decoded = decode_or_foreign(&secret, &stamping, &metrics);
+                // A large manifest is parsed as soon as it is decoded, and its text let go: a
+                // part of 256 small Secrets of 16 MiB releases each is not 4 GiB at once.
+                let decoded = match decoded {
+                    Ok(Some(release))
+                        if storage_question(&release).is_none()
+                            && release.release.manifest.len() > PARSED_AT_ONCE_BYTES =>
+                    {
+                        Err(Index::prepare(vec![release]))
+                    }
+                    other => Ok(other),
+                };
                 (secret, decoded)
             },
         );
         let mut part = DecodedPart::default();
         let mut releases = Vec::with_capacity(decoded.len());
         for (secret, decoded) in decoded {
+            let decoded = match decoded {
+                Ok(decoded) => decoded,
+                Err(prepared) => {
+                    if let Some(version) = resource_version(&secret) {
+                        part.versions.push((secret_ref(&secret), version));
+                    }
+                    part.prepared.extend(prepared);
+                    continue;
+                }
+            };
             match decoded {
                 Ok(Some(release)) if storage_question(&release).is_some() => {
                     part.crossing.push((secret, release));
@@ -324,7 +350,7 @@ async fn decode_part<K: ReleaseObject>(
                 Err(note) => part.foreign.push((secret, note)),
             }
         }
-        part.prepared = Index::prepare(releases);
+        part.prepared.extend(Index::prepare(releases));
         part
     })
     .await

@@ -9,6 +9,10 @@ Then one over the bound: no revision (its objects stay open), a `ReleaseTooLarge
 on the Secret, `helm_locker_releases_too_many_objects_total`, one log line naming it, no line
 per object; the admin's drift is still reverted promptly while it is there; a restart with it
 present is ready again and its peak memory is printed. The admin's `helm upgrade` succeeds.
+The second test starts the locker on twelve releases at the default bounds (5,000 objects,
+16 MiB each; E2E_COUNTS_RELEASES sizes it) and one over: under the chart's 256 MiB (210 MiB on
+a 2-vCPU Xeon, debug build; 371 MiB before, and the index grows with each such release: the
+bound per namespace is not built yet).
 
   cd tests/e2e && KUBEBUILDER_ASSETS=... HELM_LOCKER_BIN=... python -m unittest -v test_trust_counts
 """
@@ -140,6 +144,46 @@ class TrustCounts(PlaneTest):
         # The admin's next upgrade succeeds.
         helm.upgrade(CHART, "guarded", {"setting": "upgraded"})
         self.assertEqual(setting(), "upgraded")
+
+
+    def test_twelve_full_releases_at_the_default_bounds_start_under_the_charts_memory_limit(self):
+        # A tenant's worst case within the default bounds: RELEASES Secrets (about 50 kB each)
+        # of 5,000 ConfigMaps of 3.2 kB each (16 MiB decompressed, just under
+        # --max-release-bytes), in one list page; and one release of 5,001, ignored.
+        releases, filler = int(os.environ.get("E2E_COUNTS_RELEASES", "12")), "x" * 3200
+        full = "".join(f"---\n# Source: many/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+                       f"  name: full{i}\ndata:\n  v: {filler}\n" for i in range(5000))
+        for r in range(releases):
+            self.ok(self.k("--as=mallory", "-n", TENANT, "create", "-f", "-",
+                           input=json.dumps(release_secret(f"full{r}", full))))
+        self.ok(self.k("--as=mallory", "-n", TENANT, "create", "-f", "-",
+                       input=json.dumps(release_secret("over", config_maps("over", 5001)))))
+        locker = chart_locker(self.plane, self.env, "counts-default", "--exempt-user", OPS)
+        self.addCleanup(locker.stop)
+        started = time.monotonic()
+        locker.wait_ready(timeout=120)
+        ready = time.monotonic() - started
+        peak = vm_hwm_kib(locker.process.pid)
+        print(f"\n{releases} releases of 5,000 objects (16 MiB each) and one of 5,001: ready in {ready:.1f} s, "
+              f"VmHWM {peak} kB, {locker.metric('helm_locker_objects_indexed')} objects indexed")
+        self.assertTrue(eventually(lambda: (locker.metric("helm_locker_releases_too_many_objects_total") or 0) >= 1, 20),
+                        locker.log_text()[-3000:])
+        self.assertLess(peak, 256 * 1024, "over the chart's memory limit")
+        self.assertLessEqual(locker.log_text().count("claimed by several releases"), releases)
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 30), "never became leader")
+        # The admin's release is installed and its drift reverted while they are there.
+        register_webhook(self.plane, locker, "counts-default")
+        self.addCleanup(unregister_webhook, self.plane, "counts-default")
+        helm = self.plane.helm("default")
+        helm.install(CHART, "admin", {})
+        self.ok(self.k(f"--as={OPS}", "-n", "default", "patch", "configmap", "admin-settings", "--type=merge",
+                       "-p", json.dumps({"data": {"setting": "drifted"}})))
+        setting = lambda: self.get("-n", "default", "configmap", "admin-settings")["data"]["setting"]  # noqa: E731
+        self.assertTrue(eventually(lambda: setting() == "from-the-chart", 20), locker.log_text()[-3000:])
+        helm.upgrade(CHART, "admin", {"setting": "upgraded"})
+        self.assertEqual(setting(), "upgraded")
+        for r in range(releases):
+            self.k("-n", TENANT, "delete", "secret", f"sh.helm.release.v1.full{r}.v1")
 
 
 if __name__ == "__main__":
