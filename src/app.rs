@@ -206,6 +206,8 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
     validate_config(&config).map_err(ServeError::Config)?;
     // Every decode of release data from here on stops at this size (bounded before decoded).
     crate::core::set_max_release_bytes(args.max_release_bytes);
+    // ... and at this many objects (bounded in objects before the index is built).
+    crate::core::set_max_release_objects(args.max_release_objects);
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err(ServeError::Flags(

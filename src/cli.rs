@@ -359,6 +359,14 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_MAX_RELEASE_BYTES", default_value_t = crate::core::DEFAULT_MAX_RELEASE_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..))]
     pub(crate) max_release_bytes: u64,
+    /// Most objects one release may render (its manifest's documents and its hooks, counted
+    /// before any is parsed): a release Secret with more is skipped (no revision: it opens and
+    /// locks nothing) and reported (a log line, helm_locker_releases_too_many_objects_total, a
+    /// ReleaseTooLarge Warning Event on the Secret). The largest public charts render a few
+    /// hundred objects; a List's items past it are not locked.
+    #[arg(long, env = "HELM_LOCKER_MAX_RELEASE_OBJECTS", default_value_t = crate::core::DEFAULT_MAX_RELEASE_OBJECTS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_release_objects: u64,
     /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds). On
     /// the webhook port, an HTTP/1.1 connection that begins no request in a whole read timeout
     /// (idle, or its headers arriving too slowly) is closed after one to two of them.

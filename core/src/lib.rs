@@ -28,10 +28,12 @@
 pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
-    decode_secret, each_release_secret, gunzip_within, helm_payload_json_within, live_owner,
-    max_release_bytes, parse_release_file, release_data, release_secret_from_parts,
-    set_max_release_bytes, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
-    SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, NOTES_KEPT_BYTES,
+    decode_release_json_within, decode_secret, each_release_secret, gunzip_within,
+    helm_payload_json_within, live_owner, max_release_bytes, max_release_objects,
+    parse_release_file, release_data, release_secret_from_parts, set_max_release_bytes,
+    set_max_release_objects, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
+    SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
+    NOTES_KEPT_BYTES,
 };
 pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
@@ -41,6 +43,7 @@ pub use yaml::block::parse as parse_yaml_block;
 pub use yaml::{parse_document as parse_yaml, reference as parse_yaml_reference};
 
 // The index: every release's revisions and every object the newest one owns.
+pub use conflicts::{group_conflicts, ConflictGroup};
 pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, UpdateReport};
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
@@ -97,6 +100,7 @@ pub use parallel::map as parallel_map;
 
 mod author;
 mod chart;
+mod conflicts;
 mod content;
 mod decide;
 mod exception;

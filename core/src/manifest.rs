@@ -124,6 +124,15 @@ fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> Skip
     {
         if let Some(Tree::List(items)) = tree.get("items") {
             for item in items.iter() {
+                // A `List` is one document to the count before parsing
+                // ([`crate::release::manifest_documents`]): its items stop at the same limit.
+                if out.objects.len() as u64 >= crate::release::max_release_objects() {
+                    out.skipped.push(skip(format!(
+                        "a List with more items than --max-release-objects ({}); the rest is not locked",
+                        crate::release::max_release_objects()
+                    )));
+                    break;
+                }
                 collect_objects(item.clone(), out, skip);
             }
         }
@@ -240,6 +249,20 @@ mod tests {
         );
         assert!(m.skipped[0].reason.starts_with("not valid YAML"));
         assert!(m.skipped[1].reason.contains("generateName"));
+    }
+
+    #[test]
+    fn a_list_stops_at_the_limit_on_a_releases_objects() {
+        let limit = crate::release::DEFAULT_MAX_RELEASE_OBJECTS as usize;
+        let items: String = (0..limit + 10)
+            .map(|i| format!("- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"))
+            .collect();
+        let m = parse_manifest(&format!(
+            "# Source: c/templates/list.yaml\napiVersion: v1\nkind: List\nitems:\n{items}"
+        ));
+        assert_eq!(m.objects.len(), limit);
+        assert_eq!(m.skipped.len(), 1);
+        assert!(m.skipped[0].reason.contains("--max-release-objects"));
     }
 
     #[test]

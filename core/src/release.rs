@@ -124,6 +124,40 @@ pub fn max_release_bytes() -> u64 {
     MAX_RELEASE_BYTES.load(Ordering::Relaxed)
 }
 
+/// The default limit on the objects one release renders (`--max-release-objects`): its
+/// manifest's documents and its hooks. The largest of the twelve public charts the locker is
+/// tried on (kube-prometheus-stack) renders about 150 objects, the largest charts in common use
+/// (GitLab's, Istio's with every component) under 1,000; 5,000 is five times that. A tenant's
+/// release at the limit is at most 5,000 objects in the index, not the 200,000 that 16 MiB of
+/// small ConfigMaps make.
+pub const DEFAULT_MAX_RELEASE_OBJECTS: u64 = 5_000;
+
+/// The limit in force ([`set_max_release_objects`]), read by every decode of release data.
+static MAX_RELEASE_OBJECTS: AtomicU64 = AtomicU64::new(DEFAULT_MAX_RELEASE_OBJECTS);
+
+/// Sets the limit on the objects a release renders for every decode of release data (once, at
+/// start, from the flag); a release with more is [`DecodeError::TooManyObjects`].
+pub fn set_max_release_objects(objects: u64) {
+    MAX_RELEASE_OBJECTS.store(objects.max(1), Ordering::Relaxed);
+}
+
+/// The limit on the objects a release renders in force.
+pub fn max_release_objects() -> u64 {
+    MAX_RELEASE_OBJECTS.load(Ordering::Relaxed)
+}
+
+/// The documents of `manifest` that hold something (not empty, not only comments), counted
+/// without parsing them: what the index would parse into objects, one each (a `List` is one
+/// document here and its items are bounded when it is parsed, [`crate::manifest`]).
+pub fn manifest_documents(manifest: &str) -> usize {
+    crate::manifest::split_documents(manifest)
+        .filter(|doc| {
+            doc.lines()
+                .any(|l| !(l.trim().is_empty() || l.trim_start().starts_with('#')))
+        })
+        .count()
+}
+
 /// Release notes kept of a decoded revision (the rest is cut, on a character boundary): notes
 /// are shown, never read for a decision, and a tenant's release must not keep megabytes of
 /// them in every replica for as long as it is the newest.
@@ -246,6 +280,8 @@ pub enum DecodeError {
     NotGzip(String),
     #[error("release payload is larger than {limit} bytes once decompressed (--max-release-bytes); not decompressed further")]
     TooLarge { limit: u64 },
+    #[error("release renders {objects} objects (manifest documents and hooks), more than {limit} (--max-release-objects); not indexed")]
+    TooManyObjects { objects: usize, limit: u64 },
     #[error("release payload is not JSON ({0})")]
     NotJson(String),
     #[error("release JSON is missing field `{0}`")]
@@ -401,8 +437,14 @@ struct RawHook {
     manifest: Option<String>,
 }
 
-/// Decodes the release JSON itself.
+/// Decodes the release JSON itself, at most [`max_release_objects`] objects of it.
 pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
+    decode_release_json_within(json, max_release_objects())
+}
+
+/// [`decode_release_json`] with the limit on objects given: a release whose manifest
+/// documents and hooks are more than `max_objects` is [`DecodeError::TooManyObjects`].
+pub fn decode_release_json_within(json: &[u8], max_objects: u64) -> Result<Release, DecodeError> {
     let raw: RawRelease =
         serde_json::from_slice(json).map_err(|e| DecodeError::NotJson(describe_json_error(&e)))?;
     let info = raw.info.ok_or(DecodeError::MissingField("info"))?;
@@ -418,6 +460,15 @@ pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
             )
         })
         .unwrap_or_default();
+    // Bounded in objects before any is parsed: counting documents is a scan of the text.
+    let manifest = raw.manifest.unwrap_or_default();
+    let objects = manifest_documents(&manifest) + raw.hooks.as_ref().map_or(0, Vec::len);
+    if objects as u64 > max_objects {
+        return Err(DecodeError::TooManyObjects {
+            objects,
+            limit: max_objects,
+        });
+    }
     Ok(Release {
         name: raw
             .name
@@ -434,7 +485,7 @@ pub fn decode_release_json(json: &[u8]) -> Result<Release, DecodeError> {
         notes: kept_notes(info.notes.unwrap_or_default()),
         chart,
         apply_method: raw.apply_method.filter(|m| !m.is_empty()),
-        manifest: raw.manifest.unwrap_or_default(),
+        manifest,
         hooks: raw
             .hooks
             .unwrap_or_default()
@@ -1061,6 +1112,50 @@ mod tests {
             helm_payload_json_within(b64.encode(&payload).as_bytes(), 10_000).unwrap(),
             payload
         );
+    }
+
+    #[test]
+    fn a_release_of_more_objects_than_the_limit_is_no_revision_and_one_at_it_is() {
+        let config_maps = |n: usize| {
+            (0..n)
+                .map(|i| format!("---\n# Source: c/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"))
+                .collect::<String>()
+        };
+        let release = |manifest: &str, hooks: usize| {
+            let mut json =
+                crate::test_util::release_json("team", "many", 1, Status::Deployed, manifest);
+            json["hooks"] = (0..hooks)
+                .map(|i| serde_json::json!({"name": format!("h{i}"), "kind": "Job", "manifest": "kind: Job"}))
+                .collect();
+            json.to_string()
+        };
+        // The attacker's release: more ConfigMaps than the limit, each a few bytes.
+        let over = release(&config_maps(101), 0);
+        assert!(matches!(
+            decode_release_json_within(over.as_bytes(), 100),
+            Err(DecodeError::TooManyObjects {
+                objects: 101,
+                limit: 100
+            })
+        ));
+        // Hooks count: 99 objects and 2 hooks are over 100 too.
+        assert!(matches!(
+            decode_release_json_within(release(&config_maps(99), 2).as_bytes(), 100),
+            Err(DecodeError::TooManyObjects { objects: 101, .. })
+        ));
+        // Empty and comment-only documents (what a template rendering nothing leaves) do not.
+        let at = format!(
+            "{}---\n# Source: c/templates/empty.yaml\n---\n\n",
+            config_maps(100)
+        );
+        let decoded = decode_release_json_within(release(&at, 0).as_bytes(), 100).unwrap();
+        assert_eq!(decoded.name, "many");
+        // The message says what and which flag, never the content.
+        let message = decode_release_json_within(over.as_bytes(), 100)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("101 objects") && message.contains("--max-release-objects"));
+        assert!(!message.contains("c100"));
     }
 
     #[test]

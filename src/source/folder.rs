@@ -44,10 +44,10 @@ pub(crate) fn load_index(dir: &Path, metrics: &Metrics) -> Index {
         tracing::warn!(problem = %problem, "skipped release file");
     }
     let mut index = Index::new();
-    for report in index.upsert_prepared(prepared) {
-        for conflict in report.conflicts {
-            tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
-        }
+    let reports = index.upsert_prepared(prepared);
+    // One line per set of releases, not per object: one release can render thousands.
+    for group in crate::core::group_conflicts(reports.iter().flat_map(|r| &r.conflicts)) {
+        tracing::warn!(winner = %group.winner, losers = ?group.losers, objects = group.objects, examples = ?group.examples, "objects claimed by several releases (one line per set of releases)");
     }
     index
 }

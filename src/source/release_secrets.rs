@@ -135,6 +135,13 @@ fn decode_or_foreign<K: ReleaseObject>(
             tracing::warn!(secret = %reference, error = %e, "release Secret too large; skipped, no revision: it opens and locks nothing (--max-release-bytes)");
             Err(e)
         }
+        Err(e @ SecretError::Decode(DecodeError::TooManyObjects { .. })) => {
+            // Bounded in objects before the index is built (by name and count, no content).
+            metrics.release_decode_errors.inc();
+            metrics.releases_too_many_objects.inc();
+            tracing::warn!(secret = %reference, error = %e, "release Secret renders too many objects; skipped, no revision: it opens and locks nothing (--max-release-objects)");
+            Err(e)
+        }
         Err(e) => {
             metrics.release_decode_errors.inc();
             tracing::warn!(secret = %reference, error = %e, "release Secret does not decode; skipped (its release keeps its other revisions)");
@@ -273,7 +280,9 @@ impl ForeignWarnings {
         let uid = secret.uid().unwrap_or_default();
         if self.warned.insert(uid) {
             let reason = match note {
-                SecretError::Decode(DecodeError::TooLarge { .. }) => "ReleaseTooLarge",
+                SecretError::Decode(
+                    DecodeError::TooLarge { .. } | DecodeError::TooManyObjects { .. },
+                ) => "ReleaseTooLarge",
                 _ => "ForeignRelease",
             };
             let event = Event {
@@ -293,6 +302,11 @@ impl ForeignWarnings {
 /// How many listed Secrets are decoded and parsed together (on every core): a few pages' worth
 /// of releases in memory at a time, not a cluster's.
 const DECODED_TOGETHER: usize = 256;
+
+/// A manifest longer than this is parsed into what it locks as soon as its Secret is decoded;
+/// shorter ones (a 30-object release is about 18 kB) a part at a time, on every core. What a
+/// part holds decoded at once is then at most 256 of these, not 256 releases of 16 MiB.
+const PARSED_AT_ONCE_BYTES: usize = 256 * 1024;
 
 /// A part of a list, decoded and its manifests parsed.
 struct DecodedPart<K> {
@@ -332,12 +346,33 @@ async fn decode_part<K: ReleaseObject>(
             || (),
             |_, secret| {
                 let decoded = decode_or_foreign(&secret, &stamping, &metrics);
+                // A large manifest is parsed as soon as it is decoded, and its text let go: a
+                // part of 256 small Secrets of 16 MiB releases each is not 4 GiB at once.
+                let decoded = match decoded {
+                    Ok(Some(release))
+                        if storage_question(&release).is_none()
+                            && release.release.manifest.len() > PARSED_AT_ONCE_BYTES =>
+                    {
+                        Err(Index::prepare(vec![release]))
+                    }
+                    other => Ok(other),
+                };
                 (secret, decoded)
             },
         );
         let mut part = DecodedPart::default();
         let mut releases = Vec::with_capacity(decoded.len());
         for (secret, decoded) in decoded {
+            let decoded = match decoded {
+                Ok(decoded) => decoded,
+                Err(prepared) => {
+                    if let Some(version) = resource_version(&secret) {
+                        part.versions.push((secret_ref(&secret), version));
+                    }
+                    part.prepared.extend(prepared);
+                    continue;
+                }
+            };
             match decoded {
                 Ok(Some(release)) if storage_question(&release).is_some() => {
                     part.crossing.push((secret, release));
@@ -352,7 +387,7 @@ async fn decode_part<K: ReleaseObject>(
                 Err(note) => part.foreign.push((secret, note)),
             }
         }
-        part.prepared = Index::prepare(releases);
+        part.prepared.extend(Index::prepare(releases));
         part
     })
     .await
@@ -391,8 +426,9 @@ async fn admit_part<K: ReleaseObject>(
 }
 
 fn log_report(report: &crate::core::UpdateReport) {
-    for conflict in &report.conflicts {
-        tracing::warn!(object = %conflict.object, winner = %conflict.winner, losers = ?conflict.losers, "object claimed by several releases");
+    // One line per set of releases, not per object: one release can render thousands.
+    for group in crate::core::group_conflicts(&report.conflicts) {
+        tracing::warn!(winner = %group.winner, losers = ?group.losers, objects = group.objects, examples = ?group.examples, "objects claimed by several releases (one line per set of releases)");
     }
 }
 

@@ -201,7 +201,7 @@ class TrustOwners(PlaneTest):
         body["manifest"] = "---\n" + "\n---\n".join(manifest)
         self.write_release("a-tenant", "x", 1, body, "deployed")
         # The locker indexes her claims next to the admin's: each object is claimed twice.
-        self.assertTrue(eventually(lambda: "object claimed by several releases" in self.locker.log_text(), 20),
+        self.assertTrue(eventually(lambda: "claimed by several releases" in self.locker.log_text(), 20),
                         self.log())
 
         # Drift of both (by an exempt writer, as while the webhook is away): the admin's values
@@ -242,7 +242,7 @@ class TrustOwners(PlaneTest):
 
         # The conflict the locker reports names the release of the object's own namespace as
         # the one holding each object.
-        claimed = [l for l in self.locker.log_text().splitlines() if "object claimed by several releases" in l]
+        claimed = [l for l in self.locker.log_text().splitlines() if "claimed by several releases" in l]
         for name in ("ConfigMap team/ops-settings", "Deployment team/ops-agent"):
             self.assertTrue(any(name in l and "winner=team/ops " in l for l in claimed), claimed)
 

@@ -11,13 +11,25 @@ use crate::metrics::{Metrics, RevertResult};
 
 use super::attempt::Outcome;
 use super::key::{Job, ObjectKey};
+use super::queue::{FairQueue, Line};
 use super::reconcile::Reconcile;
 use super::worker::Worker;
 
 /// The shortest time between two writes of the reverter, over every object: at most 20 a second.
 pub(super) const MIN_WRITE_INTERVAL: Duration = Duration::from_millis(50);
 
-/// Reverts queued objects while leading; holds them while following.
+/// The release whose line `job` waits in: the one that renders its object now.
+fn line_of(reconcile: &Reconcile<'_>, job: &Job) -> Line {
+    let key = &job.key;
+    reconcile
+        .index
+        .current()
+        .lookup(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
+        .map(|object| (*object.release).clone())
+}
+
+/// Reverts queued objects while leading, one release's at a time in turn ([`FairQueue`]);
+/// holds them while following.
 pub(super) async fn work(
     reconcile: Reconcile<'_>,
     metrics: &Metrics,
@@ -28,19 +40,30 @@ pub(super) async fn work(
     let mut held: HashMap<ObjectKey, Job> = HashMap::new();
     let mut worker = Worker::new(tx.clone());
     let mut last_write: Option<Instant> = None;
+    // Fair across releases: one release's many objects cannot starve another's drift.
+    let mut queue = FairQueue::default();
     loop {
-        let job = tokio::select! {
-            job = rx.recv() => match job { Some(job) => job, None => return },
-            changed = leader.changed() => {
-                if changed.is_err() { return; }
-                if *leader.borrow() {
-                    for (_, job) in held.drain() {
-                        let _ = tx.send(job);
+        if queue.is_empty() {
+            tokio::select! {
+                job = rx.recv() => match job {
+                    Some(job) => queue.push(line_of(&reconcile, &job), job),
+                    None => return,
+                },
+                changed = leader.changed() => {
+                    if changed.is_err() { return; }
+                    if *leader.borrow() {
+                        for (_, job) in held.drain() {
+                            let _ = tx.send(job);
+                        }
                     }
+                    continue;
                 }
-                continue;
             }
-        };
+        }
+        while let Ok(job) = rx.try_recv() {
+            queue.push(line_of(&reconcile, &job), job);
+        }
+        let Some(job) = queue.pop() else { continue };
         if !*leader.borrow() {
             held.insert(job.key.clone(), job);
             continue;
