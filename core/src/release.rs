@@ -594,6 +594,15 @@ pub enum SecretError {
         release_namespace: String,
         why: String,
     },
+    /// A revision kept by another driver than its release's ([`crate::driver`]), whose author
+    /// could not have kept it in the release's driver: Helm reads a release from one driver, so
+    /// whoever may write only the other kind could otherwise take the release over.
+    #[error("the release {release} is kept in {release_driver}s, and {why}; ignored: a revision kept by another driver than its release's counts only when its author may create {release_driver}s in the release's namespace")]
+    OtherDriver {
+        release: String,
+        release_driver: &'static str,
+        why: String,
+    },
     #[error(transparent)]
     Decode(#[from] DecodeError),
 }
