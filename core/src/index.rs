@@ -446,6 +446,10 @@ impl Index {
         self.remove_release(key);
         self.highest.remove(key);
         let mut reports = self.upsert_many(secrets);
+        // Everything given was asked about: nothing to ask again.
+        for report in &mut reports {
+            report.recheck_drivers = None;
+        }
         reports.push(UpdateReport {
             reindexed: Some(key.clone()),
             ..UpdateReport::default()
@@ -467,6 +471,7 @@ impl Index {
             release,
             author,
             created,
+            counts_beside,
         } = secret;
         let mut report = UpdateReport::default();
         // A Secret that now holds another revision (or release) first leaves its old place.
@@ -489,7 +494,18 @@ impl Index {
             let kept = (secret_ref.driver, created, release.revision);
             let driver_now = crate::driver::release_driver(held.into_iter().chain([kept]));
             if driver_now != Some(driver_before) {
+                // Older than every revision held: its driver is the release's now, and what
+                // was held beside it must be asked about again.
                 report.recheck_drivers = Some(key.clone());
+            } else if secret_ref.driver != driver_before && !counts_beside {
+                // Of the other driver, and not asked about: it counts for nothing (it never
+                // is "a revision seen") until the release is read again and its author
+                // answers. What its object held before leaves with it.
+                if self.secrets.contains_key(&secret_ref) {
+                    report = self.remove_secret(&secret_ref);
+                }
+                report.recheck_drivers = Some(key);
+                return report;
             }
         }
         let newest_before = revisions.keys().next_back().copied();
@@ -1165,6 +1181,28 @@ mod tests {
         };
         alice.secret.driver = Driver::ConfigMap;
         let key = ReleaseKey::new("team", "ops");
+        // Beside the admin's revision, alice's is refused until asked about: not held, not
+        // the newest, not a revision seen.
+        let mut index = Index::new();
+        index.upsert(admin.clone());
+        assert_eq!(
+            index.upsert(alice.clone()).recheck_drivers,
+            Some(key.clone())
+        );
+        assert!(!index.holds_secret(&alice.secret));
+        let newest = index.release(&key).unwrap().newest().unwrap().clone();
+        assert_eq!((newest.revision, newest.status), (1, Status::Deployed));
+        // Asked, and allowed (the control: someone who may also create Secrets): it counts.
+        let allowed = ReleaseSecret {
+            counts_beside: true,
+            ..alice.clone()
+        };
+        assert_eq!(index.upsert(allowed).recheck_drivers, None);
+        assert_eq!(
+            index.release(&key).unwrap().status(),
+            Status::PendingUpgrade
+        );
+        // Listed first (no revision of the release held yet), it is indexed ...
         let mut index = Index::new();
         assert_eq!(index.upsert(alice.clone()).recheck_drivers, None);
         assert_eq!(
@@ -1468,7 +1506,17 @@ mod tests {
         let mut index = Index::new();
         let shop = secret("shop", "shop", 1, Status::Deployed, APP);
         index.upsert(shop.clone());
-        index.upsert(in_config_map(shop.clone()));
+        // Beside the release's Secret, its ConfigMap twin counts once its author was asked
+        // (may create Secrets there: crate::driver); not asked, it is refused.
+        assert!(index
+            .clone()
+            .upsert(in_config_map(shop.clone()))
+            .recheck_drivers
+            .is_some());
+        index.upsert(ReleaseSecret {
+            counts_beside: true,
+            ..in_config_map(shop.clone())
+        });
         index.upsert(in_config_map(secret(
             "shop",
             "web",

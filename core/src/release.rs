@@ -567,6 +567,10 @@ pub struct ReleaseSecret {
     /// When the API server created the Secret (`metadata.creationTimestamp`, Unix seconds);
     /// `None` when not read from the API server.
     pub created: Option<i64>,
+    /// Its author was asked, and may keep the release with the release's driver: a revision of
+    /// the other driver that counts ([`crate::driver`]). `false` until asked: the index then
+    /// refuses it beside revisions of the release's driver and asks for the release again.
+    pub counts_beside: bool,
 }
 
 impl ReleaseSecret {
@@ -777,6 +781,7 @@ fn bare_secret(release: Release) -> ReleaseSecret {
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     }
 }
 
@@ -804,6 +809,7 @@ pub fn release_secret_from_parts(
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     })
 }
 
@@ -862,6 +868,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     })
 }
 
