@@ -434,17 +434,26 @@ impl Index {
     }
 
     /// Replaces everything held of `key` by `secrets` (every revision of it that counts, read
-    /// again after its driver changed: [`UpdateReport::recheck_drivers`]). What this process
-    /// remembered as the release's highest revision is forgotten with what was held: it may
-    /// have been a revision that no longer counts, which must never make the release's real
-    /// newest revision "older than one seen".
+    /// again after its driver changed: [`UpdateReport::recheck_drivers`]). The release's highest
+    /// revision this process saw is kept (a deleted newer revision still makes an older one
+    /// brought back name nobody), unless it was held by an object that no longer counts: a
+    /// revision refused by the driver rule must never make the release's real newest revision
+    /// "older than one seen".
     pub fn replace_release(
         &mut self,
         key: &ReleaseKey,
         secrets: Vec<ReleaseSecret>,
     ) -> Vec<UpdateReport> {
+        let highest_refused = self.highest.get(key).is_some_and(|&(highest, _)| {
+            self.releases
+                .get(key)
+                .and_then(|state| state.revisions.get(&highest))
+                .is_some_and(|held| secrets.iter().all(|s| s.secret != held.secret))
+        });
         self.remove_release(key);
-        self.highest.remove(key);
+        if highest_refused {
+            self.highest.remove(key);
+        }
         let mut reports = self.upsert_many(secrets);
         // Everything given was asked about: nothing to ask again.
         for report in &mut reports {
@@ -1218,6 +1227,23 @@ mod tests {
         assert_eq!((newest.revision, newest.author), (1, by("admin")));
         assert!(!index.holds_secret(&alice.secret));
         assert_eq!(index.object_count(), 4);
+        // A revision seen and deleted stays seen across a replacement: an older one brought
+        // back still names nobody, whatever is added beside it.
+        let mut seen = Index::new();
+        let v2 = ReleaseSecret {
+            author: by("admin"),
+            created: Some(150),
+            ..secret("team", "ops", 2, Status::Deployed, APP)
+        };
+        seen.upsert(admin.clone());
+        seen.upsert(v2.clone());
+        seen.remove_secret(&v2.secret);
+        seen.replace_release(&key, vec![admin.clone()]);
+        let newest = seen.release(&key).unwrap().newest().unwrap().clone();
+        assert_eq!(
+            newest.author,
+            Authorship::Unknown(crate::author::Unknown::WentBack)
+        );
         // A later revision of the release's own driver asks nothing.
         let next = ReleaseSecret {
             created: Some(300),

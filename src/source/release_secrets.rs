@@ -656,15 +656,28 @@ async fn reload_release(
 ) {
     match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers).await {
         Ok(read) => {
-            let newest = read
+            let mut revisions: Vec<ReleaseSecret> = read
                 .decoded(stamping, metrics)
                 .into_iter()
                 .filter(|s| s.key() == *key)
-                .max_by_key(|s| s.release.revision);
-            if let Some(newest) = newest {
-                match gate.admit(&newest).await {
+                .collect();
+            // The newest revision that counts: of the release's driver, or of the other one as
+            // its author's answer says (crate::core::counts_beside_its_release).
+            let release_driver = crate::core::release_driver(
+                revisions
+                    .iter()
+                    .map(|s| (s.secret.driver, s.created, s.release.revision)),
+            );
+            revisions.sort_by_key(|s| std::cmp::Reverse(s.release.revision));
+            for mut newest in revisions {
+                let beside = match release_driver {
+                    Some(driver) => gate.admit_beside(&mut newest, driver).await,
+                    None => Ok(()),
+                };
+                match beside.and(gate.admit(&newest).await) {
                     Ok(()) => {
                         shared.update(|index| index.upsert(newest)).await;
+                        break;
                     }
                     Err(note) => {
                         metrics.foreign_release_secrets.inc();
