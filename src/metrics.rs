@@ -276,7 +276,7 @@ pub(crate) const TABLE: &[Row] = &[
         kind: Kind::Counter,
         labels: &[],
         results: &[],
-        help: "Release Secrets ignored because the release they hold names another namespace than the Secret's own (a release Secret speaks only for its namespace; each gets a Warning Event)",
+        help: "Release Secrets ignored because the release they hold names another namespace than the Secret's own, or is kept by another driver than the release's, and its author may not write there (each gets a Warning Event)",
     },
     Row {
         name: "releases_too_large",

@@ -112,6 +112,10 @@ pub struct UpdateReport {
     pub conflicts: Vec<Conflict>,
     /// The newest revision disappeared but older ones remain: re-read this release.
     pub needs_reload: Option<ReleaseKey>,
+    /// The revision upserted is of the other driver and older than every revision held, so it
+    /// is the release's driver now ([`crate::driver`]): what was admitted beside the earlier
+    /// driver must be asked again. Read every revision and [`Index::replace_release`].
+    pub recheck_drivers: Option<ReleaseKey>,
 }
 
 #[derive(Clone, Default)]
@@ -414,6 +418,54 @@ impl Index {
             .collect();
     }
 
+    /// Where and when each revision the index holds of `key` was kept, for the release's
+    /// driver ([`crate::release_driver`]).
+    pub fn kept_revisions(&self, key: &ReleaseKey) -> Vec<crate::driver::Kept> {
+        self.releases
+            .get(key)
+            .map(|state| {
+                state
+                    .revisions
+                    .values()
+                    .map(|r| (r.secret.driver, r.created, r.revision))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Replaces everything held of `key` by `secrets` (every revision of it that counts, read
+    /// again after its driver changed: [`UpdateReport::recheck_drivers`]). The release's highest
+    /// revision this process saw is kept (a deleted newer revision still makes an older one
+    /// brought back name nobody), unless it was held by an object that no longer counts: a
+    /// revision refused by the driver rule must never make the release's real newest revision
+    /// "older than one seen".
+    pub fn replace_release(
+        &mut self,
+        key: &ReleaseKey,
+        secrets: Vec<ReleaseSecret>,
+    ) -> Vec<UpdateReport> {
+        let highest_refused = self.highest.get(key).is_some_and(|&(highest, _)| {
+            self.releases
+                .get(key)
+                .and_then(|state| state.revisions.get(&highest))
+                .is_some_and(|held| secrets.iter().all(|s| s.secret != held.secret))
+        });
+        self.remove_release(key);
+        if highest_refused {
+            self.highest.remove(key);
+        }
+        let mut reports = self.upsert_many(secrets);
+        // Everything given was asked about: nothing to ask again.
+        for report in &mut reports {
+            report.recheck_drivers = None;
+        }
+        reports.push(UpdateReport {
+            reindexed: Some(key.clone()),
+            ..UpdateReport::default()
+        });
+        reports
+    }
+
     /// Adds or replaces one revision of a release (a Secret was created or updated).
     pub fn upsert(&mut self, secret: ReleaseSecret) -> UpdateReport {
         self.upsert_parsed(secret, None)
@@ -428,6 +480,7 @@ impl Index {
             release,
             author,
             created,
+            counts_beside,
         } = secret;
         let mut report = UpdateReport::default();
         // A Secret that now holds another revision (or release) first leaves its old place.
@@ -441,6 +494,29 @@ impl Index {
             .as_ref()
             .map(|p| p.revisions.clone())
             .unwrap_or_default();
+        let held: Vec<crate::driver::Kept> = revisions
+            .values()
+            .filter(|r| r.secret != secret_ref)
+            .map(|r| (r.secret.driver, r.created, r.revision))
+            .collect();
+        if let Some(driver_before) = crate::driver::release_driver(held.iter().copied()) {
+            let kept = (secret_ref.driver, created, release.revision);
+            let driver_now = crate::driver::release_driver(held.into_iter().chain([kept]));
+            if driver_now != Some(driver_before) {
+                // Older than every revision held: its driver is the release's now, and what
+                // was held beside it must be asked about again.
+                report.recheck_drivers = Some(key.clone());
+            } else if secret_ref.driver != driver_before && !counts_beside {
+                // Of the other driver, and not asked about: it counts for nothing (it never
+                // is "a revision seen") until the release is read again and its author
+                // answers. What its object held before leaves with it.
+                if self.secrets.contains_key(&secret_ref) {
+                    report = self.remove_secret(&secret_ref);
+                }
+                report.recheck_drivers = Some(key);
+                return report;
+            }
+        }
         let newest_before = revisions.keys().next_back().copied();
         let is_newest = newest_before.is_none_or(|n| release.revision >= n);
         let highest = self.highest.get(&key).copied();
@@ -1089,6 +1165,93 @@ mod tests {
 
     const APP: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: ignored}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: elsewhere}\n";
 
+    /// At start-up the ConfigMap watch may list a tenant's ConfigMap revision before the
+    /// Secret watch lists the release kept in Secrets, which the driver rule then finds older:
+    /// the index says the release must be asked about again, and what it then holds is only
+    /// what counts, never "older than a revision seen" for having held hers.
+    #[test]
+    fn a_revision_of_the_other_driver_older_than_all_held_asks_for_the_release_again() {
+        use crate::author::{Author, Authorship};
+        let by = |username: &str| {
+            Authorship::Known(Arc::new(Author {
+                username: username.into(),
+                ..Author::default()
+            }))
+        };
+        let admin = ReleaseSecret {
+            author: by("admin"),
+            created: Some(100),
+            ..secret("team", "ops", 1, Status::Deployed, APP)
+        };
+        let mut alice = ReleaseSecret {
+            author: by("alice"),
+            created: Some(200),
+            ..secret("team", "ops", 2, Status::PendingUpgrade, "")
+        };
+        alice.secret.driver = Driver::ConfigMap;
+        let key = ReleaseKey::new("team", "ops");
+        // Beside the admin's revision, alice's is refused until asked about: not held, not
+        // the newest, not a revision seen.
+        let mut index = Index::new();
+        index.upsert(admin.clone());
+        assert_eq!(
+            index.upsert(alice.clone()).recheck_drivers,
+            Some(key.clone())
+        );
+        assert!(!index.holds_secret(&alice.secret));
+        let newest = index.release(&key).unwrap().newest().unwrap().clone();
+        assert_eq!((newest.revision, newest.status), (1, Status::Deployed));
+        // Asked, and allowed (the control: someone who may also create Secrets): it counts.
+        let allowed = ReleaseSecret {
+            counts_beside: true,
+            ..alice.clone()
+        };
+        assert_eq!(index.upsert(allowed).recheck_drivers, None);
+        assert_eq!(
+            index.release(&key).unwrap().status(),
+            Status::PendingUpgrade
+        );
+        // Listed first (no revision of the release held yet), it is indexed ...
+        let mut index = Index::new();
+        assert_eq!(index.upsert(alice.clone()).recheck_drivers, None);
+        assert_eq!(
+            index.kept_revisions(&key),
+            vec![(Driver::ConfigMap, Some(200), 2)]
+        );
+        let report = index.upsert(admin.clone());
+        assert_eq!(report.recheck_drivers, Some(key.clone()));
+        // Read again, alice's revision refused by the driver rule: the admin's is the newest,
+        // with its author, and it locks.
+        index.replace_release(&key, vec![admin.clone()]);
+        let newest = index.release(&key).unwrap().newest().unwrap().clone();
+        assert_eq!((newest.revision, newest.author), (1, by("admin")));
+        assert!(!index.holds_secret(&alice.secret));
+        assert_eq!(index.object_count(), 4);
+        // A revision seen and deleted stays seen across a replacement: an older one brought
+        // back still names nobody, whatever is added beside it.
+        let mut seen = Index::new();
+        let v2 = ReleaseSecret {
+            author: by("admin"),
+            created: Some(150),
+            ..secret("team", "ops", 2, Status::Deployed, APP)
+        };
+        seen.upsert(admin.clone());
+        seen.upsert(v2.clone());
+        seen.remove_secret(&v2.secret);
+        seen.replace_release(&key, vec![admin.clone()]);
+        let newest = seen.release(&key).unwrap().newest().unwrap().clone();
+        assert_eq!(
+            newest.author,
+            Authorship::Unknown(crate::author::Unknown::WentBack)
+        );
+        // A later revision of the release's own driver asks nothing.
+        let next = ReleaseSecret {
+            created: Some(300),
+            ..secret("team", "ops", 2, Status::Deployed, APP)
+        };
+        assert_eq!(index.upsert(next).recheck_drivers, None);
+    }
+
     #[test]
     fn a_newest_revision_older_than_one_seen_names_no_author() {
         use crate::author::{Author, Authorship, Unknown};
@@ -1369,7 +1532,17 @@ mod tests {
         let mut index = Index::new();
         let shop = secret("shop", "shop", 1, Status::Deployed, APP);
         index.upsert(shop.clone());
-        index.upsert(in_config_map(shop.clone()));
+        // Beside the release's Secret, its ConfigMap twin counts once its author was asked
+        // (may create Secrets there: crate::driver); not asked, it is refused.
+        assert!(index
+            .clone()
+            .upsert(in_config_map(shop.clone()))
+            .recheck_drivers
+            .is_some());
+        index.upsert(ReleaseSecret {
+            counts_beside: true,
+            ..in_config_map(shop.clone())
+        });
         index.upsert(in_config_map(secret(
             "shop",
             "web",

@@ -25,6 +25,7 @@
 #![deny(rust_2018_idioms)]
 
 // Release Secrets and their decoding: a Secret (or a file of them) into a release.
+pub use driver::{counts_beside_its_release, driver_question, release_driver};
 pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
@@ -103,6 +104,7 @@ mod chart;
 mod conflicts;
 mod content;
 mod decide;
+mod driver;
 mod exception;
 mod fields_v1;
 mod fight;

@@ -618,6 +618,10 @@ pub struct ReleaseSecret {
     /// When the API server created the Secret (`metadata.creationTimestamp`, Unix seconds);
     /// `None` when not read from the API server.
     pub created: Option<i64>,
+    /// Its author was asked, and may keep the release with the release's driver: a revision of
+    /// the other driver that counts ([`crate::driver`]). `false` until asked: the index then
+    /// refuses it beside revisions of the release's driver and asks for the release again.
+    pub counts_beside: bool,
 }
 
 impl ReleaseSecret {
@@ -643,6 +647,15 @@ pub enum SecretError {
     #[error("the release it holds is of namespace {release_namespace:?}, not the Secret's own, and {why}; ignored: a release stored in another namespace counts only when its author may create Secrets in the release's")]
     ForeignNamespace {
         release_namespace: String,
+        why: String,
+    },
+    /// A revision kept by another driver than its release's ([`crate::driver`]), whose author
+    /// could not have kept it in the release's driver: Helm reads a release from one driver, so
+    /// whoever may write only the other kind could otherwise take the release over.
+    #[error("the release {release} is kept in {release_driver}s, and {why}; ignored: a revision kept by another driver than its release's counts only when its author may create {release_driver}s in the release's namespace")]
+    OtherDriver {
+        release: String,
+        release_driver: &'static str,
         why: String,
     },
     #[error(transparent)]
@@ -819,6 +832,7 @@ fn bare_secret(release: Release) -> ReleaseSecret {
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     }
 }
 
@@ -846,6 +860,7 @@ pub fn release_secret_from_parts(
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     })
 }
 
@@ -904,6 +919,7 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
         release,
         author: Authorship::Unknown(Unknown::NotRead),
         created: None,
+        counts_beside: false,
     })
 }
 

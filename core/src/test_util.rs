@@ -64,6 +64,7 @@ pub fn release_secret(
         labels: BTreeMap::new(),
         author: crate::author::Authorship::Unknown(crate::author::Unknown::NotRead),
         created: None,
+        counts_beside: false,
         release: Release {
             name: name.into(),
             namespace: namespace.into(),

@@ -211,6 +211,7 @@ pub fn release(data: &[u8]) {
                         helm_locker_core::UnknownAuthor::NotRead,
                     ),
                     created: None,
+                    counts_beside: false,
                 };
                 let _ = Index::from_secrets([secret]).object_count();
             }

@@ -574,6 +574,23 @@ pub(crate) async fn watch<K: ReleaseObject>(
                             .await;
                     }
                 }
+                let recheck: std::collections::BTreeSet<&ReleaseKey> = reports
+                    .iter()
+                    .filter_map(|r| r.recheck_drivers.as_ref())
+                    .collect();
+                for key in recheck {
+                    recheck_release(
+                        &client,
+                        key,
+                        &shared,
+                        &stamping,
+                        &gate,
+                        &mut foreign,
+                        &metrics,
+                        &drivers,
+                    )
+                    .await;
+                }
                 crate::source::return_freed_memory();
                 let index = shared.snapshot();
                 tracing::info!(namespace = ?namespace, kind, streamed = streaming, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
@@ -590,6 +607,19 @@ pub(crate) async fn watch<K: ReleaseObject>(
                     tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
                     let report = shared.update(|index| index.upsert(decoded)).await;
                     log_report(&report);
+                    if let Some(key) = &report.recheck_drivers {
+                        recheck_release(
+                            &client,
+                            key,
+                            &shared,
+                            &stamping,
+                            &gate,
+                            &mut foreign,
+                            &metrics,
+                            &drivers,
+                        )
+                        .await;
+                    }
                     if let Some(version) = resource_version(&secret) {
                         versions.insert(reference, version);
                     }
@@ -700,15 +730,28 @@ async fn reload_release(
 ) {
     match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers).await {
         Ok(read) => {
-            let newest = read
+            let mut revisions: Vec<ReleaseSecret> = read
                 .decoded(stamping, metrics)
                 .into_iter()
                 .filter(|s| s.key() == *key)
-                .max_by_key(|s| s.release.revision);
-            if let Some(newest) = newest {
-                match gate.admit(&newest).await {
+                .collect();
+            // The newest revision that counts: of the release's driver, or of the other one as
+            // its author's answer says (crate::core::counts_beside_its_release).
+            let release_driver = crate::core::release_driver(
+                revisions
+                    .iter()
+                    .map(|s| (s.secret.driver, s.created, s.release.revision)),
+            );
+            revisions.sort_by_key(|s| std::cmp::Reverse(s.release.revision));
+            for mut newest in revisions {
+                let beside = match release_driver {
+                    Some(driver) => gate.admit_beside(&mut newest, driver).await,
+                    None => Ok(()),
+                };
+                match beside.and(gate.admit(&newest).await) {
                     Ok(()) => {
                         shared.update(|index| index.upsert(newest)).await;
+                        break;
                     }
                     Err(note) => {
                         metrics.foreign_release_secrets.inc();
@@ -720,6 +763,97 @@ async fn reload_release(
         Err(e) => {
             tracing::warn!(release = %key, error = %e, "could not re-read release after its newest revision was deleted")
         }
+    }
+}
+
+/// A release whose revisions are kept by both drivers, named by the index
+/// ([`crate::core::UpdateReport::recheck_drivers`]): every revision of it is read again, in both
+/// kinds, the release's driver taken from all of them ([`crate::core::release_driver`]), and each
+/// revision of the other driver admitted only as its author's answer says; the index then holds
+/// what counts and nothing else. What is refused is reported (log, metric, a `ForeignRelease`
+/// Warning Event on its object).
+#[allow(clippy::too_many_arguments)]
+async fn recheck_release(
+    client: &Client,
+    key: &ReleaseKey,
+    shared: &Arc<IndexStore>,
+    stamping: &Stamping,
+    gate: &StorageGate,
+    foreign: &mut ForeignWarnings,
+    metrics: &Metrics,
+    drivers: &[ReleaseDriver],
+) {
+    let read = match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers)
+        .await
+    {
+        Ok(read) => read,
+        Err(e) => {
+            tracing::warn!(release = %key, error = %e, "could not read a release kept by both drivers again");
+            return;
+        }
+    };
+    let mut secrets = Vec::new();
+    for secret in &read.secrets {
+        if let Some(decoded) = decode(secret, stamping, metrics).filter(|d| d.key() == *key) {
+            if gate.admit(&decoded).await.is_ok() {
+                secrets.push(decoded);
+            }
+        }
+    }
+    let mut config_maps = Vec::new();
+    for config_map in &read.config_maps {
+        if let Some(decoded) = decode(config_map, stamping, metrics).filter(|d| d.key() == *key) {
+            if gate.admit(&decoded).await.is_ok() {
+                config_maps.push(decoded);
+            }
+        }
+    }
+    let Some(release_driver) = crate::core::release_driver(
+        secrets
+            .iter()
+            .chain(&config_maps)
+            .map(|s| (s.secret.driver, s.created, s.release.revision)),
+    ) else {
+        return;
+    };
+    let mut counted = Vec::new();
+    {
+        for mut revision in secrets.into_iter().chain(config_maps) {
+            match gate.admit_beside(&mut revision, release_driver).await {
+                Ok(()) => counted.push(revision),
+                Err(note) => {
+                    metrics.foreign_release_secrets.inc();
+                    tracing::warn!(secret = %revision.secret, error = %note, "release revision of another driver than its release's ignored");
+                    match revision.secret.driver {
+                        ReleaseDriver::Secret => {
+                            if let Some(object) = read
+                                .secrets
+                                .iter()
+                                .find(|s| secret_ref(*s) == revision.secret)
+                            {
+                                foreign.warn(object, note).await;
+                            }
+                        }
+                        ReleaseDriver::ConfigMap => {
+                            if let Some(object) = read
+                                .config_maps
+                                .iter()
+                                .find(|c| secret_ref(*c) == revision.secret)
+                            {
+                                foreign.warn(object, note).await;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let key = key.clone();
+    let reports = shared
+        .update(move |index| index.replace_release(&key, counted))
+        .await;
+    for report in &reports {
+        log_report(report);
     }
 }
 
@@ -774,6 +908,64 @@ impl KubeConfirm {
     }
 }
 
+impl KubeConfirm {
+    /// The revisions of `release` in `read` that count by the driver rule
+    /// ([`crate::core::counts_beside_its_release`]): those of the release's driver, and those
+    /// of the other whose author may create the release's driver's kind in its namespace.
+    async fn beside_its_release(
+        &self,
+        release: &ReleaseKey,
+        read: &StoredRevisions,
+    ) -> std::collections::HashSet<SecretRef> {
+        fn decoded<K: ReleaseObject>(
+            objects: &[K],
+            release: &ReleaseKey,
+            stamping: Option<&Stamping>,
+        ) -> Vec<ReleaseSecret> {
+            objects
+                .iter()
+                .filter_map(|object| {
+                    let payload = object.payload()?;
+                    let mut decoded =
+                        release_secret_from_parts(secret_ref(object), BTreeMap::new(), payload)
+                            .ok()?;
+                    decoded.created = object
+                        .meta()
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| t.0.as_second());
+                    if let Some(stamping) = stamping {
+                        read_author(object, &mut decoded, stamping, payload);
+                    }
+                    (decoded.key() == *release).then_some(decoded)
+                })
+                .collect()
+        }
+        let stamping = self.stamping.borrow().clone();
+        let mut revisions = decoded(&read.secrets, release, stamping.as_deref());
+        revisions.extend(decoded(&read.config_maps, release, stamping.as_deref()));
+        let mut counted = std::collections::HashSet::new();
+        let Some(release_driver) = crate::core::release_driver(
+            revisions
+                .iter()
+                .map(|s| (s.secret.driver, s.created, s.release.revision)),
+        ) else {
+            return counted;
+        };
+        for mut revision in revisions {
+            if self
+                .gate
+                .admit_beside(&mut revision, release_driver)
+                .await
+                .is_ok()
+            {
+                counted.insert(revision.secret);
+            }
+        }
+        counted
+    }
+}
+
 impl Confirm for KubeConfirm {
     fn newest_revision<'a>(
         &'a self,
@@ -793,6 +985,12 @@ impl Confirm for KubeConfirm {
             })?;
             let mut payloads = self.admitted(release, &read.secrets).await;
             payloads.extend(self.admitted(release, &read.config_maps).await);
+            if !read.secrets.is_empty() && !read.config_maps.is_empty() {
+                // Kept by both drivers: one is the release's, and a revision of the other
+                // counts only as its author's answer says (as the watch admits it).
+                let counted = self.beside_its_release(release, &read).await;
+                payloads.retain(|(reference, _)| counted.contains(reference));
+            }
             Ok(crate::core::newest_revision(release, payloads))
         })
     }

@@ -1,9 +1,15 @@
 //! The gate a release stored outside its own namespace passes before it is indexed (Flux's
 //! storage namespace; the rule is [`crate::core::speaks_for_its_namespace`]): the API server is
 //! asked, as the revision's author, whether they may create Secrets in the release's namespace.
+//! The same gate asks about a revision kept by another driver than its release's
+//! ([`crate::core::counts_beside_its_release`]): may its author create the release's driver's
+//! kind in the release's namespace.
 
 use crate::controller::author_check::AuthorChecks;
-use crate::core::{speaks_for_its_namespace, storage_question, ReleaseSecret, SecretError};
+use crate::core::{
+    counts_beside_its_release, driver_question, speaks_for_its_namespace, storage_question,
+    ReleaseDriver, ReleaseSecret, SecretError,
+};
 
 pub(crate) struct StorageGate {
     checks: AuthorChecks,
@@ -40,5 +46,29 @@ impl StorageGate {
             }
         };
         speaks_for_its_namespace(secret, &self.trusted, allowed)
+    }
+
+    /// Whether `secret` counts beside its release's revisions kept by `release_driver`: always
+    /// when kept by that driver (no call); else as its author's answer says, and then it is
+    /// marked as asked (`counts_beside`) for the index. An authorizer that cannot be asked
+    /// counts as a no.
+    pub(crate) async fn admit_beside(
+        &self,
+        secret: &mut ReleaseSecret,
+        release_driver: ReleaseDriver,
+    ) -> Result<(), SecretError> {
+        let Some(question) = driver_question(secret, release_driver) else {
+            return Ok(());
+        };
+        let allowed = match self.checks.may(&secret.author, &question).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(secret = %secret.secret, error = %crate::error_chain::with_causes(&e), "could not ask whether the author of a revision kept by another driver than its release's may keep it with the release's; not indexed");
+                Some(false)
+            }
+        };
+        counts_beside_its_release(secret, release_driver, &self.trusted, allowed)?;
+        secret.counts_beside = true;
+        Ok(())
     }
 }

@@ -203,11 +203,11 @@ mod tests {
         let mut cli = crate::test_util::release_secret("apps", "cli", 1, Status::Deployed, CHART);
         cli.secret.driver = crate::release::Driver::ConfigMap;
         let mut index = index.clone();
-        index.upsert(cli);
         index.remove_secret(&crate::release::SecretRef::secret(
             "apps",
             "sh.helm.release.v1.cli.v1",
         ));
+        index.upsert(cli);
         let (_, question) = decide(&index, object("apps-cli", "blue"));
         assert_eq!(
             question.expect("a hand-over").question.resource,
