@@ -22,6 +22,9 @@ if cargo tree -p helm-locker-core -e normal --prefix none --locked | grep -E '^(
   echo "helm-locker-core must not depend on the crates above" >&2
   exit 1
 fi
+# No circle of imports between the files of either crate (scripts/check-imports.py names the
+# files and the names that tie them).
+python3 scripts/check-imports.py core/src src
 # Licenses and banned crates (deny.toml). cargo-deny is built once when missing (~4-7 min on two
 # cores); advisories are not checked here: their database is fetched from GitHub.
 if ! command -v cargo-deny >/dev/null; then

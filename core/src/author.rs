@@ -25,8 +25,8 @@ use base64::Engine as _;
 use ring::{digest, hmac};
 use serde::{Deserialize, Serialize};
 
+use crate::driver::Driver;
 use crate::kinds::Scope;
-use crate::release::Driver;
 use crate::spent::SpentStamps;
 
 /// The annotation that names the identity of a release Secret's last writer (JSON).
@@ -40,14 +40,7 @@ const PROOF_PREFIX: &str = "v2.";
 /// Proofs of lockers before the stamp carried its time (no time signed): they verify, but
 /// nothing ties them to the write they were made for, so they name no author.
 const OLD_PROOF_PREFIX: &str = "v1.";
-/// How much later than its stamp a Secret may have been created for the stamp to be its own.
-/// The webhook stamps a CREATE before the API server sets `metadata.creationTimestamp` (after
-/// mutating admission, from the API server's clock, over whatever the writer sent), so an
-/// honest stamp is older than its Secret by one admission round trip, the whole-second
-/// rounding of the timestamp and the clock skew between the locker's node and the API server.
-/// A stamp older than that was made for an earlier write: the Secret was deleted and created
-/// again (or restored) with a saved stamp, a replay.
-pub const STAMP_WINDOW_SECONDS: i64 = 60;
+pub use crate::spent::STAMP_WINDOW_SECONDS;
 /// The shortest key accepted: 256 bits.
 pub const MIN_KEY_BYTES: usize = 32;
 

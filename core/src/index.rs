@@ -113,7 +113,7 @@ pub struct UpdateReport {
     /// The newest revision disappeared but older ones remain: re-read this release.
     pub needs_reload: Option<ReleaseKey>,
     /// The revision upserted is of the other driver and older than every revision held, so it
-    /// is the release's driver now ([`crate::driver`]): what was admitted beside the earlier
+    /// is the release's driver now ([`crate::release_driver`]): what was admitted beside the earlier
     /// driver must be asked again. Read every revision and [`Index::replace_release`].
     pub recheck_drivers: Option<ReleaseKey>,
 }
@@ -420,7 +420,7 @@ impl Index {
 
     /// Where and when each revision the index holds of `key` was kept, for the release's
     /// driver ([`crate::release_driver`]).
-    pub fn kept_revisions(&self, key: &ReleaseKey) -> Vec<crate::driver::Kept> {
+    pub fn kept_revisions(&self, key: &ReleaseKey) -> Vec<crate::release_driver::Kept> {
         self.releases
             .get(key)
             .map(|state| {
@@ -494,14 +494,14 @@ impl Index {
             .as_ref()
             .map(|p| p.revisions.clone())
             .unwrap_or_default();
-        let held: Vec<crate::driver::Kept> = revisions
+        let held: Vec<crate::release_driver::Kept> = revisions
             .values()
             .filter(|r| r.secret != secret_ref)
             .map(|r| (r.secret.driver, r.created, r.revision))
             .collect();
-        if let Some(driver_before) = crate::driver::release_driver(held.iter().copied()) {
+        if let Some(driver_before) = crate::release_driver::release_driver(held.iter().copied()) {
             let kept = (secret_ref.driver, created, release.revision);
-            let driver_now = crate::driver::release_driver(held.into_iter().chain([kept]));
+            let driver_now = crate::release_driver::release_driver(held.into_iter().chain([kept]));
             if driver_now != Some(driver_before) {
                 // Older than every revision held: its driver is the release's now, and what
                 // was held beside it must be asked about again.
@@ -1533,7 +1533,7 @@ mod tests {
         let shop = secret("shop", "shop", 1, Status::Deployed, APP);
         index.upsert(shop.clone());
         // Beside the release's Secret, its ConfigMap twin counts once its author was asked
-        // (may create Secrets there: crate::driver); not asked, it is refused.
+        // (may create Secrets there: crate::release_driver); not asked, it is refused.
         assert!(index
             .clone()
             .upsert(in_config_map(shop.clone()))

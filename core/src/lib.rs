@@ -25,7 +25,6 @@
 #![deny(rust_2018_idioms)]
 
 // Release Secrets and their decoding: a Secret (or a file of them) into a release.
-pub use driver::{counts_beside_its_release, driver_question, release_driver};
 pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
@@ -36,6 +35,7 @@ pub use release::{
     SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
     NOTES_KEPT_BYTES,
 };
+pub use release_driver::{counts_beside_its_release, driver_question, release_driver};
 pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
@@ -112,6 +112,7 @@ mod index;
 mod inspect;
 mod interning;
 mod kinds;
+mod limits;
 mod locked;
 mod manifest;
 mod newest;
@@ -119,10 +120,12 @@ pub mod notes;
 mod ownership;
 mod packed;
 mod parallel;
+mod pointer;
 mod policy;
 mod prune;
 mod quantity;
 mod release;
+mod release_driver;
 mod revert_plan;
 mod review;
 mod scan;

@@ -126,10 +126,10 @@ fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> Skip
             for item in items.iter() {
                 // A `List` is one document to the count before parsing
                 // ([`crate::release::manifest_documents`]): its items stop at the same limit.
-                if out.objects.len() as u64 >= crate::release::max_release_objects() {
+                if out.objects.len() as u64 >= crate::limits::max_release_objects() {
                     out.skipped.push(skip(format!(
                         "a List with more items than --max-release-objects ({}); the rest is not locked",
-                        crate::release::max_release_objects()
+                        crate::limits::max_release_objects()
                     )));
                     break;
                 }
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_list_stops_at_the_limit_on_a_releases_objects() {
-        let limit = crate::release::DEFAULT_MAX_RELEASE_OBJECTS as usize;
+        let limit = crate::limits::DEFAULT_MAX_RELEASE_OBJECTS as usize;
         let items: String = (0..limit + 10)
             .map(|i| format!("- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"))
             .collect();

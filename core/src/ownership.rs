@@ -34,8 +34,8 @@ mod compare;
 mod duplicates;
 mod item_key;
 mod order;
-mod pointer;
-pub(crate) use pointer::{push_segment, segment as pointer_segment};
+use crate::pointer;
+pub(crate) use crate::pointer::{push_segment, segment as pointer_segment};
 mod walk;
 
 use std::collections::BTreeSet;
@@ -50,6 +50,7 @@ use walk::Walk;
 pub use applied::applied_object;
 pub(crate) use applied::{stored_form, RELEASE_NAMESPACE_ANNOTATION, RELEASE_NAME_ANNOTATION};
 // Beside the release annotations at its old path, though only this module's files read it.
+pub(crate) use crate::pointer::is_ignored;
 #[allow(unused_imports)]
 pub(crate) use applied::MANAGED_BY_LABEL;
 pub(crate) use change::repair_patch;
@@ -58,7 +59,6 @@ pub(crate) use compare::{null_is_owned, Node};
 pub(crate) use duplicates::duplicate_keys;
 pub(crate) use item_key::{item_key, normalize_number};
 pub(crate) use order::{chart_in_one_order, has_unordered_sets, in_one_order};
-pub(crate) use pointer::is_ignored;
 
 /// Changes a request makes to the release annotations and `managed-by` label Helm adds to
 /// every object (`release` is the release's name and namespace), where the chart does not set

@@ -6,10 +6,14 @@
 //! what is wrong and never quote the payload: release Secrets carry chart values.
 
 use crate::author::{Authorship, Unknown};
+pub use crate::driver::Driver;
+pub use crate::limits::{
+    max_release_bytes, max_release_objects, set_max_release_bytes, set_max_release_objects,
+    DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine;
 use serde::Deserialize;
@@ -98,52 +102,6 @@ pub fn live_owner(object: &serde_json::Value) -> Option<ReleaseKey> {
         text(crate::ownership::RELEASE_NAMESPACE_ANNOTATION)?,
         text(crate::ownership::RELEASE_NAME_ANNOTATION)?,
     ))
-}
-
-/// The default limit on a release's size once decompressed (`--max-release-bytes`). Helm stores
-/// a release in one Secret, and the API server takes at most 1 MiB of Secret data: at most
-/// 768 KiB of gzip under Helm's base64. A release's JSON carries its chart's templates and
-/// files base64-encoded, which compress poorly: the recorded releases (tests/fixtures) compress
-/// 2.7 times; even plain YAML compressing 10 times, a full Secret is 7.5 MiB decompressed.
-/// 16 MiB is twice that, and keeps decoding one release (its JSON and the strings parsed from
-/// it, about twice the limit) at 32 MiB, four decoded together at 128 MiB: under the chart's
-/// 256 MiB memory limit.
-pub const DEFAULT_MAX_RELEASE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The limit in force ([`set_max_release_bytes`]), read by every decode of release data.
-static MAX_RELEASE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_RELEASE_BYTES);
-
-/// Sets the limit on a release's decompressed size for every decode of release data (once, at
-/// start, from the flag); a release larger is [`DecodeError::TooLarge`], never decompressed past it.
-pub fn set_max_release_bytes(bytes: u64) {
-    MAX_RELEASE_BYTES.store(bytes.max(1), Ordering::Relaxed);
-}
-
-/// The limit on a release's decompressed size in force.
-pub fn max_release_bytes() -> u64 {
-    MAX_RELEASE_BYTES.load(Ordering::Relaxed)
-}
-
-/// The default limit on the objects one release renders (`--max-release-objects`): its
-/// manifest's documents and its hooks. The largest of the twelve public charts the locker is
-/// tried on (kube-prometheus-stack) renders about 150 objects, the largest charts in common use
-/// (GitLab's, Istio's with every component) under 1,000; 5,000 is five times that. A tenant's
-/// release at the limit is at most 5,000 objects in the index, not the 200,000 that 16 MiB of
-/// small ConfigMaps make.
-pub const DEFAULT_MAX_RELEASE_OBJECTS: u64 = 5_000;
-
-/// The limit in force ([`set_max_release_objects`]), read by every decode of release data.
-static MAX_RELEASE_OBJECTS: AtomicU64 = AtomicU64::new(DEFAULT_MAX_RELEASE_OBJECTS);
-
-/// Sets the limit on the objects a release renders for every decode of release data (once, at
-/// start, from the flag); a release with more is [`DecodeError::TooManyObjects`].
-pub fn set_max_release_objects(objects: u64) {
-    MAX_RELEASE_OBJECTS.store(objects.max(1), Ordering::Relaxed);
-}
-
-/// The limit on the objects a release renders in force.
-pub fn max_release_objects() -> u64 {
-    MAX_RELEASE_OBJECTS.load(Ordering::Relaxed)
 }
 
 /// The documents of `manifest` that hold something (not empty, not only comments), counted
@@ -512,62 +470,6 @@ fn kept_notes(mut notes: String) -> String {
     notes
 }
 
-/// Which kind of object Helm keeps a release's revisions in: its storage driver
-/// (`HELM_DRIVER`). Both name a revision `sh.helm.release.v1.<name>.v<revision>` and label it
-/// `owner=helm`; the Secret driver gives it `type: helm.sh/release.v1` and stores Helm's layer
-/// (base64 of gzip of JSON) base64-encoded once more as Secret data, the ConfigMap driver
-/// stores the same layer as a plain string. (Helm's SQL driver writes to a database, never
-/// through the API server: nothing of it can be seen here.)
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Driver {
-    #[default]
-    Secret,
-    ConfigMap,
-}
-
-impl Driver {
-    pub const ALL: [Driver; 2] = [Driver::Secret, Driver::ConfigMap];
-
-    /// The kind of object a revision is stored in (`Secret`, `ConfigMap`).
-    pub fn kind(self) -> &'static str {
-        match self {
-            Driver::Secret => "Secret",
-            Driver::ConfigMap => "ConfigMap",
-        }
-    }
-
-    /// The API resource of that kind (`secrets`, `configmaps`, in the core group).
-    pub fn resource(self) -> &'static str {
-        match self {
-            Driver::Secret => "secrets",
-            Driver::ConfigMap => "configmaps",
-        }
-    }
-
-    /// Helm's name for the driver (`HELM_DRIVER`, `--release-drivers`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Driver::Secret => "secret",
-            Driver::ConfigMap => "configmap",
-        }
-    }
-
-    /// The driver Helm calls `name` (`secret`/`secrets`, `configmap`/`configmaps`, any case).
-    pub fn parse(name: &str) -> Option<Driver> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "secret" | "secrets" => Some(Driver::Secret),
-            "configmap" | "configmaps" => Some(Driver::ConfigMap),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Driver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Where a release revision is stored: the object's namespace and name, and which kind it is
 /// ([`Driver`]): a Secret and a ConfigMap of one namespace and name are two places.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -619,7 +521,7 @@ pub struct ReleaseSecret {
     /// `None` when not read from the API server.
     pub created: Option<i64>,
     /// Its author was asked, and may keep the release with the release's driver: a revision of
-    /// the other driver that counts ([`crate::driver`]). `false` until asked: the index then
+    /// the other driver that counts ([`crate::release_driver`]). `false` until asked: the index then
     /// refuses it beside revisions of the release's driver and asks for the release again.
     pub counts_beside: bool,
 }
@@ -649,7 +551,7 @@ pub enum SecretError {
         release_namespace: String,
         why: String,
     },
-    /// A revision kept by another driver than its release's ([`crate::driver`]), whose author
+    /// A revision kept by another driver than its release's ([`crate::release_driver`]), whose author
     /// could not have kept it in the release's driver: Helm reads a release from one driver, so
     /// whoever may write only the other kind could otherwise take the release over.
     #[error("the release {release} is kept in {release_driver}s, and {why}; ignored: a revision kept by another driver than its release's counts only when its author may create {release_driver}s in the release's namespace")]

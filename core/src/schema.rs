@@ -679,7 +679,7 @@ fn replicas_pointer(path: &str) -> Option<String> {
         if name.is_empty() || name.contains(['[', ']']) {
             return None;
         }
-        crate::ownership::push_segment(&mut pointer, name);
+        crate::pointer::push_segment(&mut pointer, name);
     }
     Some(pointer)
 }

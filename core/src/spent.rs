@@ -19,7 +19,14 @@ use std::collections::{BTreeSet, HashMap};
 
 use ring::digest;
 
-use crate::author::STAMP_WINDOW_SECONDS;
+/// How much later than its stamp a Secret may have been created for the stamp to be its own.
+/// The webhook stamps a CREATE before the API server sets `metadata.creationTimestamp` (after
+/// mutating admission, from the API server's clock, over whatever the writer sent), so an
+/// honest stamp is older than its Secret by one admission round trip, the whole-second
+/// rounding of the timestamp and the clock skew between the locker's node and the API server.
+/// A stamp older than that was made for an earlier write: the Secret was deleted and created
+/// again (or restored) with a saved stamp, a replay.
+pub const STAMP_WINDOW_SECONDS: i64 = 60;
 
 /// How long after the window a stamp is kept: the clock skew allowed between the locker that
 /// checks and the API server that sets `metadata.creationTimestamp`.

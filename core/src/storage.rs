@@ -58,7 +58,7 @@ impl TrustedStorage {
         })
     }
 
-    fn trusts(&self, secret: &ReleaseSecret) -> bool {
+    pub(crate) fn trusts(&self, secret: &ReleaseSecret) -> bool {
         self.namespace == secret.secret.namespace && self.driver == secret.secret.driver
     }
 }
