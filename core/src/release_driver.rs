@@ -21,8 +21,8 @@
 //! reverts nothing, and is never "a revision seen" (`WentBack`).
 
 use crate::author::{Access, Authorship, Unknown};
-use crate::storage::TrustedStorage;
 use crate::release::{Driver, ReleaseSecret, SecretError};
+use crate::storage::TrustedStorage;
 
 /// One revision as the driver rule reads it: its driver, when the API server created it (Unix
 /// seconds; `None` when not read from it), and its number.
