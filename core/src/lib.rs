@@ -63,6 +63,11 @@ pub use policy::{
     validate as validate_config, Config, Exemptions, IgnoreRule, LabelSelector, Mode, Registration,
     Target as RuleTarget,
 };
+// Scoped writer rules, and what is learned from would-be denials to propose them.
+pub use learned::{
+    Learned, LearnedEntry, LEARNED_KEY, MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
+};
+pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
 // comparison, server-side apply's field sets, quantities.
@@ -112,6 +117,7 @@ mod index;
 mod inspect;
 mod interning;
 mod kinds;
+mod learned;
 mod limits;
 mod locked;
 mod manifest;
@@ -135,6 +141,7 @@ mod stamp;
 mod storage;
 mod trace;
 mod tree;
+mod writer_rule;
 mod yaml;
 
 #[cfg(any(test, feature = "test-util"))]
