@@ -7,6 +7,8 @@
 //! only who may write the locker's namespace may write the evidence that rules are proposed
 //! from. `kubectl locker learn` reads them.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// The ConfigMap data key that holds a namespace's [`Learned`] as JSON.
@@ -19,6 +21,19 @@ pub struct Learned {
     /// The namespace of the releases written to.
     pub namespace: String,
     pub entries: Vec<LearnedEntry>,
+    /// Writes a writer rule let through to this namespace's releases, by rule id: `learn`
+    /// proposes removing a rule no write has used for a while.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rule_uses: BTreeMap<String, RuleUse>,
+}
+
+/// How often, and when last, a writer rule let a write through.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleUse {
+    pub count: u64,
+    /// Unix seconds.
+    pub last_used: i64,
 }
 
 /// One aggregate: every would-be denial with the same key fields (writer, field manager,
@@ -91,6 +106,13 @@ mod tests {
                 first_seen: 1_764_633_600,
                 last_seen: 1_764_637_200,
             }],
+            rule_uses: BTreeMap::from([(
+                "shop-web-scaler".to_string(),
+                RuleUse {
+                    count: 2,
+                    last_used: 1_764_637_000,
+                },
+            )]),
         };
         let text = serde_json::to_string(&learned).unwrap();
         assert!(text.contains("\"fromPod\":true"), "{text}");
