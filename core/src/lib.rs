@@ -65,7 +65,8 @@ pub use policy::{
 };
 // Scoped writer rules, and what is learned from would-be denials to propose them.
 pub use learned::{
-    Learned, LearnedEntry, LEARNED_KEY, MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
+    Learned, LearnedEntry, RuleUse as WriterRuleUse, LEARNED_KEY,
+    MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
 pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
 
