@@ -424,7 +424,7 @@ async fn write_vouch(
     candidate: &vouch::Candidate,
     reason: &str,
 ) -> Result<Vouched, PluginError> {
-    async fn annotate<K: crate::source::release_secrets::ReleaseObject>(
+    async fn annotate<K: crate::source::release_object::ReleaseObject>(
         client: &Client,
         secret: &SecretRef,
         patch: &serde_json::Value,

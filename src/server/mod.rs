@@ -403,47 +403,26 @@ impl BoundServer {
                 let initial_list = self.initial_list;
                 for ns in watch_scopes(&state.config.load()) {
                     for driver in &drivers {
-                        let (client, ns, index, metrics, readiness, stamping, gate) = (
-                            client.clone(),
-                            ns.clone(),
-                            state.index.clone(),
-                            state.metrics.clone(),
-                            state.readiness.clone(),
-                            state.stamping.clone(),
-                            gate.clone(),
-                        );
+                        let watch = source::release_secrets::ReleaseObjectsWatch {
+                            client: client.clone(),
+                            namespace: ns.clone(),
+                            index: state.index.clone(),
+                            metrics: state.metrics.clone(),
+                            readiness: state.readiness.clone(),
+                            stamping: state.stamping.clone(),
+                            gate: gate.clone(),
+                            drivers: drivers.clone(),
+                            initial_list,
+                        };
                         use crate::core::ReleaseDriver;
                         use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-                        use source::release_secrets::watch;
                         match driver {
-                            ReleaseDriver::Secret => tasks.spawn(
-                                "a release Secret watch",
-                                watch::<Secret>(
-                                    client,
-                                    ns,
-                                    index,
-                                    metrics,
-                                    readiness,
-                                    stamping,
-                                    gate,
-                                    drivers.clone(),
-                                    initial_list,
-                                ),
-                            ),
-                            ReleaseDriver::ConfigMap => tasks.spawn(
-                                "a release ConfigMap watch",
-                                watch::<ConfigMap>(
-                                    client,
-                                    ns,
-                                    index,
-                                    metrics,
-                                    readiness,
-                                    stamping,
-                                    gate,
-                                    drivers.clone(),
-                                    initial_list,
-                                ),
-                            ),
+                            ReleaseDriver::Secret => {
+                                tasks.spawn("a release Secret watch", watch.run::<Secret>())
+                            }
+                            ReleaseDriver::ConfigMap => {
+                                tasks.spawn("a release ConfigMap watch", watch.run::<ConfigMap>())
+                            }
                         }
                     }
                 }

@@ -6,7 +6,9 @@ pub(crate) mod folder;
 pub(crate) mod initial_list;
 pub(crate) mod lock_exceptions;
 pub(crate) mod openapi;
+pub(crate) mod release_object;
 pub(crate) mod release_secrets;
+pub(crate) mod release_watch;
 pub(crate) mod storage_gate;
 pub(crate) mod switches;
 

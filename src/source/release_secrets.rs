@@ -4,28 +4,31 @@
 //! runs over them ([`ReleaseObject`], one watch per kind and scope, `--release-drivers`), and
 //! every read of a release reads both kinds.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
 use crate::core::{
     authorship_seen, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
     PreparedSecret, ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping,
-    Status, StoredSecret,
+    Status, StoredSecret, UpdateReport,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::source::author_key::StampingRx;
 use crate::source::initial_list::{self, InitialList};
+use crate::source::release_object::{list_params, resource_version, secret_ref, ReleaseObject};
+use crate::source::release_watch::{ListedPart, ReleaseIndexWriter, ReleaseWatch, Step};
 use crate::source::storage_gate::StorageGate;
 
 const LABELS: &str = "owner=helm";
@@ -33,68 +36,8 @@ const LABELS: &str = "owner=helm";
 /// but the newest few `superseded`, and only the newest revision (with any pending or failed
 /// one) decides what is locked. A revision Helm supersedes leaves the watch as a delete, which
 /// removes only that revision; when the newest revision's Secret goes, the release is read
-/// again in full ([`reload_release`]).
+/// again in full ([`IndexWriter::reload`]).
 const WATCHED_LABELS: &str = "owner=helm,status!=superseded";
-
-/// An object Helm keeps a release revision in, as its driver stores it: a Secret (Helm's
-/// default) or a ConfigMap (`HELM_DRIVER=configmap`, k3s's helm-controller with
-/// `spec.driver: configmap`). Both hold Helm's layer of the release in `data.release`.
-pub(crate) trait ReleaseObject:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-    const DRIVER: ReleaseDriver;
-    /// What a list or watch selects beyond the labels: a Secret's type (a ConfigMap has none).
-    const FIELDS: Option<&'static str>;
-
-    /// Helm's layer of `data.release`: a Secret's after its own base64 (the client undid it),
-    /// a ConfigMap's as it is.
-    fn payload(&self) -> Option<&[u8]>;
-}
-
-impl ReleaseObject for Secret {
-    const DRIVER: ReleaseDriver = ReleaseDriver::Secret;
-    const FIELDS: Option<&'static str> = Some("type=helm.sh/release.v1");
-
-    fn payload(&self) -> Option<&[u8]> {
-        Some(self.data.as_ref()?.get("release")?.0.as_slice())
-    }
-}
-
-impl ReleaseObject for ConfigMap {
-    const DRIVER: ReleaseDriver = ReleaseDriver::ConfigMap;
-    const FIELDS: Option<&'static str> = None;
-
-    fn payload(&self) -> Option<&[u8]> {
-        Some(self.data.as_ref()?.get("release")?.as_bytes())
-    }
-}
-
-/// The list parameters of `K`'s release objects, with `labels`.
-fn list_params<K: ReleaseObject>(labels: &str) -> ListParams {
-    let params = ListParams::default().labels(labels);
-    match K::FIELDS {
-        Some(fields) => params.fields(fields),
-        None => params,
-    }
-}
-
-fn resource_version<K: ReleaseObject>(secret: &K) -> Option<String> {
-    secret.meta().resource_version.clone()
-}
-
-fn secret_ref<K: ReleaseObject>(secret: &K) -> SecretRef {
-    SecretRef {
-        namespace: secret.namespace().unwrap_or_default(),
-        name: secret.name_any(),
-        driver: K::DRIVER,
-    }
-}
 
 /// Decodes a watched Secret; failures are logged by name only, never with content.
 fn decode<K: ReleaseObject>(
@@ -299,10 +242,6 @@ impl ForeignWarnings {
     }
 }
 
-/// How many listed Secrets are decoded and parsed together (on every core): a few pages' worth
-/// of releases in memory at a time, not a cluster's.
-const DECODED_TOGETHER: usize = 256;
-
 /// A manifest longer than this is parsed into what it locks as soon as its Secret is decoded;
 /// shorter ones (a 30-object release is about 18 kB) a part at a time, on every core. What a
 /// part holds decoded at once is then at most 256 of these, not 256 releases of 16 MiB.
@@ -425,38 +364,88 @@ async fn admit_part<K: ReleaseObject>(
     part
 }
 
-fn log_report(report: &crate::core::UpdateReport) {
+fn log_report(report: &UpdateReport) {
     // One line per set of releases, not per object: one release can render thousands.
     for group in crate::core::group_conflicts(&report.conflicts) {
         tracing::warn!(winner = %group.winner, losers = ?group.losers, objects = group.objects, examples = ?group.examples, "objects claimed by several releases (one line per set of releases)");
     }
 }
 
-/// Watches release Secrets (`K`: or release ConfigMaps) in `namespace` (all when `None`) and
-/// keeps `shared` current: what this watch lists is its kind's only, so a list again never
-/// removes what the other kind's watch indexed. Tells `readiness` once, after its first
+/// A release watch: on release Secrets (`K`: or release ConfigMaps) in `namespace` (all when
+/// `None`), keeping `index` current. What this watch lists is its kind's only, so a list again
+/// never removes what the other kind's watch indexed. Tells `readiness` once, after its first
 /// complete list. Starts once the author key is loaded (each revision's author is read with
-/// it). Returns only if the watch stream ends, or the key's sender is gone, which the server
-/// treats as a failure. `drivers`: every kind a release's revisions are read from when it is
-/// read again. `initial_list`: whether its start (and every list again) is one paged list or a
-/// streamed watch ([`initial_list`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn watch<K: ReleaseObject>(
-    client: Client,
-    namespace: Option<String>,
-    shared: Arc<IndexStore>,
-    metrics: Arc<Metrics>,
-    readiness: Arc<Readiness>,
-    mut stamping: StampingRx,
-    gate: Arc<StorageGate>,
-    drivers: Vec<ReleaseDriver>,
-    initial_list: InitialList,
-) {
-    let stamping: Arc<Stamping> = match stamping.wait_for(Option::is_some).await {
-        Ok(loaded) => loaded.clone().expect("waited for it"),
-        Err(_) => return,
-    };
-    let api: Api<K> = match &namespace {
+/// it).
+pub(crate) struct ReleaseObjectsWatch {
+    pub(crate) client: Client,
+    pub(crate) namespace: Option<String>,
+    pub(crate) index: Arc<IndexStore>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) readiness: Arc<Readiness>,
+    pub(crate) stamping: StampingRx,
+    pub(crate) gate: Arc<StorageGate>,
+    /// Every kind a release's revisions are read from when it is read again.
+    pub(crate) drivers: Vec<ReleaseDriver>,
+    /// Whether its start (and every list again) is one paged list or a streamed watch
+    /// ([`initial_list`]).
+    pub(crate) initial_list: InitialList,
+}
+
+impl ReleaseObjectsWatch {
+    /// Runs the watch: each event the watcher yields is applied to the index
+    /// ([`ReleaseWatch::apply`]). Returns only if the watch stream ends, or the key's sender is
+    /// gone, which the server treats as a failure.
+    pub(crate) async fn run<K: ReleaseObject>(mut self) {
+        let stamping: Arc<Stamping> = match self.stamping.wait_for(Option::is_some).await {
+            Ok(loaded) => loaded.clone().expect("waited for it"),
+            Err(_) => return,
+        };
+        let streaming = initial_list::streams(&self.client, self.initial_list).await;
+        let mut state = ReleaseWatch::<K>::new(self.initial_list, streaming);
+        let mut stream = start::<K>(&self.client, self.namespace.as_deref(), streaming);
+        let (namespace, kind) = (self.namespace.clone(), K::DRIVER.kind());
+        let mut index = IndexWriter {
+            foreign: ForeignWarnings::new(&self.client),
+            client: self.client,
+            scope: self.namespace,
+            shared: self.index,
+            stamping,
+            gate: self.gate,
+            metrics: self.metrics,
+            drivers: self.drivers,
+        };
+        while let Some(item) = stream.next().await {
+            match state.apply(item, &mut index).await {
+                Step::Applied => {}
+                Step::Listed(listed) => {
+                    let snapshot = index.shared.snapshot();
+                    tracing::info!(namespace = ?namespace, kind, streamed = listed.streamed, decoded = listed.decoded, unchanged = listed.unchanged, releases = snapshot.release_count(), objects = snapshot.object_count(), "release Secrets listed");
+                    if listed.first {
+                        self.readiness.scope_listed();
+                    }
+                }
+                Step::Retry(e) => {
+                    index.metrics.watch_restarts.inc();
+                    tracing::warn!(namespace = ?namespace, kind, error = %e, "release Secret watch failed; retrying with backoff");
+                }
+                Step::ListInstead(e) => {
+                    index.metrics.watch_restarts.inc();
+                    tracing::warn!(namespace = ?namespace, kind, error = %e, "the API server refuses a streamed list; release watch starts again with a list");
+                    stream = start::<K>(&index.client, index.scope.as_deref(), state.streaming());
+                }
+            }
+        }
+    }
+}
+
+/// The watcher on `K`'s release objects in `namespace` (all when `None`), its lists streamed
+/// when `streaming`.
+fn start<K: ReleaseObject>(
+    client: &Client,
+    namespace: Option<&str>,
+    streaming: bool,
+) -> BoxStream<'static, Result<WatchEvent<K>, watcher::Error>> {
+    let api: Api<K> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -465,190 +454,268 @@ pub(crate) async fn watch<K: ReleaseObject>(
         Some(fields) => config.fields(fields),
         None => config,
     };
-    let kind = K::DRIVER.kind();
-    let mut streaming = initial_list::streams(&client, initial_list).await;
-    let start = |streaming: bool| {
-        let config = if streaming {
-            config.clone().streaming_lists()
-        } else {
-            config.clone()
-        };
-        watcher::watcher(api.clone(), config)
-            .default_backoff()
-            .boxed()
+    let config = if streaming {
+        config.streaming_lists()
+    } else {
+        config
     };
-    let mut stream = start(streaming);
-    // Whether a streamed start completed: then the server streams, and an error later is not
-    // a refusal.
-    let mut streamed_once = false;
-    // A list's Secrets are decoded and parsed into what they lock a part at a time as they
-    // arrive, so the list never holds all its manifests' text at once.
-    let mut listing: Option<Vec<PreparedSecret>> = None;
-    let mut undecoded: Vec<K> = Vec::new();
-    // The resourceVersion of each Secret this watch put in the index. This task is the only
-    // writer of its scope's Secrets, so a list again (after the watch expired) keeps a Secret
-    // found with the same version as it is, without decoding it.
-    let mut versions: HashMap<SecretRef, String> = HashMap::new();
-    let mut listed_versions: HashMap<SecretRef, String> = HashMap::new();
-    let mut unchanged: HashSet<SecretRef> = HashSet::new();
-    let mut foreign = ForeignWarnings::new(&client);
-    let mut first_list_done = false;
-    loop {
-        let event = match stream.next().await {
-            Some(Ok(event)) => event,
-            Some(Err(e))
-                if streaming
-                    && !streamed_once
-                    && initial_list == InitialList::Auto
-                    && initial_list::refuses_streaming(&e) =>
-            {
-                // The server's version said WatchList, its answer says not (the feature gate
-                // turned off, an etcd without progress requests): list, from now on.
-                metrics.watch_restarts.inc();
-                tracing::warn!(namespace = ?namespace, kind, error = %e, "the API server refuses a streamed list; release watch starts again with a list");
-                streaming = false;
-                stream = start(streaming);
-                continue;
+    watcher::watcher(api, config).default_backoff().boxed()
+}
+
+/// The index as a release watch writes it: each object decoded (by name in any log, never its
+/// content), through the storage gate, and what a change leaves to read again read from the
+/// API server.
+struct IndexWriter {
+    client: Client,
+    /// The watch's namespace (all when `None`).
+    scope: Option<String>,
+    shared: Arc<IndexStore>,
+    stamping: Arc<Stamping>,
+    gate: Arc<StorageGate>,
+    foreign: ForeignWarnings,
+    metrics: Arc<Metrics>,
+    drivers: Vec<ReleaseDriver>,
+}
+
+impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
+    fn holds(&self, secret: &SecretRef) -> bool {
+        self.shared.current().holds_secret(secret)
+    }
+
+    fn kept_unchanged(&mut self) {
+        self.metrics.release_secrets_unchanged.inc();
+    }
+
+    fn decode_part(&mut self, part: Vec<K>) -> BoxFuture<'_, ListedPart> {
+        Box::pin(async move {
+            let part = decode_part(part, self.stamping.clone(), self.metrics.clone()).await;
+            let part = admit_part(part, &self.gate, &mut self.foreign, &self.metrics).await;
+            ListedPart {
+                prepared: part.prepared,
+                versions: part.versions,
             }
-            Some(Err(e)) => {
-                metrics.watch_restarts.inc();
-                tracing::warn!(namespace = ?namespace, kind, error = %e, "release Secret watch failed; retrying with backoff");
-                continue;
-            }
-            None => return,
-        };
-        match event {
-            WatchEvent::Init => {
-                listing = Some(Vec::new());
-                undecoded.clear();
-                unchanged.clear();
-                listed_versions.clear();
-            }
-            WatchEvent::InitApply(secret) => {
-                let (reference, version) = (secret_ref(&secret), resource_version(&secret));
-                let same = version.is_some() && versions.get(&reference) == version.as_ref();
-                if same && shared.current().holds_secret(&reference) {
-                    metrics.release_secrets_unchanged.inc();
-                    unchanged.insert(reference);
-                    continue;
-                }
-                if listing.is_some() {
-                    undecoded.push(secret);
-                }
-                if undecoded.len() >= DECODED_TOGETHER {
-                    let part = std::mem::take(&mut undecoded);
-                    let part = decode_part(part, stamping.clone(), metrics.clone()).await;
-                    let part = admit_part(part, &gate, &mut foreign, &metrics).await;
-                    listed_versions.extend(part.versions);
-                    listing.get_or_insert_with(Vec::new).extend(part.prepared);
-                }
-            }
-            WatchEvent::InitDone => {
-                let mut list = listing.take().unwrap_or_default();
-                let part = std::mem::take(&mut undecoded);
-                let part = decode_part(part, stamping.clone(), metrics.clone()).await;
-                let part = admit_part(part, &gate, &mut foreign, &metrics).await;
-                listed_versions.extend(part.versions);
-                list.extend(part.prepared);
-                let (decoded, kept) = (list.len(), unchanged.len());
-                let scope = namespace.clone();
-                let kept_refs = std::mem::take(&mut unchanged);
-                let reports = shared
-                    .update(move |index| {
-                        // The list replaces everything in scope: releases deleted while the
-                        // watch was down disappear, unchanged Secrets stay as they were.
-                        index.relist(scope.as_deref(), K::DRIVER, &kept_refs, list)
-                    })
-                    .await;
-                {
-                    // What the list kept keeps its version; what it decoded has its new one.
-                    let index = shared.current();
-                    versions.retain(|reference, _| index.holds_secret(reference));
-                }
-                versions.extend(listed_versions.drain());
-                metrics.release_secret_lists.inc();
-                for report in &reports {
-                    log_report(report);
-                    if let Some(key) = &report.needs_reload {
-                        reload_release(&client, key, &shared, &stamping, &gate, &metrics, &drivers)
-                            .await;
-                    }
-                }
-                let recheck: std::collections::BTreeSet<&ReleaseKey> = reports
-                    .iter()
-                    .filter_map(|r| r.recheck_drivers.as_ref())
-                    .collect();
-                for key in recheck {
-                    recheck_release(
-                        &client,
-                        key,
-                        &shared,
-                        &stamping,
-                        &gate,
-                        &mut foreign,
-                        &metrics,
-                        &drivers,
-                    )
-                    .await;
-                }
-                crate::source::return_freed_memory();
-                let index = shared.snapshot();
-                tracing::info!(namespace = ?namespace, kind, streamed = streaming, decoded, unchanged = kept, releases = index.release_count(), objects = index.object_count(), "release Secrets listed");
-                streamed_once |= streaming;
-                if !first_list_done {
-                    first_list_done = true;
-                    readiness.scope_listed();
+        })
+    }
+
+    fn relist(
+        &mut self,
+        listed: Vec<PreparedSecret>,
+        unchanged: HashSet<SecretRef>,
+    ) -> BoxFuture<'_, Vec<UpdateReport>> {
+        Box::pin(async move {
+            let scope = self.scope.clone();
+            let reports = self
+                .shared
+                .update(move |index| {
+                    // The list replaces everything in scope: releases deleted while the watch
+                    // was down disappear, unchanged Secrets stay as they were.
+                    index.relist(scope.as_deref(), K::DRIVER, &unchanged, listed)
+                })
+                .await;
+            self.metrics.release_secret_lists.inc();
+            reports
+        })
+    }
+
+    fn read_again(&mut self, reports: Vec<UpdateReport>) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            for report in &reports {
+                log_report(report);
+                if let Some(key) = &report.needs_reload {
+                    self.reload(key).await;
                 }
             }
-            WatchEvent::Apply(secret) => {
-                let reference = secret_ref(&secret);
-                versions.remove(&reference);
-                if let Some(decoded) = foreign.decode(&secret, &stamping, &gate, &metrics).await {
-                    tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
-                    let report = shared.update(|index| index.upsert(decoded)).await;
-                    log_report(&report);
-                    if let Some(key) = &report.recheck_drivers {
-                        recheck_release(
-                            &client,
-                            key,
-                            &shared,
-                            &stamping,
-                            &gate,
-                            &mut foreign,
-                            &metrics,
-                            &drivers,
-                        )
-                        .await;
-                    }
-                    if let Some(version) = resource_version(&secret) {
-                        versions.insert(reference, version);
-                    }
-                } else if shared.current().holds_secret(&reference) {
-                    // What it held before this write no longer counts either.
-                    let report = shared
-                        .update(move |index| index.remove_secret(&reference))
-                        .await;
-                    if let Some(key) = report.needs_reload {
-                        reload_release(
-                            &client, &key, &shared, &stamping, &gate, &metrics, &drivers,
-                        )
-                        .await;
-                    }
-                }
+            let recheck: std::collections::BTreeSet<&ReleaseKey> = reports
+                .iter()
+                .filter_map(|r| r.recheck_drivers.as_ref())
+                .collect();
+            for key in recheck {
+                self.recheck(key).await;
             }
-            WatchEvent::Delete(secret) => {
-                spend_stamp(&secret, &stamping);
-                let reference = secret_ref(&secret);
-                versions.remove(&reference);
-                let report = shared
+            crate::source::return_freed_memory();
+        })
+    }
+
+    fn upsert(&mut self, secret: K) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let decoded = self
+                .foreign
+                .decode(&secret, &self.stamping, &self.gate, &self.metrics)
+                .await;
+            if let Some(decoded) = decoded {
+                tracing::debug!(secret = %decoded.secret, status = %decoded.release.status, "release revision updated");
+                let report = self.shared.update(|index| index.upsert(decoded)).await;
+                log_report(&report);
+                if let Some(key) = &report.recheck_drivers {
+                    self.recheck(key).await;
+                }
+                return true;
+            }
+            let reference = secret_ref(&secret);
+            if self.shared.current().holds_secret(&reference) {
+                // What it held before this write no longer counts either.
+                let report = self
+                    .shared
                     .update(move |index| index.remove_secret(&reference))
                     .await;
                 if let Some(key) = report.needs_reload {
-                    reload_release(&client, &key, &shared, &stamping, &gate, &metrics, &drivers)
-                        .await;
+                    self.reload(&key).await;
+                }
+            }
+            false
+        })
+    }
+
+    fn remove(&mut self, secret: K) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            spend_stamp(&secret, &self.stamping);
+            let reference = secret_ref(&secret);
+            let report = self
+                .shared
+                .update(move |index| index.remove_secret(&reference))
+                .await;
+            if let Some(key) = report.needs_reload {
+                self.reload(&key).await;
+            }
+        })
+    }
+}
+
+impl IndexWriter {
+    /// The newest revision's Secret of a release vanished while older ones remain: index the
+    /// newest remaining revision again (of whichever kind keeps it).
+    async fn reload(&mut self, key: &ReleaseKey) {
+        let read = match StoredRevisions::read(
+            &self.client,
+            key.storage_namespace(),
+            &key.name,
+            &self.drivers,
+        )
+        .await
+        {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(release = %key, error = %e, "could not re-read release after its newest revision was deleted");
+                return;
+            }
+        };
+        let mut revisions: Vec<ReleaseSecret> = read
+            .decoded(&self.stamping, &self.metrics)
+            .into_iter()
+            .filter(|s| s.key() == *key)
+            .collect();
+        // The newest revision that counts: of the release's driver, or of the other one as
+        // its author's answer says (crate::core::counts_beside_its_release).
+        let release_driver = crate::core::release_driver(
+            revisions
+                .iter()
+                .map(|s| (s.secret.driver, s.created, s.release.revision)),
+        );
+        revisions.sort_by_key(|s| std::cmp::Reverse(s.release.revision));
+        for mut newest in revisions {
+            let beside = match release_driver {
+                Some(driver) => self.gate.admit_beside(&mut newest, driver).await,
+                None => Ok(()),
+            };
+            match beside.and(self.gate.admit(&newest).await) {
+                Ok(()) => {
+                    self.shared.update(|index| index.upsert(newest)).await;
+                    break;
+                }
+                Err(note) => {
+                    self.metrics.foreign_release_secrets.inc();
+                    tracing::warn!(secret = %newest.secret, error = %note, "release Secret ignored");
                 }
             }
         }
+    }
+
+    /// A release whose revisions are kept by both drivers, named by the index
+    /// ([`crate::core::UpdateReport::recheck_drivers`]): every revision of it is read again, in
+    /// both kinds, the release's driver taken from all of them ([`crate::core::release_driver`]),
+    /// and each revision of the other driver admitted only as its author's answer says; the
+    /// index then holds what counts and nothing else. What is refused is reported (log, metric,
+    /// a `ForeignRelease` Warning Event on its object).
+    async fn recheck(&mut self, key: &ReleaseKey) {
+        let read = match StoredRevisions::read(
+            &self.client,
+            key.storage_namespace(),
+            &key.name,
+            &self.drivers,
+        )
+        .await
+        {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(release = %key, error = %e, "could not read a release kept by both drivers again");
+                return;
+            }
+        };
+        let secrets = self.admitted_revisions(key, &read.secrets).await;
+        let config_maps = self.admitted_revisions(key, &read.config_maps).await;
+        let Some(release_driver) = crate::core::release_driver(
+            secrets
+                .iter()
+                .chain(&config_maps)
+                .map(|s| (s.secret.driver, s.created, s.release.revision)),
+        ) else {
+            return;
+        };
+        let mut counted = Vec::new();
+        for mut revision in secrets.into_iter().chain(config_maps) {
+            let Err(note) = self.gate.admit_beside(&mut revision, release_driver).await else {
+                counted.push(revision);
+                continue;
+            };
+            self.metrics.foreign_release_secrets.inc();
+            tracing::warn!(secret = %revision.secret, error = %note, "release revision of another driver than its release's ignored");
+            match revision.secret.driver {
+                ReleaseDriver::Secret => {
+                    if let Some(object) = read
+                        .secrets
+                        .iter()
+                        .find(|s| secret_ref(*s) == revision.secret)
+                    {
+                        self.foreign.warn(object, note).await;
+                    }
+                }
+                ReleaseDriver::ConfigMap => {
+                    if let Some(object) = read
+                        .config_maps
+                        .iter()
+                        .find(|c| secret_ref(*c) == revision.secret)
+                    {
+                        self.foreign.warn(object, note).await;
+                    }
+                }
+            }
+        }
+        let key = key.clone();
+        let reports = self
+            .shared
+            .update(move |index| index.replace_release(&key, counted))
+            .await;
+        for report in &reports {
+            log_report(report);
+        }
+    }
+
+    /// The revisions of release `key` among `objects` that decode and pass the storage gate.
+    async fn admitted_revisions<K: ReleaseObject>(
+        &self,
+        key: &ReleaseKey,
+        objects: &[K],
+    ) -> Vec<ReleaseSecret> {
+        let mut admitted = Vec::new();
+        for object in objects {
+            let decoded = decode(object, &self.stamping, &self.metrics).filter(|d| d.key() == *key);
+            if let Some(decoded) = decoded {
+                if self.gate.admit(&decoded).await.is_ok() {
+                    admitted.push(decoded);
+                }
+            }
+        }
+        admitted
     }
 }
 
@@ -714,146 +781,6 @@ impl StoredRevisions {
             .iter()
             .filter_map(|c| decode(c, stamping, metrics));
         secrets.chain(config_maps).collect()
-    }
-}
-
-/// The newest revision's Secret of a release vanished while older ones remain: index the
-/// newest remaining revision again (of whichever kind keeps it).
-async fn reload_release(
-    client: &Client,
-    key: &ReleaseKey,
-    shared: &Arc<IndexStore>,
-    stamping: &Stamping,
-    gate: &StorageGate,
-    metrics: &Metrics,
-    drivers: &[ReleaseDriver],
-) {
-    match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers).await {
-        Ok(read) => {
-            let mut revisions: Vec<ReleaseSecret> = read
-                .decoded(stamping, metrics)
-                .into_iter()
-                .filter(|s| s.key() == *key)
-                .collect();
-            // The newest revision that counts: of the release's driver, or of the other one as
-            // its author's answer says (crate::core::counts_beside_its_release).
-            let release_driver = crate::core::release_driver(
-                revisions
-                    .iter()
-                    .map(|s| (s.secret.driver, s.created, s.release.revision)),
-            );
-            revisions.sort_by_key(|s| std::cmp::Reverse(s.release.revision));
-            for mut newest in revisions {
-                let beside = match release_driver {
-                    Some(driver) => gate.admit_beside(&mut newest, driver).await,
-                    None => Ok(()),
-                };
-                match beside.and(gate.admit(&newest).await) {
-                    Ok(()) => {
-                        shared.update(|index| index.upsert(newest)).await;
-                        break;
-                    }
-                    Err(note) => {
-                        metrics.foreign_release_secrets.inc();
-                        tracing::warn!(secret = %newest.secret, error = %note, "release Secret ignored");
-                    }
-                }
-            }
-        }
-        Err(e) => {
-            tracing::warn!(release = %key, error = %e, "could not re-read release after its newest revision was deleted")
-        }
-    }
-}
-
-/// A release whose revisions are kept by both drivers, named by the index
-/// ([`crate::core::UpdateReport::recheck_drivers`]): every revision of it is read again, in both
-/// kinds, the release's driver taken from all of them ([`crate::core::release_driver`]), and each
-/// revision of the other driver admitted only as its author's answer says; the index then holds
-/// what counts and nothing else. What is refused is reported (log, metric, a `ForeignRelease`
-/// Warning Event on its object).
-#[allow(clippy::too_many_arguments)]
-async fn recheck_release(
-    client: &Client,
-    key: &ReleaseKey,
-    shared: &Arc<IndexStore>,
-    stamping: &Stamping,
-    gate: &StorageGate,
-    foreign: &mut ForeignWarnings,
-    metrics: &Metrics,
-    drivers: &[ReleaseDriver],
-) {
-    let read = match StoredRevisions::read(client, key.storage_namespace(), &key.name, drivers)
-        .await
-    {
-        Ok(read) => read,
-        Err(e) => {
-            tracing::warn!(release = %key, error = %e, "could not read a release kept by both drivers again");
-            return;
-        }
-    };
-    let mut secrets = Vec::new();
-    for secret in &read.secrets {
-        if let Some(decoded) = decode(secret, stamping, metrics).filter(|d| d.key() == *key) {
-            if gate.admit(&decoded).await.is_ok() {
-                secrets.push(decoded);
-            }
-        }
-    }
-    let mut config_maps = Vec::new();
-    for config_map in &read.config_maps {
-        if let Some(decoded) = decode(config_map, stamping, metrics).filter(|d| d.key() == *key) {
-            if gate.admit(&decoded).await.is_ok() {
-                config_maps.push(decoded);
-            }
-        }
-    }
-    let Some(release_driver) = crate::core::release_driver(
-        secrets
-            .iter()
-            .chain(&config_maps)
-            .map(|s| (s.secret.driver, s.created, s.release.revision)),
-    ) else {
-        return;
-    };
-    let mut counted = Vec::new();
-    {
-        for mut revision in secrets.into_iter().chain(config_maps) {
-            match gate.admit_beside(&mut revision, release_driver).await {
-                Ok(()) => counted.push(revision),
-                Err(note) => {
-                    metrics.foreign_release_secrets.inc();
-                    tracing::warn!(secret = %revision.secret, error = %note, "release revision of another driver than its release's ignored");
-                    match revision.secret.driver {
-                        ReleaseDriver::Secret => {
-                            if let Some(object) = read
-                                .secrets
-                                .iter()
-                                .find(|s| secret_ref(*s) == revision.secret)
-                            {
-                                foreign.warn(object, note).await;
-                            }
-                        }
-                        ReleaseDriver::ConfigMap => {
-                            if let Some(object) = read
-                                .config_maps
-                                .iter()
-                                .find(|c| secret_ref(*c) == revision.secret)
-                            {
-                                foreign.warn(object, note).await;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let key = key.clone();
-    let reports = shared
-        .update(move |index| index.replace_release(&key, counted))
-        .await;
-    for report in &reports {
-        log_report(report);
     }
 }
 
