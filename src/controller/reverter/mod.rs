@@ -18,7 +18,7 @@
 //! reverter never fights Helm mid-operation or with an index that lags behind an upgrade.
 //!
 //! Its rooms, in the order a queued object passes them: `watches` (one watch per kind; queues
-//! drift and deletes), `work` (the work loop: leadership, pacing, retries, its `queue` fair across releases; what it remembers
+//! drift and deletes, as `queueing` decides from the index and the policy), `work` (the work loop: leadership, pacing, retries, its `queue` fair across releases; what it remembers
 //! between jobs is `worker`'s), `reconcile` (one attempt, step by step, carried in an
 //! `attempt::Attempt`), `hold` (a revision whose author is not known), `plan` (what to write,
 //! and its dry run), `authorize` (the author's rights), `fights` (backoff, fights, a lost
@@ -41,6 +41,7 @@ mod patch;
 mod plan;
 mod proofs;
 mod queue;
+mod queueing;
 mod reconcile;
 mod recreate;
 mod revertable;

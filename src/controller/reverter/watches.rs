@@ -17,6 +17,7 @@ use crate::core::{drift, helm_attribution, helm_writer, ownership_return, Index,
 use crate::metrics::Metrics;
 
 use super::key::{Job, ObjectKey};
+use super::queueing::{kinds_owned, missing_from_list, to_check_after_update, Listed, OwnedKind};
 use super::revertable::revertable;
 use super::Reverter;
 
@@ -29,19 +30,11 @@ impl Reverter {
         let mut switches = self.config.subscribe();
         let mut switched = false;
         let mut updates_seen: u64 = 0;
-        let mut watches: HashMap<(String, String), (String, tokio::task::JoinHandle<()>)> =
-            HashMap::new();
+        let mut watches: HashMap<OwnedKind, (String, tokio::task::JoinHandle<()>)> = HashMap::new();
         let mut previous = self.index.snapshot();
         loop {
             let index = self.index.snapshot();
-            let mut wanted: HashMap<(String, String), String> = HashMap::new();
-            for state in index.releases() {
-                for object in state.objects.iter().flatten() {
-                    wanted
-                        .entry((object.group.to_string(), object.kind.to_string()))
-                        .or_insert_with(|| object.version.to_string());
-                }
-            }
+            let wanted = kinds_owned(&index);
             watches.retain(|kind, (_, task)| {
                 let keep = wanted.contains_key(kind);
                 if !keep {
@@ -60,26 +53,12 @@ impl Reverter {
                     slot.insert((version, task));
                 }
             }
-            for state in index.releases() {
-                let before = previous.release(&state.key);
-                // A LockException that opens or closes changes what is left alone: when one
-                // closes, the drift it left behind is reverted.
-                let changed = switched
-                    || before.is_none_or(|b| !Arc::ptr_eq(b, state))
-                    || previous.registration(&state.key) != index.registration(&state.key)
-                    || previous.exceptions(&state.key) != index.exceptions(&state.key);
-                if !changed {
-                    continue;
-                }
-                for object in state.objects.iter().flatten() {
-                    if revertable(&self.config.load(), &index, object).is_some() {
-                        let _ = tx.send(Job {
-                            key: ObjectKey::of(object),
-                            writer: None,
-                            delayed: false,
-                        });
-                    }
-                }
+            for key in to_check_after_update(&self.config.load(), &previous, &index, switched) {
+                let _ = tx.send(Job {
+                    key,
+                    writer: None,
+                    delayed: false,
+                });
             }
             self.parts.holds.forget(&index);
             // What is kept per object is forgotten when releases or objects went, and every
@@ -131,7 +110,7 @@ impl Reverter {
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
-        let mut listed: HashSet<(Option<String>, String)> = HashSet::new();
+        let mut listed: HashSet<Listed> = HashSet::new();
         while let Some(event) = stream.next().await {
             match event {
                 Ok(WatchEvent::Init) => listed.clear(),
@@ -146,23 +125,12 @@ impl Reverter {
                 Ok(WatchEvent::InitDone) => {
                     // Locked objects missing from the full list were deleted.
                     let index = self.index.snapshot();
-                    for state in index.releases() {
-                        for object in state.objects.iter().flatten() {
-                            if object.group == gvk.group
-                                && object.kind == gvk.kind
-                                && !listed.contains(&(
-                                    object.namespace.as_deref().map(str::to_string),
-                                    object.name.to_string(),
-                                ))
-                                && revertable(&self.config.load(), &index, object).is_some()
-                            {
-                                let _ = tx.send(Job {
-                                    key: ObjectKey::of(object),
-                                    writer: None,
-                                    delayed: false,
-                                });
-                            }
-                        }
+                    for key in missing_from_list(&self.config.load(), &index, &gvk, &listed) {
+                        let _ = tx.send(Job {
+                            key,
+                            writer: None,
+                            delayed: false,
+                        });
                     }
                     listed.clear();
                 }
