@@ -14,9 +14,15 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::core::{drift, helm_attribution, helm_writer, ownership_return, Index, LockedObject};
+use crate::index_store::IndexStore;
+use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
+use crate::source::openapi::SharedSchema;
 
+use super::hold::Holds;
 use super::key::{Job, ObjectKey};
+use super::kinds::KnownKinds;
+use super::proofs::Proofs;
 use super::queueing::{kinds_owned, missing_from_list, to_check_after_update, Listed, OwnedKind};
 use super::revertable::revertable;
 use super::Reverter;
@@ -119,9 +125,9 @@ impl Reverter {
                         object.metadata.namespace.clone(),
                         object.metadata.name.clone().unwrap_or_default(),
                     ));
-                    self.check_live(&gvk, &object, &tx);
+                    send(&tx, self.watched().seen(&gvk, &object));
                 }
-                Ok(WatchEvent::Apply(object)) => self.check_live(&gvk, &object, &tx),
+                Ok(WatchEvent::Apply(object)) => send(&tx, self.watched().seen(&gvk, &object)),
                 Ok(WatchEvent::InitDone) => {
                     // Locked objects missing from the full list were deleted.
                     let index = self.index.snapshot();
@@ -135,24 +141,7 @@ impl Reverter {
                     listed.clear();
                 }
                 Ok(WatchEvent::Delete(object)) => {
-                    let index = self.index.snapshot();
-                    if let Some(locked) = self.locked(&index, &gvk, &object) {
-                        let live = serde_json::to_value(&object).ok();
-                        if let Some(live) = &live {
-                            self.parts.proofs.deleted(locked, live);
-                        }
-                        if revertable(&self.config.load(), &index, locked).is_some() {
-                            let apply_method = index
-                                .release(&locked.release)
-                                .and_then(|s| s.newest())
-                                .and_then(|r| r.apply_method.clone());
-                            let _ = tx.send(Job {
-                                key: ObjectKey::of(locked),
-                                writer: Some(helm_writer(live.as_ref(), apply_method.as_deref())),
-                                delayed: false,
-                            });
-                        }
-                    }
+                    send(&tx, self.watched().deleted(&gvk, &object));
                 }
                 Err(e) => {
                     self.metrics.watch_restarts.inc();
@@ -162,8 +151,35 @@ impl Reverter {
         }
     }
 
-    pub(super) fn locked<'i>(
-        &self,
+    /// The reverter as its watches see it: what an object seen queues.
+    fn watched(&self) -> Watched<'_> {
+        Watched {
+            index: &self.index,
+            config: &self.config,
+            schema: &self.schema,
+            proofs: &self.parts.proofs,
+            holds: &self.parts.holds,
+            kinds: &self.parts.kinds,
+            attributions: &self.parts.attributions,
+        }
+    }
+}
+
+/// What a kind's watch needs of the reverter to tell what an object it sees queues: the index,
+/// the policy in force, the schema, and the parts that record what was seen.
+pub(super) struct Watched<'r> {
+    pub(super) index: &'r IndexStore,
+    pub(super) config: &'r LiveConfig,
+    pub(super) schema: &'r SharedSchema,
+    pub(super) proofs: &'r Proofs,
+    pub(super) holds: &'r Holds,
+    pub(super) kinds: &'r KnownKinds,
+    pub(super) attributions: &'r Attributions,
+}
+
+impl Watched<'_> {
+    /// The locked object `object` is, as its annotations name its owner.
+    fn locked<'i>(
         index: &'i Index,
         gvk: &GroupVersionKind,
         object: &DynamicObject,
@@ -186,37 +202,34 @@ impl Reverter {
         )
     }
 
-    /// Queues a watched object when it is locked and differs from the chart.
-    pub(super) fn check_live(
-        &self,
-        gvk: &GroupVersionKind,
-        object: &DynamicObject,
-        tx: &mpsc::UnboundedSender<Job>,
-    ) {
+    /// What a watched object seen live queues: itself when it is locked and differs from the
+    /// chart (or its fields are co-owned), and when fields of it are newly held.
+    pub(super) fn seen(&self, gvk: &GroupVersionKind, object: &DynamicObject) -> Vec<Job> {
+        let mut jobs = Vec::new();
         let index = self.index.snapshot();
-        let Some(locked) = self.locked(&index, gvk, object) else {
-            return;
+        let Some(locked) = Self::locked(&index, gvk, object) else {
+            return jobs;
         };
         if revertable(&self.config.load(), &index, locked).is_none() {
-            return;
+            return jobs;
         }
         let Ok(live) = serde_json::to_value(object) else {
-            return;
+            return jobs;
         };
-        if !self.parts.proofs.observe(locked, &live) {
-            return;
+        if !self.proofs.observe(locked, &live) {
+            return jobs;
         }
         let schema = self.schema.load();
-        self.parts.attributions.check(&schema, locked, &live);
+        self.attributions.check(&schema, locked, &live);
         let mut ignore =
             index.left_alone(&self.config.load(), locked, crate::lock_exception::now());
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
             let first_sight = || crate::core::held_at_first_sight(&schema, locked, &live);
-            let scope = self.parts.kinds.scope(&ObjectKey::of(locked).gvk());
-            match self.parts.holds.paths(locked, newest, scope, first_sight) {
+            let scope = self.kinds.scope(&ObjectKey::of(locked).gvk());
+            match self.holds.paths(locked, newest, scope, first_sight) {
                 // Newly held: reported by the worker.
                 Some((held, true)) if !held.is_empty() => {
-                    let _ = tx.send(Job {
+                    jobs.push(Job {
                         key: ObjectKey::of(locked),
                         writer: None,
                         delayed: false,
@@ -224,7 +237,7 @@ impl Reverter {
                     ignore.extend(held);
                 }
                 Some((held, _)) => ignore.extend(held),
-                None => self.parts.holds.release(locked),
+                None => self.holds.release(locked),
             }
         }
         let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
@@ -247,12 +260,45 @@ impl Reverter {
             ownership_return(&schema, locked, &live, helm, &ignore).is_some()
         };
         if drifted || co_owned() {
-            let _ = tx.send(Job {
+            jobs.push(Job {
                 key: ObjectKey::of(locked),
                 writer: None,
                 delayed: false,
             });
         }
+        jobs
+    }
+
+    /// What a watched object deleted queues: itself, to be created again, when it is locked
+    /// (recorded as seen going, with the release's annotations or not) and revertable.
+    pub(super) fn deleted(&self, gvk: &GroupVersionKind, object: &DynamicObject) -> Vec<Job> {
+        let index = self.index.snapshot();
+        let Some(locked) = Self::locked(&index, gvk, object) else {
+            return Vec::new();
+        };
+        let live = serde_json::to_value(object).ok();
+        if let Some(live) = &live {
+            self.proofs.deleted(locked, live);
+        }
+        if revertable(&self.config.load(), &index, locked).is_none() {
+            return Vec::new();
+        }
+        let apply_method = index
+            .release(&locked.release)
+            .and_then(|s| s.newest())
+            .and_then(|r| r.apply_method.clone());
+        vec![Job {
+            key: ObjectKey::of(locked),
+            writer: Some(helm_writer(live.as_ref(), apply_method.as_deref())),
+            delayed: false,
+        }]
+    }
+}
+
+/// Queues `jobs`.
+fn send(tx: &mpsc::UnboundedSender<Job>, jobs: Vec<Job>) {
+    for job in jobs {
+        let _ = tx.send(job);
     }
 }
 
@@ -314,5 +360,146 @@ impl Attributions {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+    use kube::core::GroupVersionKind;
+    use serde_json::json;
+
+    use super::*;
+    use crate::controller::reverter::parts::Parts;
+    use crate::core::test_util::release_secret;
+    use crate::core::{Author, Authorship, Config, Schema, Status};
+
+    const CHART: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n";
+
+    /// Release `shop/shop`, deployed, rendering ConfigMap `settings`, its author known.
+    struct World {
+        index: IndexStore,
+        config: LiveConfig,
+        schema: SharedSchema,
+        parts: Parts,
+    }
+
+    impl World {
+        fn new() -> Self {
+            World::with(Config {
+                ownership_returned: true,
+                ..Config::default()
+            })
+        }
+
+        /// The world with the policy `config`.
+        fn with(config: Config) -> Self {
+            let mut secret = release_secret("shop", "shop", 1, Status::Deployed, CHART);
+            secret.author = Authorship::Known(Arc::new(Author {
+                username: "alice".into(),
+                ..Author::default()
+            }));
+            World {
+                index: IndexStore::new(Index::from_secrets([secret])),
+                config: LiveConfig::new(config),
+                schema: arc_swap::ArcSwap::new(Schema::builtin()),
+                parts: Parts::new(&Arc::new(Metrics::new())),
+            }
+        }
+
+        fn watched(&self) -> Watched<'_> {
+            Watched {
+                index: &self.index,
+                config: &self.config,
+                schema: &self.schema,
+                proofs: &self.parts.proofs,
+                holds: &self.parts.holds,
+                kinds: &self.parts.kinds,
+                attributions: &self.parts.attributions,
+            }
+        }
+    }
+
+    fn config_maps() -> GroupVersionKind {
+        GroupVersionKind::gvk("", "v1", "ConfigMap")
+    }
+
+    /// ConfigMap `name` in `shop` with `a` set to `value`, carrying release `shop`'s
+    /// annotations when `annotated`.
+    fn live(name: &str, value: &str, annotated: bool) -> DynamicObject {
+        let annotations = if annotated {
+            json!({"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+                         "resourceVersion": "7", "annotations": annotations,
+                         "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+            "data": {"a": value},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_locked_object_that_drifted_is_queued_and_one_as_the_chart_is_not() {
+        let world = World::new();
+        let jobs = world
+            .watched()
+            .seen(&config_maps(), &live("settings", "c", true));
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].key.name, "settings");
+        assert!(jobs[0].writer.is_none());
+        // Control: as the chart renders it, nothing to do.
+        let jobs = world
+            .watched()
+            .seen(&config_maps(), &live("settings", "b", true));
+        assert!(jobs.is_empty());
+    }
+
+    #[test]
+    fn an_object_without_the_releases_annotations_or_not_locked_is_not_queued() {
+        let world = World::new();
+        let unproven = world
+            .watched()
+            .seen(&config_maps(), &live("settings", "c", false));
+        assert!(unproven.is_empty());
+        let other = world
+            .watched()
+            .seen(&config_maps(), &live("other", "c", true));
+        assert!(other.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_queued_while_the_reverter_is_paused() {
+        let world = World::with(Config {
+            ownership_returned: false,
+            ..Config::default()
+        });
+        assert!(world
+            .watched()
+            .seen(&config_maps(), &live("settings", "c", true))
+            .is_empty());
+        assert!(world
+            .watched()
+            .deleted(&config_maps(), &live("settings", "b", true))
+            .is_empty());
+    }
+
+    #[test]
+    fn a_locked_object_deleted_is_queued_with_helms_writer() {
+        let world = World::new();
+        let jobs = world
+            .watched()
+            .deleted(&config_maps(), &live("settings", "b", true));
+        assert_eq!(jobs.len(), 1);
+        assert!(jobs[0].writer.is_some());
+        // Control: an object no release locks, deleted, queues nothing.
+        let jobs = world
+            .watched()
+            .deleted(&config_maps(), &live("other", "b", true));
+        assert!(jobs.is_empty());
     }
 }
