@@ -116,6 +116,23 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 crate::lock_exception::now(),
             );
             status::add_notices(&mut report, &index, &reverter_events(&client, scope).await);
+            let own = config.own_release.as_ref();
+            let locker_namespace = own.map_or(super::writer_rules::DEFAULT_LOCKER_NAMESPACE, |k| {
+                k.namespace.as_str()
+            });
+            let writers = format!(
+                "{}-writers",
+                super::writer_rules::fullname(own, &[]).unwrap_or_else(|| "helm-locker".into())
+            );
+            let rules = super::writer_rules::rules_in_force(
+                &client,
+                locker_namespace,
+                &writers,
+                target.config.as_deref(),
+            )
+            .await
+            .map_err(PluginError::Usage)?;
+            status::add_writer_rules(&mut report, &rules, crate::lock_exception::now());
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)
         }

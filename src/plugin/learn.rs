@@ -13,9 +13,11 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 
 use super::kube_io::{client, print, releases, PluginError};
+use super::writer_rules::{
+    fullname, rules_in_force, DEFAULT_LOCKER_NAMESPACE, LEARNED_NAMESPACE_LABEL,
+};
 use super::Target;
 use crate::core::{
     accept_proposals, proposals_text, propose_rules, writer_rule_yaml, writers_values_snippet,
@@ -24,10 +26,6 @@ use crate::core::{
 
 /// The label every learned ConfigMap carries.
 pub(crate) const LEARNED_COMPONENT: &str = "app.kubernetes.io/component=learned";
-/// The label naming the namespace a learned ConfigMap is about.
-pub(crate) const LEARNED_NAMESPACE_LABEL: &str = "helm-locker.io/learned-namespace";
-/// Where the locker is looked for when nothing says.
-const DEFAULT_LOCKER_NAMESPACE: &str = "helm-locker";
 /// The field manager of `--apply`'s write.
 const FIELD_MANAGER: &str = "kubectl-locker";
 
@@ -135,17 +133,14 @@ pub(crate) async fn run(target: &Target, args: LearnArgs) -> Result<ExitCode, Pl
             fullname(own.as_ref(), &listed.items).unwrap_or_else(|| "helm-locker".into())
         )
     });
-    let writers = api
-        .get_opt(&writers_name)
-        .await
-        .map_err(PluginError::api(format!(
-            "read the ConfigMap {locker_namespace}/{writers_name}"
-        )))?;
-    let (mut rules, notes) = rules_from_configmap(writers.as_ref());
-    for note in notes {
-        eprintln!("kubectl-locker: ConfigMap {locker_namespace}/{writers_name}: {note}");
-    }
-    rules.extend(config_rules(target.config.as_deref())?);
+    let rules = rules_in_force(
+        client,
+        &locker_namespace,
+        &writers_name,
+        target.config.as_deref(),
+    )
+    .await
+    .map_err(PluginError::Usage)?;
 
     let now = crate::lock_exception::now();
     let seconds = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
@@ -254,58 +249,6 @@ pub(crate) fn learned_from(
     }
     learned.sort_by(|a, b| a.namespace.cmp(&b.namespace));
     (learned, skipped)
-}
-
-/// The locker's fullname, as its chart makes it: from its own release (the release name when
-/// it contains `helm-locker`, else `<release>-helm-locker`), else from the names of its learned
-/// ConfigMaps (`<fullname>-learned-<namespace>`).
-pub(crate) fn fullname(own: Option<&ReleaseKey>, learned: &[ConfigMap]) -> Option<String> {
-    if let Some(own) = own {
-        let name = if own.name.contains("helm-locker") {
-            own.name.to_string()
-        } else {
-            format!("{}-helm-locker", own.name)
-        };
-        let cut: String = name.chars().take(63).collect();
-        return Some(cut.trim_end_matches('-').to_string());
-    }
-    learned.iter().find_map(|cm| {
-        let ns = cm.labels().get(LEARNED_NAMESPACE_LABEL)?;
-        cm.name_any()
-            .strip_suffix(&format!("-learned-{ns}"))
-            .map(str::to_string)
-    })
-}
-
-/// The rules of the writers ConfigMap, one per `<id>.yaml` key; a note for each key that is
-/// not a rule.
-pub(crate) fn rules_from_configmap(cm: Option<&ConfigMap>) -> (Vec<WriterRule>, Vec<String>) {
-    let mut rules = Vec::new();
-    let mut notes = Vec::new();
-    for (key, text) in cm.and_then(|c| c.data.as_ref()).into_iter().flatten() {
-        match serde_saphyr::from_str::<WriterRule>(text) {
-            Ok(rule) => rules.push(rule),
-            Err(e) => notes.push(format!("key {key} is not a writer rule: {e}")),
-        }
-    }
-    (rules, notes)
-}
-
-/// The `writers:` of the `--config` file.
-fn config_rules(path: Option<&std::path::Path>) -> Result<Vec<WriterRule>, PluginError> {
-    #[derive(Deserialize)]
-    struct WritersOf {
-        #[serde(default)]
-        writers: Vec<WriterRule>,
-    }
-    let Some(path) = path else {
-        return Ok(Vec::new());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| PluginError::Usage(format!("cannot read {}: {e}", path.display())))?;
-    serde_saphyr::from_str::<WritersOf>(&text)
-        .map(|w| w.writers)
-        .map_err(|e| PluginError::Usage(format!("{}: writers: {e}", path.display())))
 }
 
 /// The chart files of the releases people wrote to, to tell them the `helm upgrade`.
@@ -507,23 +450,8 @@ mod tests {
     }
 
     #[test]
-    fn the_fullname_is_the_charts() {
-        let key = |name: &str| ReleaseKey::new("helm-locker", name);
-        assert_eq!(
-            fullname(Some(&key("helm-locker")), &[]).as_deref(),
-            Some("helm-locker")
-        );
-        assert_eq!(
-            fullname(Some(&key("locker")), &[]).as_deref(),
-            Some("locker-helm-locker")
-        );
-        let cm = learned_cm("helm-locker", "lk-helm-locker-learned-shop", "shop", "shop");
-        assert_eq!(fullname(None, &[cm]).as_deref(), Some("lk-helm-locker"));
-        assert_eq!(fullname(None, &[]), None);
-    }
-
-    #[test]
     fn applying_adds_keys_and_reads_back() {
+        use super::super::writer_rules::rules_from_configmap;
         let rule: WriterRule = serde_saphyr::from_str(
             "id: shop-web-scaler\nwriters:\n  serviceAccounts: [ops/scaler]\nobjects:\n  release: {namespace: shop, name: shop}\n  group: apps\n  kind: Deployment\n  names: [web]\npaths: [/spec/replicas]\nreason: learned\nacceptedBy: alice\n",
         )

@@ -16,6 +16,7 @@ pub(crate) mod learn;
 pub(crate) mod status;
 pub(crate) mod vouch;
 pub(crate) mod why;
+pub(crate) mod writer_rules;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
