@@ -543,9 +543,9 @@ fn proposal_id(rule: &WriterRule, release: &str, service_account: &str) -> Strin
 
 fn reason(key: &GroupKey, e: &Evidence) -> String {
     format!(
-        "learned: {} {} write(s) by {}{} to {} {} of release {} from {} to {}{}",
+        "learned: {} write(s) ({}) by {}{} to {} {} of release {} from {} to {}{}",
         e.count,
-        e.operations.join("/"),
+        e.operations.join(", "),
         key.service_account.as_deref().unwrap_or(&key.writer),
         key.field_manager
             .as_deref()

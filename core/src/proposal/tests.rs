@@ -217,7 +217,7 @@ fn controllers_in_pods_are_proposed_no_wider_than_seen() {
         (scaler.evidence.first_seen, scaler.evidence.last_seen),
         (NOW - 6 * DAY, NOW - DAY)
     );
-    assert!(scaler.rule.reason.starts_with("learned: 8 UPDATE/UPDATE/scale write(s) by ops/scaler (field manager scaler) to Deployment.apps api, web of release shop/shop from 2026-11-25T00:00:00Z to 2026-11-30T00:00:00Z"), "{}", scaler.rule.reason);
+    assert!(scaler.rule.reason.starts_with("learned: 8 write(s) (UPDATE, UPDATE/scale) by ops/scaler (field manager scaler) to Deployment.apps api, web of release shop/shop from 2026-11-25T00:00:00Z to 2026-11-30T00:00:00Z"), "{}", scaler.rule.reason);
     assert!(scaler.rule.accepted_by.is_none() && scaler.rule.until.is_none());
     assert!(
         scaler.rule.id.starts_with("shop-deployment-scaler-"),
