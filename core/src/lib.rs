@@ -68,6 +68,12 @@ pub use learned::{
     Learned, LearnedEntry, RuleUse as WriterRuleUse, LEARNED_KEY,
     MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
+pub use proposal::{
+    accept as accept_proposals, propose as propose_rules, render_text as proposals_text,
+    rule_expired, rule_yaml as writer_rule_yaml, rules_of_release,
+    values_snippet as writers_values_snippet, AcceptError, LearnInput, Proposals,
+    DEFAULT_UNUSED_FOR,
+};
 pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
@@ -129,6 +135,7 @@ mod packed;
 mod parallel;
 mod pointer;
 mod policy;
+mod proposal;
 mod prune;
 mod quantity;
 mod release;

@@ -258,6 +258,20 @@ pub(crate) fn advice(
     Some(out)
 }
 
+/// The values keys a locked path of an object the chart renders is read from, with no change
+/// and no value in hand (what `learn` tells a person to `--set`); empty when not certain.
+pub(crate) fn path_keys(files: &ChartFiles, kind: &str, name: &str, path: &str) -> Vec<String> {
+    let Some((source, object)) = rendered_object(&files.manifest, kind, name) else {
+        return Vec::new();
+    };
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let chart = wants(&segments, Some(&object), true)
+        .1
+        .cloned()
+        .unwrap_or(Value::Null);
+    trace_change(&files.templates, &source, kind, path, Some(&object), &chart).keys
+}
+
 /// The one scalar that differs inside a change of a list or map (an atomic list's item field:
 /// `/spec/rules` -> `/spec/rules/0/host`), as a change of its own; `None` when the change is of
 /// a scalar, when items or keys are added or removed, or when more than one leaf differs.

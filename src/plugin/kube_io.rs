@@ -58,7 +58,7 @@ pub(crate) enum PluginError {
 }
 
 impl PluginError {
-    fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+    pub(crate) fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let what = what.into();
         move |source| Self::Api { what, source }
     }
@@ -93,6 +93,10 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
     let namespace = target.namespace.clone().unwrap_or(default_namespace);
     let scope = (!target.all_namespaces).then_some(namespace.as_str());
     match args.command {
+        // `super::run` runs it on its own: never here.
+        PluginCommand::Learn(_) => Err(PluginError::Usage(
+            "kubectl locker learn is run by the plugin's run".into(),
+        )),
         PluginCommand::Status => {
             let index = releases(&client, scope, None, registrations).await?;
             config.own_release = own_release(target, &index)?;
@@ -112,6 +116,23 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 crate::lock_exception::now(),
             );
             status::add_notices(&mut report, &index, &reverter_events(&client, scope).await);
+            let own = config.own_release.as_ref();
+            let locker_namespace = own.map_or(super::writer_rules::DEFAULT_LOCKER_NAMESPACE, |k| {
+                k.namespace.as_str()
+            });
+            let writers = format!(
+                "{}-writers",
+                super::writer_rules::fullname(own, &[]).unwrap_or_else(|| "helm-locker".into())
+            );
+            let rules = super::writer_rules::rules_in_force(
+                &client,
+                locker_namespace,
+                &writers,
+                target.config.as_deref(),
+            )
+            .await
+            .map_err(PluginError::Usage)?;
+            status::add_writer_rules(&mut report, &rules, crate::lock_exception::now());
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -613,10 +634,10 @@ async fn lock_exceptions(client: &Client, namespace: Option<&str>) -> Vec<crate:
     }
 }
 
-fn print<T: Serialize>(
+pub(crate) fn print<T: Serialize>(
     format: Format,
     report: &T,
-    text: fn(&T) -> String,
+    text: impl Fn(&T) -> String,
 ) -> Result<(), PluginError> {
     match format {
         Format::Text => print!("{}", text(report)),
@@ -630,7 +651,7 @@ fn print<T: Serialize>(
 
 /// A client as kubectl would make it (`--kubeconfig`, `--context`, `$KUBECONFIG`,
 /// `~/.kube/config`, in-cluster), and the context's namespace.
-async fn client(target: &super::Target) -> Result<(Client, String), PluginError> {
+pub(crate) async fn client(target: &super::Target) -> Result<(Client, String), PluginError> {
     let options = KubeConfigOptions {
         context: target.context.clone(),
         ..KubeConfigOptions::default()
@@ -725,7 +746,7 @@ async fn reverter_events(
 /// and the release ConfigMaps of Helm's ConfigMap driver (when they cannot be listed, said on
 /// stderr: the Secrets' releases stand); with a registration namespace, the HelmReleases there
 /// register releases as for the locker.
-async fn releases(
+pub(crate) async fn releases(
     client: &Client,
     namespace: Option<&str>,
     name: Option<&str>,

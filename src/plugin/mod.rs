@@ -4,15 +4,19 @@
 //! - `status`: each release, whether it is locked and why not, its objects and drift now;
 //! - `why KIND/NAME`: which release locks an object, each locked path, chart and live values;
 //! - `diff [RELEASE]`: drift between live objects and their chart; exit status 1 on drift.
+//! - `learn`, `learn accept ID...`: the writer rules proposed from what the locker learned, and
+//!   the ones a person accepts ([`learn`]).
 //!
 //! The reports are pure functions of the index (built from the release Secrets), the policy and
 //! the live objects ([`status`], [`why`], [`diff`]); [`kube_io`] only reads the API server.
 
 pub(crate) mod diff;
 pub(crate) mod kube_io;
+pub(crate) mod learn;
 pub(crate) mod status;
 pub(crate) mod vouch;
 pub(crate) mod why;
+pub(crate) mod writer_rules;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -109,6 +113,15 @@ pub(crate) enum PluginCommand {
         /// Only this release (in the namespace of -n, or the context's).
         release: Option<String>,
     },
+    /// The writer rules proposed from what helm-locker learned (its would-be denials), each with
+    /// its evidence and never wider than what was seen; the writers it will not propose (people,
+    /// with the helm upgrade that makes their change the right way; a service account's token
+    /// used from outside a pod, flagged); rules in force unused for --unused-for, and expired
+    /// ones. Reads the evidence only from the locker's own namespace. `learn accept ID...`
+    /// takes the named proposals.
+    ///
+    /// Example: kubectl locker learn -A --since 7d
+    Learn(learn::LearnArgs),
     /// Break glass: open RELEASE (in -n NAMESPACE) to the users and groups named, for a while,
     /// with a reason, by creating a LockException (helm-locker.io/v1alpha1). Needs RBAC to
     /// create lockexceptions there, and a locker run with --lock-exceptions. Every write it
@@ -185,7 +198,11 @@ pub(crate) fn run(args: PluginArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(&e.to_string()),
     };
-    match runtime.block_on(kube_io::run(args)) {
+    let outcome = match args.command {
+        PluginCommand::Learn(learn) => runtime.block_on(learn::run(&args.target, learn)),
+        _ => runtime.block_on(kube_io::run(args)),
+    };
+    match outcome {
         Ok(code) => code,
         Err(e) => fail(&crate::error_chain::with_causes(&e)),
     }

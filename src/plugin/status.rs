@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{lock_state, Live, LiveObjects, ObjectId};
-use crate::core::{drift, Config, Index, Schema};
+use crate::core::{drift, rule_expired, rules_of_release, Config, Index, Schema, WriterRule};
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -42,6 +42,27 @@ pub(crate) struct StatusReport {
     pub releases: Vec<ReleaseStatus>,
     /// LockExceptions open now.
     pub exceptions: Vec<ExceptionStatus>,
+    /// The writer rules in force that cover each release ([`add_writer_rules`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writer_rules: Vec<WriterRuleStatus>,
+}
+
+/// A writer rule that covers a release.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WriterRuleStatus {
+    /// `namespace/name` of the release it covers.
+    pub release: String,
+    pub id: String,
+    /// Service accounts, users, `group:` groups, `manager:` the field manager.
+    pub writers: Vec<String>,
+    /// `Kind.group` and the names (all of the kind when none).
+    pub objects: String,
+    pub paths: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Past its `until`: it matches nothing.
+    pub expired: bool,
 }
 
 /// An open LockException and its time left.
@@ -129,6 +150,45 @@ pub(crate) fn status(
     StatusReport {
         releases,
         exceptions,
+        writer_rules: Vec::new(),
+    }
+}
+
+/// The writer rules (from the writers ConfigMap, `--config`) that cover each release of the
+/// report, in its order, expired ones marked.
+pub(crate) fn add_writer_rules(report: &mut StatusReport, rules: &[WriterRule], now: i64) {
+    for r in &report.releases {
+        for rule in rules_of_release(rules, &r.namespace, &r.name) {
+            let w = &rule.writers;
+            let writers = w
+                .service_accounts
+                .iter()
+                .chain(&w.users)
+                .cloned()
+                .chain(w.groups.iter().map(|g| format!("group:{g}")))
+                .chain(w.field_manager.iter().map(|m| format!("manager:{m}")))
+                .collect();
+            let o = &rule.objects;
+            let kind = if o.group.is_empty() {
+                o.kind.clone()
+            } else {
+                format!("{}.{}", o.kind, o.group)
+            };
+            let objects = if o.names.is_empty() {
+                format!("{kind} (all)")
+            } else {
+                format!("{kind} {}", o.names.join(","))
+            };
+            report.writer_rules.push(WriterRuleStatus {
+                release: format!("{}/{}", r.namespace, r.name),
+                id: rule.id.clone(),
+                writers,
+                objects,
+                paths: rule.paths.clone(),
+                until: rule.until.clone(),
+                expired: rule_expired(rule, now),
+            });
+        }
     }
 }
 
@@ -275,6 +335,35 @@ pub(crate) fn render_text(report: &StatusReport) -> String {
         out.push('\n');
         out.push_str(&super::table(&rows));
     }
+    if !report.writer_rules.is_empty() {
+        let mut rows = vec![[
+            "WRITER RULE",
+            "RELEASE",
+            "WRITERS",
+            "OBJECTS",
+            "PATHS",
+            "UNTIL",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for w in &report.writer_rules {
+            let until = match (&w.until, w.expired) {
+                (Some(until), true) => format!("{until} (expired)"),
+                (Some(until), false) => until.clone(),
+                (None, _) => "-".into(),
+            };
+            rows.push(vec![
+                w.id.clone(),
+                w.release.clone(),
+                w.writers.join(","),
+                w.objects.clone(),
+                w.paths.join(","),
+                until,
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&super::table(&rows));
+    }
     out
 }
 
@@ -283,6 +372,43 @@ mod tests {
     use super::*;
     use crate::core::Status;
     use crate::plugin::tests::{index, live, live_deployment};
+
+    #[test]
+    fn the_writer_rules_of_each_release_are_listed_expired_ones_marked() {
+        let index = index(Status::Deployed);
+        let live = live(&index, live_deployment(3, "nginx:1.25"));
+        let mut report = status(&index, &Config::default(), &Schema::builtin(), &live, 0);
+        let rule = |id: &str, ns: &str, until: Option<&str>| -> WriterRule {
+            serde_saphyr::from_str(&format!(
+                "id: {id}\nwriters: {{serviceAccounts: [ops/scaler], fieldManager: scaler}}\nobjects: {{release: {{namespace: {ns}, name: shop}}, group: apps, kind: Deployment, names: [web]}}\npaths: [/spec/replicas]\nreason: r\n{}",
+                until.map(|u| format!("until: \"{u}\"\n")).unwrap_or_default()
+            ))
+            .unwrap()
+        };
+        let rules = [
+            rule("scaler", "shop", None),
+            rule("old", "shop", Some("2020-01-01T00:00:00Z")),
+            rule("elsewhere", "bank", None),
+        ];
+        add_writer_rules(&mut report, &rules, 1_800_000_000);
+        let ids: Vec<&str> = report.writer_rules.iter().map(|w| w.id.as_str()).collect();
+        assert_eq!(ids, ["old", "scaler"]);
+        assert!(report.writer_rules[0].expired && !report.writer_rules[1].expired);
+        let text = render_text(&report);
+        assert!(text.contains("WRITER RULE"), "{text}");
+        assert!(text.contains("2020-01-01T00:00:00Z (expired)"), "{text}");
+        assert!(
+            text.contains("ops/scaler,manager:scaler  Deployment.apps web  /spec/replicas"),
+            "{text}"
+        );
+        // No rules: the report is as before, and its JSON has no writerRules.
+        let plain = status(&index, &Config::default(), &Schema::builtin(), &live, 0);
+        assert!(!render_text(&plain).contains("WRITER RULE"));
+        assert!(serde_json::to_value(&plain)
+            .unwrap()
+            .get("writerRules")
+            .is_none());
+    }
 
     #[test]
     fn a_deployed_release_is_locked_and_its_drift_counted() {

@@ -1,0 +1,144 @@
+//! The writer rules in force as the plugin reads them: the `<fullname>-writers` ConfigMap in the
+//! locker's namespace (one key `<id>.yaml` per rule, what the running replicas watch) and the
+//! `writers:` of the `--config` file.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+
+use crate::core::{ReleaseKey, WriterRule};
+
+/// The label naming the namespace a learned ConfigMap is about.
+pub(crate) const LEARNED_NAMESPACE_LABEL: &str = "helm-locker.io/learned-namespace";
+/// Where the locker is looked for when nothing says.
+pub(crate) const DEFAULT_LOCKER_NAMESPACE: &str = "helm-locker";
+
+/// The rules of the writers ConfigMap `name` in `namespace` (none when it is missing or cannot
+/// be read: said on stderr) and of the `--config` file.
+pub(crate) async fn rules_in_force(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    config: Option<&std::path::Path>,
+) -> Result<Vec<WriterRule>, String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let found = match api.get_opt(name).await {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!(
+                "kubectl-locker: cannot read the writer rules of ConfigMap {namespace}/{name}: {e}"
+            );
+            None
+        }
+    };
+    let (mut rules, notes) = rules_from_configmap(found.as_ref());
+    for note in notes {
+        eprintln!("kubectl-locker: ConfigMap {namespace}/{name}: {note}");
+    }
+    rules.extend(config_rules(config)?);
+    Ok(rules)
+}
+
+/// The locker's fullname, as its chart makes it: from its own release (the release name when
+/// it contains `helm-locker`, else `<release>-helm-locker`), else from the names of its learned
+/// ConfigMaps (`<fullname>-learned-<namespace>`).
+pub(crate) fn fullname(own: Option<&ReleaseKey>, learned: &[ConfigMap]) -> Option<String> {
+    if let Some(own) = own {
+        let name = if own.name.contains("helm-locker") {
+            own.name.to_string()
+        } else {
+            format!("{}-helm-locker", own.name)
+        };
+        let cut: String = name.chars().take(63).collect();
+        return Some(cut.trim_end_matches('-').to_string());
+    }
+    learned.iter().find_map(|cm| {
+        let ns = cm.labels().get(LEARNED_NAMESPACE_LABEL)?;
+        cm.name_any()
+            .strip_suffix(&format!("-learned-{ns}"))
+            .map(str::to_string)
+    })
+}
+
+/// The rules of the writers ConfigMap, one per `<id>.yaml` key; a note for each key that is
+/// not a rule.
+pub(crate) fn rules_from_configmap(cm: Option<&ConfigMap>) -> (Vec<WriterRule>, Vec<String>) {
+    let mut rules = Vec::new();
+    let mut notes = Vec::new();
+    for (key, text) in cm.and_then(|c| c.data.as_ref()).into_iter().flatten() {
+        match serde_saphyr::from_str::<WriterRule>(text) {
+            Ok(rule) => rules.push(rule),
+            Err(e) => notes.push(format!("key {key} is not a writer rule: {e}")),
+        }
+    }
+    (rules, notes)
+}
+
+/// The `writers:` of the `--config` file.
+pub(crate) fn config_rules(path: Option<&std::path::Path>) -> Result<Vec<WriterRule>, String> {
+    #[derive(Deserialize)]
+    struct WritersOf {
+        #[serde(default)]
+        writers: Vec<WriterRule>,
+    }
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_saphyr::from_str::<WritersOf>(&text)
+        .map(|w| w.writers)
+        .map_err(|e| format!("{}: writers: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn learned_cm(name: &str, about: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([(
+                    LEARNED_NAMESPACE_LABEL.into(),
+                    about.into(),
+                )])),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_fullname_is_the_charts() {
+        let key = |name: &str| ReleaseKey::new("helm-locker", name);
+        assert_eq!(
+            fullname(Some(&key("helm-locker")), &[]).as_deref(),
+            Some("helm-locker")
+        );
+        assert_eq!(
+            fullname(Some(&key("locker")), &[]).as_deref(),
+            Some("locker-helm-locker")
+        );
+        let cm = learned_cm("lk-helm-locker-learned-shop", "shop");
+        assert_eq!(fullname(None, &[cm]).as_deref(), Some("lk-helm-locker"));
+        assert_eq!(fullname(None, &[]), None);
+    }
+
+    #[test]
+    fn the_configs_writers_are_read_and_a_bad_one_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("writers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, "mode: warn\nwriters:\n- id: a\n  writers: {serviceAccounts: [ops/a]}\n  objects: {kind: Deployment}\n  paths: [/spec/replicas]\n  reason: r\n").unwrap();
+        let rules = config_rules(Some(&path)).unwrap();
+        assert_eq!(rules[0].id, "a");
+        std::fs::write(&path, "writers:\n- who: [a]\n").unwrap();
+        assert!(config_rules(Some(&path)).is_err());
+        assert!(config_rules(None).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
