@@ -68,6 +68,7 @@ pub use learned::{
     Learned, LearnedEntry, RuleUse as WriterRuleUse, LEARNED_KEY,
     MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
+pub use learning::{merge as merge_learned, Learning, Observation as LearningObservation};
 pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
@@ -119,6 +120,7 @@ mod inspect;
 mod interning;
 mod kinds;
 mod learned;
+mod learning;
 mod limits;
 mod locked;
 mod manifest;
