@@ -100,7 +100,7 @@ impl LearnedConfigMaps {
             .filter_map(|cm| {
                 let learned = stored_learned(cm)?;
                 (cm.metadata.name.as_deref() == Some(&self.name(&learned.namespace)))
-                    .then(|| (learned.namespace, learned.entries.len()))
+                    .then_some((learned.namespace, learned.entries.len()))
             })
             .collect())
     }

@@ -714,7 +714,7 @@ mod tests {
             }
         }
         assert!(text.contains("helm_locker_reverts_total{result=\"ownership_returned\"} 0"));
-        assert_eq!(seen, 16);
+        assert_eq!(seen, 19);
         let metrics = Metrics::new();
         metrics.reverts.inc(RevertResult::OwnershipReturned);
         assert_eq!(metrics.reverts.get(RevertResult::OwnershipReturned), 1);
