@@ -326,6 +326,24 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_EVENTS", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) events: bool,
+    /// Learn from would-be denials (warned writes, and denied ones; never a dry run): who
+    /// wrote which locked path of which release's kind, how often, from a pod or not; never a
+    /// value, nor a Secret's data keys. Every replica writes what it saw at most once a minute
+    /// into one ConfigMap per namespace written to, in the locker's own namespace
+    /// (--learned-configmap-prefix), which `kubectl locker learn` reads (docs/learning.md).
+    /// Needs get, list, create and update on configmaps there.
+    #[arg(long, env = "HELM_LOCKER_LEARN", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) learn: bool,
+    /// The learned ConfigMaps' name prefix: `<prefix><namespace>` for each namespace written to
+    /// (the chart passes `<fullname>-learned-`).
+    #[arg(
+        long,
+        env = "HELM_LOCKER_LEARNED_CONFIGMAP_PREFIX",
+        default_value = "helm-locker-learned-",
+        value_name = "PREFIX"
+    )]
+    pub(crate) learned_configmap_prefix: String,
     /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
     #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
     pub(crate) lease_namespace: Option<String>,

@@ -21,6 +21,7 @@ pub mod controller;
 pub(crate) mod crd;
 mod error_chain;
 pub(crate) mod index_store;
+pub(crate) mod learning;
 pub(crate) mod live_config;
 pub(crate) mod lock_exception;
 pub(crate) mod metrics;

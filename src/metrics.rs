@@ -95,6 +95,17 @@ result_values! {
 }
 
 result_values! {
+    /// `helm_locker_learned_writes_total{result}`: a write of one namespace's learned evidence.
+    LearnedWrite {
+        Written = "written",
+        /// Another replica wrote it first: read again and merged again.
+        Conflict = "conflict",
+        /// Given up until the next flush (which writes it with what was seen meanwhile).
+        Failed = "failed",
+    }
+}
+
+result_values! {
     /// `helm_locker_schema_refreshes_total{result}`: a read of the API server's /openapi/v2.
     SchemaRefresh {
         Changed = "changed",
@@ -249,6 +260,27 @@ pub(crate) const TABLE: &[Row] = &[
         labels: &["result"],
         results: <AttemptResult as ResultValue>::NAMES,
         help: "Denials, warnings and repairs offered as Kubernetes Events, by result (published, held_back: within the window of an earlier one, dropped: the queue was full, failed)",
+    },
+    Row {
+        name: "learned_entries",
+        kind: Kind::Gauge,
+        labels: &[],
+        results: &[],
+        help: "Would-be denials kept as learned evidence (entries of the learned ConfigMaps this replica last read or wrote)",
+    },
+    Row {
+        name: "learned_dropped",
+        kind: Kind::Counter,
+        labels: &[],
+        results: &[],
+        help: "Would-be denials not kept as learned evidence: past the entries kept per namespace, or the namespaces held between two flushes",
+    },
+    Row {
+        name: "learned_writes",
+        kind: Kind::Counter,
+        labels: &["result"],
+        results: <LearnedWrite as ResultValue>::NAMES,
+        help: "Writes of a namespace's learned ConfigMap, by result (written, conflict: another replica wrote first, read and merged again; failed: kept for the next flush)",
     },
     Row {
         name: "schema_kinds",
@@ -492,6 +524,9 @@ pub(crate) struct Metrics {
     pub claim_conflicts: Gauge,
     pub denials: Family<DenialLabels, Counter>,
     pub attempt_events: ResultCounter<AttemptResult>,
+    pub learned_entries: Gauge,
+    pub learned_dropped: Counter,
+    pub learned_writes: ResultCounter<LearnedWrite>,
     pub watch_restarts: Counter,
     pub release_decode_errors: Counter,
     /// Release Secrets decoded (lists and watch events): a superseded revision is never listed.
@@ -567,6 +602,9 @@ impl Metrics {
             claim_conflicts: table.add("claim_conflicts", Gauge::default()),
             denials: table.add("denials", Family::default()),
             attempt_events: table.results("attempt_events"),
+            learned_entries: table.add("learned_entries", Gauge::default()),
+            learned_dropped: table.add("learned_dropped", Counter::default()),
+            learned_writes: table.results("learned_writes"),
             schema_kinds: table.add("schema_kinds", Gauge::default()),
             schema_refreshes: table.results("schema_refreshes"),
             ownership_mismatches: table.add("ownership_mismatches", Counter::default()),
@@ -676,7 +714,7 @@ mod tests {
             }
         }
         assert!(text.contains("helm_locker_reverts_total{result=\"ownership_returned\"} 0"));
-        assert_eq!(seen, 16);
+        assert_eq!(seen, 19);
         let metrics = Metrics::new();
         metrics.reverts.inc(RevertResult::OwnershipReturned);
         assert_eq!(metrics.reverts.get(RevertResult::OwnershipReturned), 1);

@@ -90,6 +90,7 @@ async fn start(config: Config) -> Running {
         shutdown_delay: Duration::ZERO,
         controller: None,
         events: false,
+        learned_configmap_prefix: None,
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         trusted_storage_namespaces: vec![],

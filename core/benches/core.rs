@@ -131,6 +131,58 @@ fn benches(c: &mut Criterion) {
             .unwrap()
         })
     });
+    // What the learning recorder adds to a warned or denied write (the decide above): one
+    // observation of a realistic key, the entry already there (a writer that retries, a
+    // controller that keeps trying) and new (the first write of its kind since the flush).
+    let paths = ["/spec/replicas", "/spec/template/spec/containers/0/image"];
+    let observation = helm_locker_core::LearningObservation {
+        writer: "system:serviceaccount:ops:shop-autoscaler",
+        field_manager: Some("kube-controller-manager"),
+        operation: "UPDATE",
+        subresource: Some("scale"),
+        release_namespace: "shop",
+        release_name: "shop",
+        group: "apps",
+        kind: "Deployment",
+        object: "shop-web-0",
+        paths: &paths,
+        delete: false,
+        from_pod: true,
+        decision: "warn",
+    };
+    let mut learning = helm_locker_core::Learning::new();
+    learning.observe(&observation, 0);
+    group.bench_function(
+        "learn: observe a would-be denial, 2 paths, entries there",
+        |b| {
+            let mut now = 0;
+            b.iter(|| {
+                now += 1;
+                learning.observe(black_box(&observation), now);
+            })
+        },
+    );
+    let writers: Vec<String> = (0..100)
+        .map(|i| format!("system:serviceaccount:ops:w{i}"))
+        .collect();
+    group.bench_function(
+        "learn: observe a would-be denial, 2 paths, new entries (100, then flushed)",
+        |b| {
+            let mut learning = helm_locker_core::Learning::new();
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                if i % writers.len() == 0 {
+                    black_box(learning.take_dirty());
+                }
+                let observation = helm_locker_core::LearningObservation {
+                    writer: &writers[i % writers.len()],
+                    ..observation
+                };
+                learning.observe(black_box(&observation), i as i64);
+            })
+        },
+    );
     // The everyday locked write: a controller's update that changes no chart field (a status
     // and an annotation of its own), allowed.
     let mut updated = big_deployment("r1-web-1", 3);

@@ -74,6 +74,7 @@ pub use proposal::{
     values_snippet as writers_values_snippet, AcceptError, LearnInput, Proposals,
     DEFAULT_UNUSED_FOR,
 };
+pub use learning::{merge as merge_learned, Learning, Observation as LearningObservation};
 pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
@@ -125,6 +126,7 @@ mod inspect;
 mod interning;
 mod kinds;
 mod learned;
+mod learning;
 mod limits;
 mod locked;
 mod manifest;

@@ -63,6 +63,77 @@ pub struct UserInfo<'a> {
     pub username: Cow<'a, str>,
     #[serde(borrow, default)]
     pub groups: Vec<Cow<'a, str>>,
+    /// The token was bound to a pod: `extra` names one (`authentication.kubernetes.io/pod-name`,
+    /// which the API server adds for a pod's projected service-account token). Only the key's
+    /// presence is read; `extra`'s values are stepped over as before.
+    #[serde(default, rename = "extra", deserialize_with = "names_a_pod")]
+    pub from_pod: bool,
+}
+
+/// The `extra` key the API server sets for a token bound to a pod.
+const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
+
+/// Whether `userInfo.extra` (a map of string lists) has [`POD_NAME_EXTRA`] with a value: its
+/// keys are compared, its other values stepped over unread. Anything else in its place (`null`,
+/// another type) is no pod and no error: `extra` was never a reason to refuse a review.
+fn names_a_pod<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    deserializer.deserialize_any(Extra { pod_name: false })
+}
+
+/// A visitor of `extra` (`pod_name: false`) or of its pod name's value (`true`): whether it
+/// names a pod. Every type is taken.
+struct Extra {
+    pod_name: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for Extra {
+    type Value = bool;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<bool, M::Error> {
+        let mut pod = false;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if !self.pod_name && key == POD_NAME_EXTRA {
+                pod |= map.next_value_seed(Extra { pod_name: true })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(pod && !self.pod_name)
+    }
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<bool, S::Error> {
+        let mut items = 0;
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+            items += 1;
+        }
+        Ok(self.pod_name && items > 0)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<bool, E> {
+        Ok(self.pod_name && !v.is_empty())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Extra {
+    type Value = bool;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -1074,6 +1145,79 @@ mod tests {
         keys().is_some_and(|ranks| {
             ranks.iter().all(Option::is_some) && ranks.windows(2).all(|pair| pair[0] < pair[1])
         })
+    }
+
+    /// The recorded write of the 1.36 cluster's deployment-controller (its token carries
+    /// `extra`, a credential id, and no pod), and the same with a pod bound to the token (as
+    /// the API server adds `authentication.kubernetes.io/pod-name` for a pod's projected token).
+    fn recorded_service_account_write(pod: bool) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../tests/fixtures/cluster-capture-1.36/reviews/053-helm-install-update-deployment-status-shop-web.json",
+        );
+        let mut review: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let extra = &mut review["request"]["userInfo"]["extra"];
+        assert!(extra
+            .get("authentication.kubernetes.io/credential-id")
+            .is_some());
+        if pod {
+            extra["authentication.kubernetes.io/pod-name"] =
+                serde_json::json!(["scaler-7d4b9-x2k"]);
+            extra["authentication.kubernetes.io/pod-uid"] =
+                serde_json::json!(["0b1c2d3e-0000-4000-8000-000000000001"]);
+        }
+        go_order(&review.to_string())
+    }
+
+    #[test]
+    fn a_pod_bound_token_is_told_from_extra_by_the_head_and_the_whole_review() {
+        for pod in [false, true] {
+            let body = recorded_service_account_write(pod);
+            let whole = parse_review(body.as_bytes()).unwrap();
+            assert_eq!(whole.request.user_info.from_pod, pod);
+            let mut head = read_head(body.as_bytes()).unwrap();
+            assert!(head.read_user());
+            assert_eq!(head.review.request.user_info.from_pod, pod);
+            assert_eq!(
+                head.review.request.user_info.username,
+                "system:serviceaccount:kube-system:deployment-controller"
+            );
+            assert_eq!(head.rest().unwrap().request.user_info.from_pod, pod);
+        }
+    }
+
+    #[test]
+    fn an_odd_extra_is_no_pod_and_no_reason_to_refuse_a_review() {
+        let review = |extra: &str| {
+            format!(
+                r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"name":"c","namespace":"shop","operation":"UPDATE","userInfo":{{"username":"u","extra":{extra}}},"object":{{}},"oldObject":{{}}}}}}"#
+            )
+        };
+        for (extra, pod) in [
+            ("null", false),
+            ("[{}]", false),
+            ("{}", false),
+            ("5", false),
+            (r#"{"authentication.kubernetes.io/pod-name":[]}"#, false),
+            (r#"{"authentication.kubernetes.io/pod-name":[""]}"#, true),
+            (r#"{"authentication.kubernetes.io/pod-name":null}"#, false),
+            (
+                r#"{"authentication.kubernetes.io/pod-name":{"a":["b"]}}"#,
+                false,
+            ),
+            (r#"{"authentication.kubernetes.io/pod-name":"web-1"}"#, true),
+            (
+                r#"{"other":["x"],"authentication.kubernetes.io/pod-name":["web-1"]}"#,
+                true,
+            ),
+        ] {
+            let body = review(extra);
+            let whole = parse_review(body.as_bytes()).unwrap_or_else(|e| panic!("{extra}: {e}"));
+            assert_eq!(whole.request.user_info.from_pod, pod, "{extra}");
+            let mut head = read_head(body.as_bytes()).unwrap();
+            assert!(head.read_user(), "{extra}");
+            assert_eq!(head.review.request.user_info.from_pod, pod, "{extra}");
+        }
     }
 
     #[test]

@@ -295,6 +295,7 @@ async fn admit(
             "locked object"
         );
         record_attempt(state, request, &decision, locked);
+        learn(state, request, &decision, locked);
     } else {
         if matches!(
             decision,
@@ -434,6 +435,44 @@ fn record_attempt(
         action,
         user: request.user_info.username.to_string(),
         message: locked.message.clone(),
+    });
+}
+
+/// A warned or denied write that is not a dry run is learned from (`--learn`): the recorder
+/// keeps its key and counts, never a value.
+fn learn(
+    state: &AppState,
+    request: &crate::core::Request<'_>,
+    decision: &Decision,
+    locked: &crate::core::Locked,
+) {
+    let Some(recorder) = &state.learning else {
+        return;
+    };
+    if !matches!(decision, Decision::Warn(_) | Decision::Deny(_)) || request.dry_run == Some(true) {
+        return;
+    }
+    // The locked paths as the writer rules name them. (At merge: `locked.keyed_paths`.)
+    let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
+    let target = &locked.target;
+    let group = target
+        .api_version
+        .split_once('/')
+        .map_or("", |(group, _)| group);
+    recorder.observe(&crate::core::LearningObservation {
+        writer: &request.user_info.username,
+        field_manager: request.field_manager(),
+        operation: request.operation.as_str(),
+        subresource: request.sub_resource(),
+        release_namespace: &locked.release.namespace,
+        release_name: &locked.release.name,
+        group,
+        kind: &target.kind,
+        object: &target.name,
+        paths: &paths,
+        delete: locked.delete,
+        from_pod: request.user_info.from_pod,
+        decision: decision.label(),
     });
 }
 

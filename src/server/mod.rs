@@ -79,6 +79,9 @@ pub struct Settings {
     pub controller: Option<crate::controller::ControllerSettings>,
     /// Record denials, warnings and repairs as Events on the objects (Kubernetes source only).
     pub events: bool,
+    /// Learn from would-be denials into ConfigMaps of this name prefix, in the locker's own
+    /// namespace (`--learn`, `--learned-configmap-prefix`); `None`: learn nothing.
+    pub learned_configmap_prefix: Option<String>,
     /// Honour LockExceptions, open at most this long (Kubernetes source only).
     pub lock_exceptions: Option<Duration>,
     /// A LockException also ends when its release's next revision is deployed.
@@ -178,6 +181,8 @@ pub struct BoundServer {
     delay: Duration,
     controller: Option<crate::controller::ControllerSettings>,
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
+    /// Writes what `state.learning` learned (Kubernetes source, `--learn`).
+    learned: Option<crate::learning::Flusher>,
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
     switches_configmap: Option<String>,
@@ -295,6 +300,18 @@ impl BoundServer {
             }
             _ => (None, None),
         };
+        let learned = match (&kube, &settings.learned_configmap_prefix) {
+            (Some(client), Some(prefix)) => Some(crate::learning::Flusher::new(
+                Arc::new(crate::learning::Recorder::new()),
+                crate::learning::LearnedConfigMaps {
+                    client: client.clone(),
+                    namespace: settings.author_key.namespace.clone(),
+                    prefix: prefix.clone(),
+                },
+                metrics.clone(),
+            )),
+            _ => None,
+        };
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -310,6 +327,7 @@ impl BoundServer {
             confirmer,
             chart_files: Some(chart_files),
             attempts: attempt_sink,
+            learning: learned.as_ref().map(|f| f.recorder.clone()),
             settings: settings.http,
             stamping: stamping_rx,
             pending: Default::default(),
@@ -337,6 +355,7 @@ impl BoundServer {
             delay: settings.shutdown_delay,
             controller: settings.controller,
             attempts,
+            learned,
             lock_exceptions: settings.lock_exceptions,
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
             gate,
@@ -453,6 +472,12 @@ impl BoundServer {
                         ),
                     );
                 }
+                if let Some(learned) = self.learned.clone() {
+                    tasks.spawn(
+                        "the learned evidence writer",
+                        learned.run(crate::learning::FLUSH_INTERVAL),
+                    );
+                }
                 if let Some(max) = self.lock_exceptions {
                     for namespace in watch_scopes(&state.config.load()) {
                         tasks.spawn(
@@ -510,6 +535,10 @@ impl BoundServer {
         let _ = stop_tx.send(true);
         let _ = webhook.await;
         let _ = admin.await;
+        // What was learned since the last flush, answered reviews included.
+        if let Some(learned) = &self.learned {
+            let _ = tokio::time::timeout(Duration::from_secs(5), learned.flush()).await;
+        }
         tasks.tasks.shutdown().await;
         failure.map_or(Ok(()), |why| Err(ServeError::TaskEnded(why)))
     }

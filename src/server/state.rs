@@ -41,6 +41,8 @@ pub(crate) struct AppState {
     pub chart_files: Option<Arc<crate::chart_files::ChartFilesCache>>,
     /// Where denials, warnings and repairs go to become Events (Kubernetes source only).
     pub attempts: Option<crate::attempts::AttemptSink>,
+    /// Where would-be denials are learned (Kubernetes source, `--learn`).
+    pub learning: Option<Arc<crate::learning::Recorder>>,
     pub settings: HttpSettings,
     /// The author stamp's key, once loaded (never, without the API server).
     pub stamping: crate::source::author_key::StampingRx,
