@@ -221,6 +221,7 @@ pub(crate) fn registration(hr: &HelmRelease) -> Result<Registration, String> {
         suspend: hr.spec.suspend,
         ignore,
         exempt,
+        writers: vec![],
     })
 }
 

@@ -49,8 +49,9 @@ pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, Upd
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
-    confirm, decide, decide_found, excuse, find, hand_over, hand_over_question, prove, Allowed,
-    Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
+    allow_by_rules, confirm, decide, decide_found, excuse, find, hand_over, hand_over_question,
+    prove, Allowed, Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
+    Wording,
 };
 pub use review::{
     parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
@@ -68,7 +69,10 @@ pub use learned::{
     Learned, LearnedEntry, RuleUse as WriterRuleUse, LEARNED_KEY,
     MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
-pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
+pub use writer_rule::{
+    keyed_path, registration_rules, validate_rules, Objects as WriterObjects, ReleaseMatch,
+    RuleError as WriterRuleError, RuleObject, RuleWriter, WriterRule, Writers,
+};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
 // comparison, server-side apply's field sets, quantities.

@@ -160,6 +160,10 @@ pub struct Config {
     /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
     /// namespace (rancher/helm-locker's opt-in; its default is `cattle-helm-system`).
     pub registration_namespace: Option<String>,
+    /// Scoped writer rules ([`crate::writer_rule`]): which writers may change which locked
+    /// paths of which objects. Checked with [`crate::writer_rule::validate_rules`] at load.
+    #[serde(default)]
+    pub writers: Vec<crate::writer_rule::WriterRule>,
     /// The drift reverter runs (`--revert`): it hands the chart's fields that another field
     /// manager co-owns with the chart's values back to Helm
     /// ([`crate::revert_plan::ownership_return`]), so a CREATE of what Helm wrote by another
@@ -185,6 +189,7 @@ impl Default for Config {
             exclude_namespaces: vec![],
             release_selector: None,
             registration_namespace: None,
+            writers: vec![],
             ownership_returned: false,
             own_release: None,
         }
@@ -377,6 +382,8 @@ pub struct Registration {
     pub ignore: Vec<IgnoreRule>,
     /// Added to the configured exemptions.
     pub exempt: Option<Exemptions>,
+    /// Writer rules for this release only ([`crate::writer_rule::registration_rules`]).
+    pub writers: Vec<crate::writer_rule::WriterRule>,
 }
 
 /// The lock policy of one release.
@@ -431,6 +438,7 @@ mod tests {
             suspend: false,
             ignore: vec![],
             exempt: None,
+            writers: vec![],
         };
         for registration in [None, Some(&vouched)] {
             let policy = config.policy(&own, &labels, registration);
