@@ -26,11 +26,11 @@ mod read;
 pub use find::{find, Found};
 use find::{Door, Resolved, Ruled};
 pub use hand_over::{hand_over, hand_over_question, HandOver};
+pub use message::Wording;
 use message::{
     co_owner_message, creator_message, headline, message, other_version_message,
     scale_co_owner_message,
 };
-pub use message::Wording;
 use read::{
     added_owner_references, co_owner_claims, creation_entries, names_release, parse_object, written,
 };
@@ -410,7 +410,8 @@ pub fn allow_by_rules(
         .map(|p| matching.iter().copied().find(|r| r.covers_path(p)))
         .collect();
     if covering.iter().all(Option::is_some) {
-        let mut used: Vec<&crate::writer_rule::WriterRule> = covering.into_iter().flatten().collect();
+        let mut used: Vec<&crate::writer_rule::WriterRule> =
+            covering.into_iter().flatten().collect();
         used.dedup_by(|a, b| a.id == b.id);
         let mut ids: Vec<String> = used.iter().map(|r| r.id.clone()).collect();
         ids.sort();
@@ -453,13 +454,7 @@ pub fn allow_by_rules(
             .map(|((c, k), _)| (c.clone(), k.clone()))
             .unzip();
         let message = message(
-            &l.object,
-            &l.release,
-            l.revision,
-            l.status,
-            false,
-            &changes,
-            wording,
+            &l.object, &l.release, l.revision, l.status, false, &changes, wording,
         );
         Locked {
             changes,

@@ -167,9 +167,7 @@ impl WriterRule {
         for sa in &w.service_accounts {
             if !matches!(sa.split_once('/'), Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/'))
             {
-                return fail(format!(
-                    "service account {sa:?} is not namespace/name"
-                ));
+                return fail(format!("service account {sa:?} is not namespace/name"));
             }
         }
         if w.users.iter().chain(&w.groups).any(|u| u.is_empty()) {
@@ -208,7 +206,10 @@ impl WriterRule {
     /// is refused (a HelmRelease never gives writers another release's objects).
     pub fn bound_to_release(&self, release: &ReleaseKey) -> Result<WriterRule, RuleError> {
         let m = &self.objects.release;
-        let other = m.namespace.as_deref().is_some_and(|ns| ns != release.namespace)
+        let other = m
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| ns != release.namespace)
             || m.name.as_deref().is_some_and(|n| n != release.name);
         if other {
             return Err(RuleError {
@@ -237,8 +238,7 @@ impl WriterRule {
     /// names that person in `users`.
     pub fn matches_writer(&self, writer: &RuleWriter<'_>) -> bool {
         let w = &self.writers;
-        if w
-            .field_manager
+        if w.field_manager
             .as_deref()
             .is_some_and(|m| writer.field_manager != Some(m))
         {
@@ -324,7 +324,10 @@ pub fn registration_rules(
 ) -> (Vec<WriterRule>, Vec<RuleError>) {
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     for rule in rules {
-        match rule.validate().and_then(|()| rule.bound_to_release(release)) {
+        match rule
+            .validate()
+            .and_then(|()| rule.bound_to_release(release))
+        {
             Ok(bound) => good.push(bound),
             Err(e) => bad.push(e),
         }
@@ -378,7 +381,10 @@ fn item_matches(want: &str, have: &str) -> bool {
         let inner = s.strip_prefix('[')?.strip_suffix(']')?;
         inner
             .split(',')
-            .map(|p| p.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .map(|p| {
+                p.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
             .collect()
     };
     match (pairs(want), pairs(have)) {

@@ -33,11 +33,17 @@ fn a_valid_rule_passes_and_each_mistake_is_named_with_the_rules_id() {
     let cases = [
         ("id: Shop_Web\n", "the id must be"),
         ("writers: {}\n", "names no writer"),
-        ("writers: {serviceAccounts: [scaler]}\n", "is not namespace/name"),
+        (
+            "writers: {serviceAccounts: [scaler]}\n",
+            "is not namespace/name",
+        ),
         ("objects: {kind: ''}\n", "objects.kind is required"),
         ("paths: [spec/replicas]\n", "is not a JSON Pointer"),
         ("paths: ['/']\n", "is not a JSON Pointer"),
-        ("paths: ['/spec/containers/[name]/image']\n", "segment \"[name]\""),
+        (
+            "paths: ['/spec/containers/[name]/image']\n",
+            "segment \"[name]\"",
+        ),
         ("until: next tuesday\n", "is not an RFC 3339 time"),
     ];
     for (change, want) in cases {
@@ -49,7 +55,11 @@ fn a_valid_rule_passes_and_each_mistake_is_named_with_the_rules_id() {
         let bad: WriterRule = serde_json::from_value(value).unwrap();
         let err = bad.validate().unwrap_err();
         assert!(err.to_string().contains(want), "{change}: {err}");
-        assert!(err.to_string().starts_with(&format!("writer rule {:?}", bad.id)), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("writer rule {:?}", bad.id)),
+            "{err}"
+        );
     }
 }
 
@@ -257,11 +267,14 @@ fn a_helmreleases_rule_can_only_name_its_own_release() {
     let mut unnamed = rule(SCALER);
     unnamed.id = "unnamed".into();
     unnamed.objects.release = ReleaseMatch::default();
-    let (good, refused) =
-        registration_rules(&release, &[foreign, own.clone(), unnamed.clone()]);
+    let (good, refused) = registration_rules(&release, &[foreign, own.clone(), unnamed.clone()]);
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].id, "foreign");
-    assert!(refused[0].reason.contains("names another release"), "{}", refused[0]);
+    assert!(
+        refused[0].reason.contains("names another release"),
+        "{}",
+        refused[0]
+    );
     assert_eq!(good.len(), 2);
     for bound in &good {
         assert_eq!(bound.objects.release.namespace.as_deref(), Some("shop"));
