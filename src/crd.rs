@@ -52,6 +52,10 @@ pub(crate) struct HelmReleaseSpec {
     /// Identities whose writes to this release's objects are never blocked nor reverted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exempt: Option<ExemptSpec>,
+    /// Scoped writer rules for this release only (docs/writer-rules.md): named writers may
+    /// change named locked paths of its objects. A rule naming another release is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writers: Vec<crate::core::WriterRule>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -215,13 +219,19 @@ pub(crate) fn registration(hr: &HelmRelease) -> Result<Registration, String> {
         service_account_namespaces: vec![],
         service_accounts: e.service_accounts.clone(),
     });
+    // A rule of a HelmRelease reaches its own release only: one naming another is logged and
+    // left out (the registration stands; the HelmRelease's author controls its release anyway).
+    let (writers, refused) = crate::core::registration_rules(&target_release(hr), &hr.spec.writers);
+    for why in &refused {
+        tracing::warn!(helmrelease = %hr_id(hr), error = %why, "writer rule refused");
+    }
     Ok(Registration {
         helmrelease: hr_id(hr),
         mode: hr.spec.mode,
         suspend: hr.spec.suspend,
         ignore,
         exempt,
-        writers: vec![],
+        writers,
     })
 }
 

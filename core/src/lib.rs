@@ -70,8 +70,9 @@ pub use learned::{
     MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
 pub use writer_rule::{
-    keyed_path, registration_rules, validate_rules, Objects as WriterObjects, ReleaseMatch,
-    RuleError as WriterRuleError, RuleObject, RuleWriter, WriterRule, Writers,
+    keyed_path, registration_rules, rule_held_paths, rules_of_configmap, validate_rules,
+    Objects as WriterObjects, ReleaseMatch, RuleError as WriterRuleError, RuleObject, RuleWriter,
+    WriterRule, Writers,
 };
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field

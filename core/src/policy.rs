@@ -253,6 +253,12 @@ pub fn validate(config: &Config) -> Result<(), String> {
             }
         }
     }
+    // A bad writer rule in the file fails the start, as a bad ignore path does: the file is
+    // read once, and a rule silently dropped would turn its writer's every write into a denial.
+    let (_, bad) = crate::writer_rule::validate_rules(config.writers.clone());
+    if let Some(first) = bad.first() {
+        return Err(first.to_string());
+    }
     Ok(())
 }
 

@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 use crate::index::ReleaseKey;
 use crate::policy::LabelSelector;
 
+mod held;
 mod keyed_path;
+pub use held::rule_held_paths;
 pub use keyed_path::keyed_path;
 
 /// One scoped writer rule.
@@ -310,6 +312,43 @@ pub fn validate_rules(rules: Vec<WriterRule>) -> (Vec<WriterRule>, Vec<RuleError
             });
         } else {
             good.push(rule);
+        }
+    }
+    (good, bad)
+}
+
+/// The rules of the writers ConfigMap's data: each key `<id>.yaml` holds one rule, whose `id` is
+/// that name. A key that does not read as a valid rule is an error naming it, and the others
+/// still load: one tenant-free mistake (the ConfigMap is the platform team's alone) must not
+/// take away every writer's rule, which would turn each of their writes into a denial.
+pub fn rules_of_configmap(data: &BTreeMap<String, String>) -> (Vec<WriterRule>, Vec<RuleError>) {
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for (key, text) in data {
+        let fail = |reason: String| RuleError {
+            id: key.clone(),
+            reason,
+        };
+        let Some(id) = key.strip_suffix(".yaml") else {
+            bad.push(fail("the key is not <id>.yaml".into()));
+            continue;
+        };
+        let rule: WriterRule = match serde_saphyr::from_str(text) {
+            Ok(rule) => rule,
+            Err(e) => {
+                bad.push(fail(format!("not a writer rule: {e}")));
+                continue;
+            }
+        };
+        if rule.id != id {
+            bad.push(fail(format!(
+                "the rule's id {:?} is not its key's name {id:?}",
+                rule.id
+            )));
+            continue;
+        }
+        match rule.validate() {
+            Ok(()) => good.push(rule),
+            Err(e) => bad.push(e),
         }
     }
     (good, bad)

@@ -292,3 +292,72 @@ fn a_helmreleases_rule_can_only_name_its_own_release() {
     assert!(unnamed.matches_object(&elsewhere));
     assert!(!good[1].matches_object(&elsewhere));
 }
+
+#[test]
+fn a_bad_key_of_the_writers_configmap_is_named_and_the_good_ones_load() {
+    let data: BTreeMap<String, String> = [
+        ("shop-web-scaler.yaml", SCALER),
+        ("notes.txt", "hello"),
+        ("broken.yaml", "id: broken\nwho: [x]\n"),
+        ("renamed.yaml", SCALER),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let (good, bad) = rules_of_configmap(&data);
+    assert_eq!(good, vec![rule(SCALER)]);
+    let named: Vec<&str> = bad.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(named, ["broken.yaml", "notes.txt", "renamed.yaml"]);
+    assert!(
+        bad[2].reason.contains("is not its key's name"),
+        "{}",
+        bad[2]
+    );
+}
+
+#[test]
+fn the_reverter_leaves_what_a_rule_gives_while_its_writer_holds_it() {
+    let mut r = rule(SCALER);
+    r.writers.field_manager = Some("scaler".into());
+    let live = |manager: &str| {
+        serde_json::json!({"metadata": {"managedFields": [
+            {"manager": "helm", "operation": "Update", "fieldsV1": {"f:spec": {"f:template": {}}}},
+            {"manager": manager, "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {},
+                "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}}}}}}}}
+        ]},
+        "spec": {"replicas": 7, "template": {"spec": {"containers": [
+            {"name": "sidecar", "image": "envoy"}, {"name": "web", "image": "nginx:2"}]}}}})
+    };
+    let (release, labels) = (ReleaseKey::new("shop", "shop"), BTreeMap::new());
+    let object = RuleObject {
+        release: &release,
+        labels: &labels,
+        group: "apps",
+        kind: "Deployment",
+        name: "web",
+    };
+    // Held by the rule's manager: both paths are left, the item found by its key.
+    assert_eq!(
+        rule_held_paths(&[&r], &object, &live("scaler"), 0),
+        ["/spec/replicas", "/spec/template/spec/containers/1/image"]
+    );
+    // Another manager changed them: the rule gives them to the scaler only, so they are drift.
+    assert!(rule_held_paths(&[&r], &object, &live("kubectl-edit"), 0).is_empty());
+    // A rule naming no manager leaves them whoever wrote them.
+    let mut any = r.clone();
+    any.writers.field_manager = None;
+    assert_eq!(
+        rule_held_paths(&[&any], &object, &live("kubectl-edit"), 0).len(),
+        2
+    );
+    // Expired, or gone: drift again.
+    any.until = Some("1970-01-01T00:00:00Z".into());
+    assert!(rule_held_paths(&[&any], &object, &live("kubectl-edit"), 0).is_empty());
+    assert!(rule_held_paths(&[], &object, &live("scaler"), 0).is_empty());
+    // Another object of the release is not the rule's.
+    let db = RuleObject {
+        name: "db",
+        ..object
+    };
+    assert!(rule_held_paths(&[&r], &db, &live("scaler"), 0).is_empty());
+}
