@@ -46,7 +46,9 @@ impl WriterRulesConfigMap {
                     seen = true;
                     self.apply(&map, &recorder).await;
                 }
-                Ok(WatchEvent::Delete(_)) => self.load(Vec::new(), "deleted"),
+                Ok(WatchEvent::Delete(_)) => {
+                    self.load(Vec::new(), "deleted");
+                }
                 Ok(WatchEvent::InitDone) => {
                     if !seen {
                         self.load(Vec::new(), "absent");
