@@ -205,8 +205,11 @@ impl Index {
         now: i64,
     ) -> Vec<String> {
         let own = self.registration(&object.release).map(|r| &r.writers[..]);
-        let rules: Vec<&crate::writer_rule::WriterRule> =
-            config.writers.iter().chain(own.unwrap_or_default()).collect();
+        let rules: Vec<&crate::writer_rule::WriterRule> = config
+            .writers
+            .iter()
+            .chain(own.unwrap_or_default())
+            .collect();
         if rules.is_empty() {
             return Vec::new();
         }

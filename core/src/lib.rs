@@ -20,7 +20,7 @@
 //! held by a public item without being named outside (a private module's type may be public for
 //! that), such as `policy::ReleaseRule` (a field of [`Config`], which callers build with
 //! `..Config::default()`), `release::Layer` (carried by [`DecodeError`]) and
-//! `policy::SelectorError` ([`LabelSelector`]'s `FromStr` error).
+//! `label_selector::SelectorError` ([`LabelSelector`]'s `FromStr` error).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -123,6 +123,7 @@ mod index;
 mod inspect;
 mod interning;
 mod kinds;
+mod label_selector;
 mod learned;
 mod limits;
 mod locked;

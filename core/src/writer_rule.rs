@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::index::ReleaseKey;
-use crate::policy::LabelSelector;
+use crate::label_selector::LabelSelector;
+use crate::release::ReleaseKey;
 
 mod held;
 mod keyed_path;

@@ -103,7 +103,7 @@ fn item_pairs(segment: &str) -> Option<Vec<(String, String)>> {
 fn same(have: &Value, want: &str) -> bool {
     match have {
         Value::String(s) => s == want,
-        other => other.to_string() == want,
+        other => serde_json::from_str::<Value>(want).is_ok_and(|w| &w == other),
     }
 }
 
