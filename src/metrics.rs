@@ -730,6 +730,12 @@ mod tests {
             .releases_by_status
             .get_or_create(&StatusLabels { status: "deployed" })
             .set(1);
+        metrics
+            .writer_rule_uses
+            .get_or_create(&RuleLabels {
+                rule: "shop-web-scaler".into(),
+            })
+            .inc();
         let text = metrics.render();
         let typed: Vec<&str> = text
             .lines()
