@@ -448,6 +448,29 @@ mod tests {
         assert!(!exempt.exempts("system:serviceaccount:kube-system:x", &[] as &[&str]));
     }
 
+    /// A HelmRelease's writer rule reaches its own release only: one naming another namespace's
+    /// release is left out (the attack), the same rule naming none is bound to its release (the
+    /// control), and the registration stands.
+    #[test]
+    fn a_helmreleases_writer_rule_naming_another_release_is_refused() {
+        let rule = |id: &str, release: &str| -> crate::core::WriterRule {
+            serde_saphyr::from_str(&format!("id: {id}\nwriters: {{serviceAccounts: [ops/scaler]}}\nobjects: {{release: {release}, group: apps, kind: Deployment}}\npaths: [/spec/replicas]\nreason: r\n")).unwrap()
+        };
+        let mut with_rules = spec("shop", "shop");
+        with_rules.writers = vec![
+            rule("foreign", "{namespace: payments, name: payments}"),
+            rule("own", "{}"),
+        ];
+        let registration = registration(&hr("reg", "shop", with_rules)).unwrap();
+        let ids: Vec<&str> = registration.writers.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["own"]);
+        let bound = &registration.writers[0].objects.release;
+        assert_eq!(
+            (bound.namespace.as_deref(), bound.name.as_deref()),
+            (Some("shop"), Some("shop"))
+        );
+    }
+
     #[test]
     fn invalid_and_duplicate_helmreleases_are_errors_and_the_first_wins() {
         let mut bad = spec("shop", "shop");
