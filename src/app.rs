@@ -289,6 +289,7 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
         },
         initial_list: args.initial_list,
         switches_configmap: args.switches_configmap,
+        writers_configmap: args.writers_configmap,
         author_key,
     })
 }

@@ -358,8 +358,10 @@ mod tests {
                 chart: serde_json::json!(2),
                 requested: Some(serde_json::json!(replicas)),
             }],
+            keyed_paths: vec!["/spec/replicas".into()],
             message: "locked.".into(),
             proof: OwnerProof::Shown,
+            wording: None,
         };
         let mut messages = Vec::new();
         for replicas in [7, 7, 9] {

@@ -189,6 +189,13 @@ pub(crate) struct ServeArgs {
     /// missing ConfigMap leaves the flags in force.
     #[arg(long, env = "HELM_LOCKER_SWITCHES_CONFIGMAP", value_name = "NAME")]
     pub(crate) switches_configmap: Option<String>,
+    /// A ConfigMap in the locker's own namespace (--lease-namespace) of writer rules, one per key
+    /// `<id>.yaml` (docs/writer-rules.md), added to the --config file's `writers` within a
+    /// second on every running replica, with no restart. The chart creates `<fullname>-writers`
+    /// from its `writers` value. A key that is not a valid rule is logged, counted and skipped;
+    /// the others load.
+    #[arg(long, env = "HELM_LOCKER_WRITERS_CONFIGMAP", value_name = "NAME")]
+    pub(crate) writers_configmap: Option<String>,
     /// Lock (and watch) only releases in these namespaces.
     #[arg(
         long = "namespace",

@@ -52,6 +52,10 @@ pub(crate) struct HelmReleaseSpec {
     /// Identities whose writes to this release's objects are never blocked nor reverted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exempt: Option<ExemptSpec>,
+    /// Scoped writer rules for this release only (docs/writer-rules.md): named writers may
+    /// change named locked paths of its objects. A rule naming another release is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writers: Vec<crate::core::WriterRule>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -215,12 +219,19 @@ pub(crate) fn registration(hr: &HelmRelease) -> Result<Registration, String> {
         service_account_namespaces: vec![],
         service_accounts: e.service_accounts.clone(),
     });
+    // A rule of a HelmRelease reaches its own release only: one naming another is logged and
+    // left out (the registration stands; the HelmRelease's author controls its release anyway).
+    let (writers, refused) = crate::core::registration_rules(&target_release(hr), &hr.spec.writers);
+    for why in &refused {
+        tracing::warn!(helmrelease = %hr_id(hr), error = %why, "writer rule refused");
+    }
     Ok(Registration {
         helmrelease: hr_id(hr),
         mode: hr.spec.mode,
         suspend: hr.spec.suspend,
         ignore,
         exempt,
+        writers,
     })
 }
 
@@ -435,6 +446,29 @@ mod tests {
         assert!(exempt.exempts("ci", &[] as &[&str]));
         assert!(exempt.exempts("system:serviceaccount:argo:argocd", &[] as &[&str]));
         assert!(!exempt.exempts("system:serviceaccount:kube-system:x", &[] as &[&str]));
+    }
+
+    /// A HelmRelease's writer rule reaches its own release only: one naming another namespace's
+    /// release is left out (the attack), the same rule naming none is bound to its release (the
+    /// control), and the registration stands.
+    #[test]
+    fn a_helmreleases_writer_rule_naming_another_release_is_refused() {
+        let rule = |id: &str, release: &str| -> crate::core::WriterRule {
+            serde_saphyr::from_str(&format!("id: {id}\nwriters: {{serviceAccounts: [ops/scaler]}}\nobjects: {{release: {release}, group: apps, kind: Deployment}}\npaths: [/spec/replicas]\nreason: r\n")).unwrap()
+        };
+        let mut with_rules = spec("shop", "shop");
+        with_rules.writers = vec![
+            rule("foreign", "{namespace: payments, name: payments}"),
+            rule("own", "{}"),
+        ];
+        let registration = registration(&hr("reg", "shop", with_rules)).unwrap();
+        let ids: Vec<&str> = registration.writers.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["own"]);
+        let bound = &registration.writers[0].objects.release;
+        assert_eq!(
+            (bound.namespace.as_deref(), bound.name.as_deref()),
+            (Some("shop"), Some("shop"))
+        );
     }
 
     #[test]

@@ -6,13 +6,17 @@
 //! and `revert` (`false` pauses the drift reverter, `true` lets it run again if the server
 //! started with it). They act within a second on every running replica, ready or not, with no
 //! new pod: in an incident where new pods cannot become ready, `mode: off` still lands.
+//!
+//! Writer rules are live too: those of the writers ConfigMap (`--writers-configmap`,
+//! [`crate::source::writer_rules`]) are added to the configuration's own `writers`, and the
+//! configuration is swapped whole when either changes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::core::{Config, Mode};
+use crate::core::{Config, Mode, WriterRule, WriterRuleError as RuleError};
 
 /// The switches a ConfigMap sets; `None` leaves the started configuration's value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,11 +76,14 @@ pub(crate) fn switched(base: &Config, switches: &Switches) -> Config {
     config
 }
 
-/// The configuration in force, swapped whole when a switch flips; readers never wait.
+/// The configuration in force, swapped whole when a switch flips or the live writer rules
+/// change; readers never wait.
 pub(crate) struct LiveConfig {
     base: Config,
     current: ArcSwap<Config>,
     changes: tokio::sync::watch::Sender<u64>,
+    /// What is put over `base`: the switches and the live writer rules last read.
+    live: std::sync::Mutex<(Switches, Vec<WriterRule>)>,
 }
 
 impl LiveConfig {
@@ -85,7 +92,36 @@ impl LiveConfig {
             current: ArcSwap::from_pointee(base.clone()),
             base,
             changes: tokio::sync::watch::channel(0).0,
+            live: std::sync::Mutex::new((Switches::default(), Vec::new())),
         }
+    }
+
+    /// Replaces the live writer rules (the writers ConfigMap's); returns what is in force now
+    /// and the rules refused beside the configuration's own (an id it already uses: the
+    /// configuration's rule stays).
+    pub(crate) fn apply_rules(&self, rules: Vec<WriterRule>) -> (Arc<Config>, Vec<RuleError>) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.1 = rules;
+        let (config, refused) = self.rebuild(&live);
+        (config, refused)
+    }
+
+    fn rebuild(
+        &self,
+        (switches, rules): &(Switches, Vec<WriterRule>),
+    ) -> (Arc<Config>, Vec<RuleError>) {
+        let mut config = switched(&self.base, switches);
+        let mut refused = Vec::new();
+        if !rules.is_empty() {
+            let all = self.base.writers.iter().chain(rules).cloned().collect();
+            let (writers, bad) = crate::core::validate_rules(all);
+            config.writers = writers;
+            refused = bad;
+        }
+        let config = Arc::new(config);
+        self.current.store(config.clone());
+        self.changes.send_modify(|n| *n += 1);
+        (config, refused)
     }
 
     /// The configuration in force now.
@@ -95,10 +131,9 @@ impl LiveConfig {
 
     /// Puts `switches` over the started configuration; returns what is in force now.
     pub(crate) fn apply(&self, switches: &Switches) -> Arc<Config> {
-        let config = Arc::new(switched(&self.base, switches));
-        self.current.store(config.clone());
-        self.changes.send_modify(|n| *n += 1);
-        config
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.0 = switches.clone();
+        self.rebuild(&live).0
     }
 
     /// Hears of every change.
@@ -169,5 +204,35 @@ mod tests {
             },
         );
         assert!(!on.ownership_returned);
+    }
+
+    fn rule(id: &str) -> WriterRule {
+        serde_saphyr::from_str(&format!("id: {id}\nwriters: {{serviceAccounts: [ops/scaler]}}\nobjects: {{kind: Deployment, group: apps}}\npaths: [/spec/replicas]\nreason: r\n")).unwrap()
+    }
+
+    #[test]
+    fn live_rules_join_the_configurations_own_and_go_when_removed() {
+        let base = Config {
+            writers: vec![rule("from-config")],
+            ..Config::default()
+        };
+        let live = LiveConfig::new(base);
+        let changes = live.subscribe();
+        let (config, refused) = live.apply_rules(vec![rule("from-map"), rule("from-config")]);
+        let ids: Vec<&str> = config.writers.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["from-config", "from-map"]);
+        // The map's rule with the configuration's id is refused; the configuration's stays.
+        assert_eq!(refused.len(), 1);
+        assert!(changes.has_changed().unwrap());
+        // A switch flipped keeps the live rules.
+        let switched = live.apply(&Switches {
+            mode: Some(Mode::Warn),
+            revert: None,
+        });
+        assert_eq!(switched.writers.len(), 2);
+        let (config, _) = live.apply_rules(vec![]);
+        let ids: Vec<&str> = config.writers.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["from-config"]);
+        assert_eq!(config.mode, Mode::Warn);
     }
 }

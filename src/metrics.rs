@@ -24,6 +24,12 @@ pub(crate) struct DenialLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RuleLabels {
+    /// The writer rule's id.
+    pub rule: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct StatusLabels {
     /// Helm's status of the release's newest revision: deployed, failed, pending-upgrade...
     pub status: &'static str,
@@ -409,6 +415,20 @@ pub(crate) const TABLE: &[Row] = &[
         help: "Writes to locked objects let through by an open LockException (each is also an Event naming it, the user and the reason)",
     },
     Row {
+        name: "writer_rule_uses",
+        kind: Kind::Counter,
+        labels: &["rule"],
+        results: &[],
+        help: "Writes to locked objects let through by a writer rule, by the rule's id (each is also a WriterRuleUsed Event; dry runs not counted)",
+    },
+    Row {
+        name: "writer_rules_refused",
+        kind: Kind::Counter,
+        labels: &[],
+        results: &[],
+        help: "Writer rules refused when read (invalid, an id used twice, or a HelmRelease's rule naming another release): each is logged and skipped, the others stay",
+    },
+    Row {
         name: "watch_restarts",
         kind: Kind::Counter,
         labels: &[],
@@ -558,6 +578,9 @@ pub(crate) struct Metrics {
     pub exceptions_open: Gauge,
     pub exception_longest_open_seconds: Gauge,
     pub exceptions_used: Counter,
+    /// By the rule's id.
+    pub writer_rule_uses: Family<RuleLabels, Counter>,
+    pub writer_rules_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -625,6 +648,8 @@ impl Metrics {
             exception_longest_open_seconds: table
                 .add("exception_longest_open_seconds", Gauge::default()),
             exceptions_used: table.add("exceptions_used", Counter::default()),
+            writer_rule_uses: table.add("writer_rule_uses", Family::default()),
+            writer_rules_refused: table.add("writer_rules_refused", Counter::default()),
             watch_restarts: table.add("watch_restarts", Counter::default()),
             release_decode_errors: table.add("release_decode_errors", Counter::default()),
             release_secrets_decoded: table.add("release_secrets_decoded", Counter::default()),
@@ -743,6 +768,12 @@ mod tests {
             .releases_by_status
             .get_or_create(&StatusLabels { status: "deployed" })
             .set(1);
+        metrics
+            .writer_rule_uses
+            .get_or_create(&RuleLabels {
+                rule: "shop-web-scaler".into(),
+            })
+            .inc();
         let text = metrics.render();
         let typed: Vec<&str> = text
             .lines()

@@ -92,6 +92,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         release_drivers: helm_locker_core::ReleaseDriver::ALL.to_vec(),
         initial_list: helm_locker::server::InitialList::Auto,
         switches_configmap: None,
+        writers_configmap: None,
         author_key: Default::default(),
         kube_version: helm_locker::core::KubeVersion::V1_20,
     };

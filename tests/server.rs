@@ -97,6 +97,7 @@ async fn start(config: Config) -> Running {
         release_drivers: helm_locker_core::ReleaseDriver::ALL.to_vec(),
         initial_list: helm_locker::server::InitialList::Auto,
         switches_configmap: None,
+        writers_configmap: None,
         author_key: Default::default(),
         kube_version: helm_locker::core::KubeVersion::V1_20,
     };

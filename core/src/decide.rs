@@ -26,9 +26,10 @@ mod read;
 pub use find::{find, Found};
 use find::{Door, Resolved, Ruled};
 pub use hand_over::{hand_over, hand_over_question, HandOver};
+pub use message::Wording;
 use message::{
     co_owner_message, creator_message, headline, message, other_version_message,
-    scale_co_owner_message, Wording,
+    scale_co_owner_message,
 };
 use read::{
     added_owner_references, co_owner_claims, creation_entries, names_release, parse_object, written,
@@ -70,6 +71,18 @@ pub enum Allowed {
     },
     /// The mutating endpoint only repairs; denials and warnings are the validating one's.
     LeftToValidation,
+    /// Writer rules give this writer every locked path the write changes ([`allow_by_rules`]);
+    /// the write is let through with `warning`, which names the rules.
+    ByRule {
+        release: ReleaseKey,
+        /// The ids of the rules that cover the write, in the order of its paths.
+        rules: Vec<String>,
+        user: String,
+        /// The changed paths, keyed ([`Locked::keyed_paths`]).
+        paths: Vec<String>,
+        /// The admission warning: the object, the rules and their reasons, the paths.
+        warning: String,
+    },
     /// A release at work takes the object over from the release that holds it, and its author
     /// could uninstall that release ([`hand_over`]).
     HandedOver {
@@ -92,9 +105,17 @@ pub struct Locked {
     pub target: Target,
     pub delete: bool,
     pub changes: Vec<Change>,
+    /// Each change's path in keyed form ([`crate::writer_rule::keyed_path`]), parallel to
+    /// `changes`: a map-list item named by its keys (`/spec/template/spec/containers/[name=web]/image`),
+    /// what a writer rule's paths name and what learning records.
+    pub keyed_paths: Vec<String>,
     pub message: String,
     /// Whether the request showed that the stored object is the release's.
     pub proof: OwnerProof,
+    /// How `message` was worded from `changes` (rule 6's message, which can be worded again for
+    /// fewer changes); `None` for a message of its own (a delete, another version, an owner
+    /// reference, a co-owner), which only a rule covering every path lifts.
+    pub wording: Option<Wording>,
 }
 
 /// What shows that a locked object is the release's: Helm writes the release's
@@ -186,6 +207,7 @@ impl Decision {
     pub fn verdict(&self) -> crate::review::Verdict<'_> {
         use crate::review::Verdict;
         match self {
+            Decision::Allow(Allowed::ByRule { warning, .. }) => Verdict::Warn(warning),
             Decision::Allow(_) => Verdict::Allow,
             Decision::Deny(l) => Verdict::Deny(&l.message),
             Decision::Warn(l) => Verdict::Warn(&l.message),
@@ -266,6 +288,9 @@ impl Decision {
             }) => {
                 format!("allowed: LockException {exception} opens release {release} to {user} ({reason})")
             }
+            Decision::Allow(Allowed::ByRule { warning, .. }) => {
+                format!("allowed by a writer rule: {warning}")
+            }
             Decision::Allow(Allowed::Unproven { release }) => {
                 format!("allowed: release {release} renders this object, but the object does not carry the release's meta.helm.sh annotations (Helm neither made nor adopted it)")
             }
@@ -334,6 +359,119 @@ pub fn excuse(
             until: e.until,
         }),
         None => decision,
+    }
+}
+
+/// Writer rules ([`crate::writer_rule`]) on a denial, warning or repair: when active rules
+/// that name this writer and this object cover every changed path ([`Locked::keyed_paths`]), the
+/// write is allowed, with a warning naming the rules ([`Allowed::ByRule`]); when they cover
+/// some, the decision stands for the others only, and its message names only those (a message
+/// of its own, [`Locked::wording`] `None`, stands whole). A delete, and a co-owner's or
+/// creator's denial (no changed value: the harm is the next `helm upgrade`'s conflict, which no
+/// rule prevents), are never covered. `labels`: the release's newest revision's; `now` in Unix
+/// seconds.
+pub fn allow_by_rules(
+    decision: Decision,
+    rules: &[&crate::writer_rule::WriterRule],
+    writer: &crate::writer_rule::RuleWriter<'_>,
+    labels: &std::collections::BTreeMap<String, String>,
+    now: i64,
+) -> Decision {
+    let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {
+        return decision;
+    };
+    if l.delete || l.changes.is_empty() || l.keyed_paths.len() != l.changes.len() {
+        return decision;
+    }
+    let group = l
+        .target
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group);
+    let object = crate::writer_rule::RuleObject {
+        release: &l.release,
+        labels,
+        group,
+        kind: &l.target.kind,
+        name: &l.target.name,
+    };
+    let mut matching: Vec<&crate::writer_rule::WriterRule> = rules
+        .iter()
+        .copied()
+        .filter(|r| r.is_active(now) && r.matches_writer(writer) && r.matches_object(&object))
+        .collect();
+    if matching.is_empty() {
+        return decision;
+    }
+    matching.sort_by(|a, b| a.id.cmp(&b.id));
+    let covering: Vec<Option<&crate::writer_rule::WriterRule>> = l
+        .keyed_paths
+        .iter()
+        .map(|p| matching.iter().copied().find(|r| r.covers_path(p)))
+        .collect();
+    if covering.iter().all(Option::is_some) {
+        let mut used: Vec<&crate::writer_rule::WriterRule> =
+            covering.into_iter().flatten().collect();
+        used.dedup_by(|a, b| a.id == b.id);
+        let mut ids: Vec<String> = used.iter().map(|r| r.id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let why: Vec<String> = matching
+            .iter()
+            .filter(|r| ids.contains(&r.id))
+            .map(|r| format!("{}: {}", r.id, r.reason))
+            .collect();
+        let warning = format!(
+            "{} belongs to Helm release {}; writer rule {} lets {} change {} ({}). The next helm upgrade may set them back.",
+            l.object,
+            l.release,
+            ids.join(", "),
+            writer.username,
+            l.keyed_paths.join(", "),
+            why.join("; ")
+        );
+        return Decision::Allow(Allowed::ByRule {
+            release: l.release.clone(),
+            rules: ids,
+            user: writer.username.to_string(),
+            paths: l.keyed_paths.clone(),
+            warning,
+        });
+    }
+    let Some(wording) = l.wording else {
+        return decision;
+    };
+    if covering.iter().all(Option::is_none) {
+        return decision;
+    }
+    let narrow = |l: &Locked| {
+        let (changes, keyed_paths): (Vec<Change>, Vec<String>) = l
+            .changes
+            .iter()
+            .zip(&l.keyed_paths)
+            .zip(&covering)
+            .filter(|(_, rule)| rule.is_none())
+            .map(|((c, k), _)| (c.clone(), k.clone()))
+            .unzip();
+        let message = message(
+            &l.object, &l.release, l.revision, l.status, false, &changes, wording,
+        );
+        Locked {
+            changes,
+            keyed_paths,
+            message,
+            ..l.clone()
+        }
+    };
+    match &decision {
+        Decision::Deny(l) => Decision::Deny(narrow(l)),
+        Decision::Warn(l) => Decision::Warn(narrow(l)),
+        Decision::Repair(l, _) => {
+            let l = narrow(l);
+            let patch = repair_patch(&l.changes);
+            Decision::Repair(l, patch)
+        }
+        Decision::Allow(_) => decision,
     }
 }
 
@@ -412,12 +550,34 @@ pub fn decide_found<'i>(
     }
     let (new, old) = written(request, door.scale)?;
     let compared = Compared::of(schema, &lock);
-    let changes = match lock.changes(schema, &compared, &new, old.as_ref()) {
+    let mut decision = decide_written(schema, config, &lock, &compared, &new, old.as_ref())?;
+    if let Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _) = &mut decision {
+        l.keyed_paths = l
+            .changes
+            .iter()
+            .map(|c| crate::writer_rule::keyed_path(schema, compared.root, &new, &c.path))
+            .collect();
+    }
+    Ok(decision)
+}
+
+/// Rules 6 and on, once the written objects are read: what the write changes of what Helm owns,
+/// and the verdict.
+fn decide_written(
+    schema: &Schema,
+    config: &Config,
+    lock: &Lock<'_>,
+    compared: &Compared<'_>,
+    new: &Value,
+    old: Option<&Value>,
+) -> Result<Decision, DecideError> {
+    let (request, door) = (lock.request, lock.door);
+    let changes = match lock.changes(schema, compared, new, old) {
         Ok(changes) => changes,
         Err(decision) => return Ok(*decision),
     };
     if !door.scale {
-        if let Some(decision) = lock.added_owners(&compared, &new, old.as_ref()) {
+        if let Some(decision) = lock.added_owners(compared, new, old) {
             return Ok(decision);
         }
     }
@@ -426,26 +586,26 @@ pub fn decide_found<'i>(
     // makes nobody a co-owner, so only the values it would write can be locked.
     let stored = request.dry_run != Some(true);
     if changes.is_empty() && !door.scale && stored {
-        if let Some(decision) = lock.co_owner(schema, &compared) {
+        if let Some(decision) = lock.co_owner(schema, compared) {
             return Ok(decision);
         }
         // A restore of what Helm wrote by another manager makes it co-own Helm's fields: allowed
         // when the reverter hands them back to Helm, else the next upgrade would conflict.
         if request.operation == Operation::Create && lock.server_side && !config.ownership_returned
         {
-            if let Some(decision) = lock.creator(schema, &compared) {
+            if let Some(decision) = lock.creator(schema, compared) {
                 return Ok(decision);
             }
         }
     }
     if changes.is_empty() && door.scale && lock.server_side && stored {
-        if let Some(decision) = lock.scale_co_owner(schema, &compared) {
+        if let Some(decision) = lock.scale_co_owner(schema, compared) {
             return Ok(decision);
         }
     }
     if changes.is_empty() {
         return Ok(Decision::Allow(Allowed::NoLockedChange {
-            release: lock.release,
+            release: lock.release.clone(),
         }));
     }
     lock.verdict(changes)
@@ -602,6 +762,10 @@ impl<'a> Lock<'a> {
         // A Secret's values stay out of the message: it reaches users who may write the Secret
         // without being allowed to read it, kubectl's output and the API server's audit log.
         let hide_values = object.group.is_empty() && object.kind.eq_ignore_ascii_case("Secret");
+        let wording = Wording {
+            hide_values,
+            scale: self.door.scale,
+        };
         let message = message(
             &describe,
             &self.release,
@@ -609,10 +773,7 @@ impl<'a> Lock<'a> {
             self.status,
             delete,
             &changes,
-            Wording {
-                hide_values,
-                scale: self.door.scale,
-            },
+            wording,
         );
         Locked {
             release: self.release.clone(),
@@ -629,9 +790,11 @@ impl<'a> Lock<'a> {
                 name: object.name.to_string(),
             },
             delete,
+            keyed_paths: changes.iter().map(|c| c.path.clone()).collect(),
             changes,
             message,
             proof: self.proof,
+            wording: (!delete).then_some(wording),
         }
     }
 
@@ -639,6 +802,7 @@ impl<'a> Lock<'a> {
     fn delete(&self) -> Decision {
         let mut l = self.locked(true, Vec::new());
         if self.door.evict {
+            l.wording = None;
             l.message = format!(
                 "{}: evicting it deletes it, which is not allowed. Remove it from the chart and run helm upgrade, or ask an admin (a node drain by an exempt user goes through).",
                 l.headline()
@@ -725,6 +889,7 @@ impl<'a> Lock<'a> {
             let mut l = self.locked(false, changes);
             let requested =
                 crate::manifest::api_version(&request.kind.group, &request.kind.version);
+            l.wording = None;
             l.message = other_version_message(&l, &requested, &object.api_version());
             // Nothing to repair toward: the chart's values are in another version's shape.
             return Err(Box::new(unrepairable(self.mode(), l)));
@@ -764,6 +929,7 @@ impl<'a> Lock<'a> {
             })
             .collect();
         let mut l = self.locked(false, changes);
+        l.wording = None;
         l.message = format!(
             "{}: this request adds an owner reference the chart does not set ({}), which lets the garbage collector delete the object; that is deleting it, which is not allowed. Set owners in the chart and run helm upgrade, or ask an admin.",
             l.headline(),
@@ -808,6 +974,7 @@ impl<'a> Lock<'a> {
             return None;
         }
         let mut l = self.locked(false, Vec::new());
+        l.wording = None;
         l.message = co_owner_message(&l, manager, &shared);
         Some(unrepairable(self.mode(), l))
     }
@@ -831,6 +998,7 @@ impl<'a> Lock<'a> {
             return None;
         }
         let mut l = self.locked(false, Vec::new());
+        l.wording = None;
         l.message = scale_co_owner_message(&l, manager, pointer);
         Some(unrepairable(self.mode(), l))
     }
@@ -868,6 +1036,7 @@ impl<'a> Lock<'a> {
             if !shared.is_empty() {
                 let manager = entry.manager.unwrap_or_default();
                 let mut l = self.locked(false, Vec::new());
+                l.wording = None;
                 l.message = creator_message(&l, &manager, &shared);
                 return Some(unrepairable(self.mode(), l));
             }

@@ -194,6 +194,40 @@ impl Index {
         paths
     }
 
+    /// The paths of `live` (the object as the API server has it) that writer rules give to
+    /// their writers while they hold them ([`crate::writer_rule::rule_held_paths`]): the
+    /// configuration's rules and the release's HelmRelease's. The reverter leaves them.
+    pub fn rule_held(
+        &self,
+        config: &crate::policy::Config,
+        object: &LockedObject,
+        live: &serde_json::Value,
+        now: i64,
+    ) -> Vec<String> {
+        let own = self.registration(&object.release).map(|r| &r.writers[..]);
+        let rules: Vec<&crate::writer_rule::WriterRule> = config
+            .writers
+            .iter()
+            .chain(own.unwrap_or_default())
+            .collect();
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let labels = self
+            .release(&object.release)
+            .and_then(|state| state.newest())
+            .map(|newest| newest.labels.clone())
+            .unwrap_or_default();
+        let target = crate::writer_rule::RuleObject {
+            release: &object.release,
+            labels: &labels,
+            group: &object.group,
+            kind: &object.kind,
+            name: &object.name,
+        };
+        crate::writer_rule::rule_held_paths(&rules, &target, live, now)
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

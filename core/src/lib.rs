@@ -20,7 +20,7 @@
 //! held by a public item without being named outside (a private module's type may be public for
 //! that), such as `policy::ReleaseRule` (a field of [`Config`], which callers build with
 //! `..Config::default()`), `release::Layer` (carried by [`DecodeError`]) and
-//! `policy::SelectorError` ([`LabelSelector`]'s `FromStr` error).
+//! `label_selector::SelectorError` ([`LabelSelector`]'s `FromStr` error).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -49,8 +49,9 @@ pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, Upd
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
-    confirm, decide, decide_found, excuse, find, hand_over, hand_over_question, prove, Allowed,
-    Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
+    allow_by_rules, confirm, decide, decide_found, excuse, find, hand_over, hand_over_question,
+    prove, Allowed, Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
+    Wording,
 };
 pub use review::{
     parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
@@ -68,14 +69,18 @@ pub use learned::{
     Learned, LearnedEntry, RuleUse as WriterRuleUse, LEARNED_KEY,
     MAX_OBJECT_NAMES as MAX_LEARNED_OBJECT_NAMES,
 };
+pub use learning::{merge as merge_learned, Learning, Observation as LearningObservation};
 pub use proposal::{
     accept as accept_proposals, propose as propose_rules, render_text as proposals_text,
     rule_expired, rule_yaml as writer_rule_yaml, rules_of_release,
     values_snippet as writers_values_snippet, AcceptError, LearnInput, Proposals,
     DEFAULT_UNUSED_FOR,
 };
-pub use learning::{merge as merge_learned, Learning, Observation as LearningObservation};
-pub use writer_rule::{Objects as WriterObjects, ReleaseMatch, WriterRule, Writers};
+pub use writer_rule::{
+    keyed_path, registration_rules, rule_held_paths, rules_of_configmap, validate_rules,
+    Objects as WriterObjects, ReleaseMatch, RuleError as WriterRuleError, RuleObject, RuleWriter,
+    WriterRule, Writers,
+};
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field
 // comparison, server-side apply's field sets, quantities.
@@ -125,6 +130,7 @@ mod index;
 mod inspect;
 mod interning;
 mod kinds;
+mod label_selector;
 mod learned;
 mod learning;
 mod limits;

@@ -115,6 +115,11 @@ pub fn exception_open(until: impl Display, capped: Option<(impl Display, impl Di
 }
 
 /// `SwitchesInvalid`: the switches ConfigMap could not be read; the switches in force stay.
+/// A key of the writers ConfigMap that is not a valid writer rule.
+pub fn writer_rule_invalid(why: impl Display) -> String {
+    format!("helm-locker did not load this writer rule ({why}); the other rules stay in force")
+}
+
 pub fn switches_invalid(why: impl Display) -> String {
     format!("helm-locker did not apply these switches ({why}); those in force stay")
 }

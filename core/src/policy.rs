@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::label_selector::LabelSelector;
 use crate::locked::LockedObject;
 use crate::release::ReleaseKey;
 use std::collections::BTreeMap;
@@ -160,6 +161,10 @@ pub struct Config {
     /// Lock only releases registered by a HelmRelease (helm.cattle.io/v1alpha1) in this
     /// namespace (rancher/helm-locker's opt-in; its default is `cattle-helm-system`).
     pub registration_namespace: Option<String>,
+    /// Scoped writer rules ([`crate::writer_rule`]): which writers may change which locked
+    /// paths of which objects. Checked with [`crate::writer_rule::validate_rules`] at load.
+    #[serde(default)]
+    pub writers: Vec<crate::writer_rule::WriterRule>,
     /// The drift reverter runs (`--revert`): it hands the chart's fields that another field
     /// manager co-owns with the chart's values back to Helm
     /// ([`crate::revert_plan::ownership_return`]), so a CREATE of what Helm wrote by another
@@ -185,55 +190,10 @@ impl Default for Config {
             exclude_namespaces: vec![],
             release_selector: None,
             registration_namespace: None,
+            writers: vec![],
             ownership_returned: false,
             own_release: None,
         }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("invalid label selector {0:?}: use k=v, k!=v, k or !k, separated by commas")]
-pub struct SelectorError(String);
-
-/// A label selector (`k=v,k!=v,k,!k`), parsed once when the configuration is read.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct LabelSelector {
-    text: String,
-    requirements: Vec<Requirement>,
-}
-
-impl TryFrom<String> for LabelSelector {
-    type Error = SelectorError;
-
-    fn try_from(text: String) -> Result<Self, SelectorError> {
-        let requirements = parse_selector(&text)?;
-        Ok(LabelSelector { text, requirements })
-    }
-}
-
-impl std::str::FromStr for LabelSelector {
-    type Err = SelectorError;
-
-    fn from_str(text: &str) -> Result<Self, SelectorError> {
-        LabelSelector::try_from(text.to_string())
-    }
-}
-
-impl From<LabelSelector> for String {
-    fn from(selector: LabelSelector) -> String {
-        selector.text
-    }
-}
-
-impl LabelSelector {
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|r| match r {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::NotExists(k) => !labels.contains_key(k),
-        })
     }
 }
 
@@ -248,46 +208,13 @@ pub fn validate(config: &Config) -> Result<(), String> {
             }
         }
     }
+    // A bad writer rule in the file fails the start, as a bad ignore path does: the file is
+    // read once, and a rule silently dropped would turn its writer's every write into a denial.
+    let (_, bad) = crate::writer_rule::validate_rules(config.writers.clone());
+    if let Some(first) = bad.first() {
+        return Err(first.to_string());
+    }
     Ok(())
-}
-
-#[derive(Clone, Debug, PartialEq)]
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    Exists(String),
-    NotExists(String),
-}
-
-fn parse_selector(selector: &str) -> Result<Vec<Requirement>, SelectorError> {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|part| {
-            let valid = |k: &str| !k.is_empty() && !k.contains(['=', '!', ' ']);
-            let req = if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotEquals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else if let Some(k) = part.strip_prefix('!') {
-                Requirement::NotExists(k.trim().into())
-            } else {
-                Requirement::Exists(part.into())
-            };
-            let key = match &req {
-                Requirement::Equals(k, _)
-                | Requirement::NotEquals(k, _)
-                | Requirement::Exists(k)
-                | Requirement::NotExists(k) => k,
-            };
-            if valid(key) {
-                Ok(req)
-            } else {
-                Err(SelectorError(selector.into()))
-            }
-        })
-        .collect()
 }
 
 impl Config {
@@ -377,6 +304,8 @@ pub struct Registration {
     pub ignore: Vec<IgnoreRule>,
     /// Added to the configured exemptions.
     pub exempt: Option<Exemptions>,
+    /// Writer rules for this release only ([`crate::writer_rule::registration_rules`]).
+    pub writers: Vec<crate::writer_rule::WriterRule>,
 }
 
 /// The lock policy of one release.
@@ -431,6 +360,7 @@ mod tests {
             suspend: false,
             ignore: vec![],
             exempt: None,
+            writers: vec![],
         };
         for registration in [None, Some(&vouched)] {
             let policy = config.policy(&own, &labels, registration);

@@ -274,6 +274,7 @@ async fn admit(
         Endpoint::Mutate => decision.for_mutation(),
     };
     let decision = excuse_if_open(state, &index, request, decision);
+    let decision = allow_if_ruled(state, &index, &config, request, endpoint, decision);
     let taking = crate::core::hand_over_question(&index, request, &decision);
     // Not held across the waits below (a guard is for short reads).
     drop((index, schema));
@@ -327,6 +328,98 @@ fn name_span(request: &crate::core::Request<'_>) {
         ),
     };
     span.record("object", object.as_str());
+}
+
+/// Writer rules: a denial, warning or repair whose changed paths rules give this writer is
+/// allowed with a warning naming them (or narrowed to the paths they do not give). Each such
+/// write is counted per rule, logged, and recorded as a `WriterRuleUsed` Event (never for a dry
+/// run). The mutating endpoint leaves the warning, the count and the Event to the validating
+/// one, which sees the same write.
+fn allow_if_ruled(
+    state: &AppState,
+    index: &crate::core::Index,
+    config: &crate::core::Config,
+    request: &crate::core::Request<'_>,
+    endpoint: Endpoint,
+    decision: Decision,
+) -> Decision {
+    let (Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _)) = &decision
+    else {
+        return decision;
+    };
+    let own = index.registration(&locked.release).map(|r| &r.writers[..]);
+    let rules: Vec<&crate::core::WriterRule> = config
+        .writers
+        .iter()
+        .chain(own.unwrap_or_default())
+        .collect();
+    if rules.is_empty() {
+        return decision;
+    }
+    let labels = index
+        .release(&locked.release)
+        .and_then(|state| state.newest())
+        .map(|newest| newest.labels.clone())
+        .unwrap_or_default();
+    let user = &request.user_info;
+    let writer = crate::core::RuleWriter {
+        username: &user.username,
+        groups: user.groups.iter().map(|g| g.as_ref()).collect(),
+        field_manager: request.field_manager(),
+    };
+    let target = locked.target.clone();
+    let object = locked.object.clone();
+    let ruled = crate::core::allow_by_rules(
+        decision,
+        &rules,
+        &writer,
+        &labels,
+        crate::lock_exception::now(),
+    );
+    let Decision::Allow(crate::core::Allowed::ByRule {
+        release,
+        rules: ids,
+        user,
+        paths,
+        ..
+    }) = &ruled
+    else {
+        return ruled;
+    };
+    if matches!(endpoint, Endpoint::Mutate) {
+        return Decision::Allow(crate::core::Allowed::LeftToValidation);
+    }
+    let dry_run = request.dry_run.unwrap_or(false);
+    tracing::info!(user = %user, rules = ?ids, release = %release, object = %object, paths = ?paths, dry_run, "allowed by a writer rule");
+    if dry_run {
+        return ruled;
+    }
+    for id in ids {
+        state
+            .metrics
+            .writer_rule_uses
+            .get_or_create(&crate::metrics::RuleLabels { rule: id.clone() })
+            .inc();
+    }
+    if let Some(sink) = &state.attempts {
+        sink.record(crate::attempts::Attempt {
+            regarding: crate::attempts::reference(
+                target.api_version,
+                target.kind,
+                target.namespace,
+                target.name,
+            ),
+            reason: "WriterRuleUsed",
+            action: "Allow",
+            user: user.clone(),
+            message: format!(
+                "writer rule {} let {user} change {} of {object} (release {release})",
+                ids.join(", "),
+                paths.join(", ")
+            ),
+        });
+    }
+    ruled
 }
 
 /// Break glass: a denial, warning or repair that an open LockException covers is allowed; each

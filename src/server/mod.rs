@@ -89,6 +89,9 @@ pub struct Settings {
     /// The ConfigMap of switches in the locker's own namespace (`--switches-configmap`): its
     /// `mode` and `revert` act on the running server as they change.
     pub switches_configmap: Option<String>,
+    /// The ConfigMap of writer rules in the locker's own namespace (`--writers-configmap`): one
+    /// rule per key, added to the configuration's as they change.
+    pub writers_configmap: Option<String>,
     /// Storage namespaces whose releases of other namespaces count without a known author
     /// (`--trusted-storage-namespace`; [`crate::core::speaks_for_its_namespace`]).
     pub trusted_storage_namespaces: Vec<crate::core::TrustedStorage>,
@@ -186,6 +189,7 @@ pub struct BoundServer {
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
     switches_configmap: Option<String>,
+    writers_configmap: Option<String>,
     /// The gate of releases stored in another namespace (Kubernetes source only).
     gate: Option<Arc<source::storage_gate::StorageGate>>,
     release_drivers: Vec<crate::core::ReleaseDriver>,
@@ -362,6 +366,7 @@ impl BoundServer {
             release_drivers: settings.release_drivers,
             initial_list: settings.initial_list,
             switches_configmap: settings.switches_configmap,
+            writers_configmap: settings.writers_configmap,
             author_key: settings.author_key,
             stamping,
         })
@@ -413,6 +418,19 @@ impl BoundServer {
                             config: state.config.clone(),
                             metrics: state.metrics.clone(),
                             readiness: state.readiness.clone(),
+                        }
+                        .run(),
+                    );
+                }
+                if let Some(name) = self.writers_configmap.clone() {
+                    tasks.spawn(
+                        "the writer rules watch",
+                        source::writer_rules::WriterRulesConfigMap {
+                            client: client.clone(),
+                            namespace: self.author_key.namespace.clone(),
+                            name,
+                            config: state.config.clone(),
+                            metrics: state.metrics.clone(),
                         }
                         .run(),
                     );

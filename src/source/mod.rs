@@ -11,6 +11,7 @@ pub(crate) mod release_secrets;
 pub(crate) mod release_watch;
 pub(crate) mod storage_gate;
 pub(crate) mod switches;
+pub(crate) mod writer_rules;
 
 /// Gives memory freed after a full (re)index back to the system. Indexing a cluster holds its
 /// manifests and their parsed form for a moment; an allocator keeps such freed memory for later

@@ -70,12 +70,12 @@ pub(super) fn creator_message(l: &Locked, manager: &str, shared: &[String]) -> S
 }
 
 /// How a denial shows the requested values.
-#[derive(Clone, Copy)]
-pub(super) struct Wording {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wording {
     /// A Secret's values are not shown.
-    pub(super) hide_values: bool,
+    pub hide_values: bool,
     /// A `scale` request: its `replicas` is omitempty, so a missing one is 0.
-    pub(super) scale: bool,
+    pub scale: bool,
 }
 
 pub(super) fn message(

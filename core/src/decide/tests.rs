@@ -2529,3 +2529,180 @@ fn a_restore_of_what_the_api_server_stored_is_the_charts() {
     );
     assert!(d.is_allowed(), "{d:?}");
 }
+
+fn scaler_rule(paths: &[&str]) -> crate::writer_rule::WriterRule {
+    crate::writer_rule::WriterRule {
+        id: "web-scaler".into(),
+        writers: crate::writer_rule::Writers {
+            service_accounts: vec!["ops/scaler".into()],
+            ..Default::default()
+        },
+        objects: crate::writer_rule::Objects {
+            release: crate::writer_rule::ReleaseMatch {
+                namespace: Some("shop".into()),
+                name: Some("shop".into()),
+                selector: None,
+            },
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            names: vec![],
+        },
+        paths: paths.iter().map(|p| p.to_string()).collect(),
+        until: None,
+        reason: "the scaler sizes web".into(),
+        accepted_by: None,
+    }
+}
+
+const SCALER: &str = "system:serviceaccount:ops:scaler";
+
+fn by_rules(decision: Decision, rules: &[&crate::writer_rule::WriterRule], user: &str) -> Decision {
+    let writer = crate::writer_rule::RuleWriter {
+        username: user,
+        groups: vec![],
+        field_manager: None,
+    };
+    allow_by_rules(decision, rules, &writer, &Default::default(), 0)
+}
+
+#[test]
+fn a_rule_lets_its_writer_change_its_paths_and_the_warning_names_it() {
+    let idx = index(Status::Deployed);
+    let config = Config::default();
+    let write = deploy_update(
+        SCALER,
+        deployment(7, "nginx:1.25"),
+        deployment(3, "nginx:1.25"),
+    );
+    let denied = decide_json(&idx, &config, &write);
+    let rule = scaler_rule(&["/spec/replicas"]);
+    let allowed = by_rules(denied.clone(), &[&rule], SCALER);
+    let Decision::Allow(Allowed::ByRule {
+        rules,
+        user,
+        paths,
+        warning,
+        ..
+    }) = &allowed
+    else {
+        panic!("{allowed:?}");
+    };
+    assert_eq!(
+        (rules.as_slice(), user.as_str()),
+        (&["web-scaler".to_string()][..], SCALER)
+    );
+    assert_eq!(paths, &["/spec/replicas"]);
+    assert!(
+        warning.contains("writer rule web-scaler") && warning.contains("the scaler sizes web"),
+        "{warning}"
+    );
+    assert!(!warning.contains('7'), "no value in the warning: {warning}");
+    assert!(matches!(allowed.verdict(), crate::review::Verdict::Warn(w) if w == warning));
+    // Another writer, the same write: still denied.
+    let alice = deploy_update(
+        "alice",
+        deployment(7, "nginx:1.25"),
+        deployment(3, "nginx:1.25"),
+    );
+    let denied_alice = decide_json(&idx, &config, &alice);
+    assert!(matches!(
+        by_rules(denied_alice, &[&rule], "alice"),
+        Decision::Deny(_)
+    ));
+    // An expired rule lifts nothing.
+    let mut expired = rule.clone();
+    expired.until = Some("1970-01-01T00:00:00Z".into());
+    assert!(matches!(
+        by_rules(denied, &[&expired], SCALER),
+        Decision::Deny(_)
+    ));
+}
+
+#[test]
+fn a_rule_covering_some_paths_leaves_the_decision_on_the_others_only() {
+    let idx = index(Status::Deployed);
+    let write = deploy_update(SCALER, deployment(7, "evil:1"), deployment(3, "nginx:1.25"));
+    let rule = scaler_rule(&["/spec/replicas"]);
+    for mode in [Mode::Deny, Mode::Warn, Mode::Repair] {
+        let config = Config {
+            mode,
+            ..Config::default()
+        };
+        let decision = decide_json(&idx, &config, &write);
+        let narrowed = by_rules(decision, &[&rule], SCALER);
+        let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &narrowed else {
+            panic!("{mode:?}: {narrowed:?}");
+        };
+        assert_eq!(
+            l.keyed_paths,
+            ["/spec/template/spec/containers/[name=web]/image"],
+            "{mode:?}"
+        );
+        assert_eq!(l.changes.len(), 1);
+        assert!(!l.message.contains("/spec/replicas"), "{}", l.message);
+        assert!(l.message.contains("image"), "{}", l.message);
+        if let Decision::Repair(_, patch) = &narrowed {
+            let text = serde_json::to_string(patch).unwrap();
+            assert!(
+                !text.contains("replicas") && text.contains("image"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rule_never_lifts_a_delete() {
+    let idx = index(Status::Deployed);
+    let write = review(
+        "DELETE",
+        json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+        json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+        None,
+        "web",
+        Some("shop"),
+        SCALER,
+        Value::Null,
+        deployment(3, "nginx:1.25"),
+    );
+    let denied = decide_json(&idx, &Config::default(), &write);
+    assert!(matches!(&denied, Decision::Deny(l) if l.delete));
+    let rule = scaler_rule(&["/spec", "/metadata"]);
+    assert!(matches!(
+        by_rules(denied, &[&rule], SCALER),
+        Decision::Deny(_)
+    ));
+}
+
+/// What learning records (`Locked::keyed_paths`) is what a rule names: a rule proposed from
+/// those paths lets the same write through, wherever the item sits in the list.
+#[test]
+fn a_rule_made_from_a_denials_keyed_paths_lets_that_write_through() {
+    let idx = index(Status::Deployed);
+    let mut new = deployment(3, "nginx:1.26");
+    let mut old = deployment(3, "nginx:1.25");
+    let sidecar = json!({"name": "envoy", "image": "envoy"});
+    for o in [&mut new, &mut old] {
+        let containers = o["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .unwrap();
+        containers.insert(0, sidecar.clone());
+    }
+    let write = deploy_update(SCALER, new, old);
+    let denied = decide_json(&idx, &Config::default(), &write);
+    let Decision::Deny(l) = &denied else {
+        panic!("{denied:?}")
+    };
+    assert_eq!(l.changes[0].path, "/spec/template/spec/containers/1/image");
+    assert_eq!(
+        l.keyed_paths,
+        ["/spec/template/spec/containers/[name=web]/image"]
+    );
+    let proposed: Vec<&str> = l.keyed_paths.iter().map(String::as_str).collect();
+    let rule = scaler_rule(&proposed);
+    assert_eq!(rule.validate(), Ok(()));
+    assert!(matches!(
+        by_rules(denied, &[&rule], SCALER),
+        Decision::Allow(Allowed::ByRule { .. })
+    ));
+}

@@ -204,9 +204,16 @@ impl Reconcile<'_> {
             return Err(Outcome::Skipped("release not revertable").into());
         };
         let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
-        let ignore = index.left_alone(&self.config.load(), &object, crate::lock_exception::now());
+        let config = self.config.load();
+        let now = crate::lock_exception::now();
+        let mut ignore = index.left_alone(&config, &object, now);
         if ignore.iter().any(String::is_empty) {
             return Err(Outcome::Skipped("opened by a LockException").into());
+        }
+        // What writer rules give to a writer that holds it is not drift; once the rule goes
+        // (every object is queued again when the live configuration changes) it is.
+        if let Some(live) = &live {
+            ignore.extend(index.rule_held(&config, &object, live, now));
         }
         let writer = helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
         let mut attempt = Attempt {

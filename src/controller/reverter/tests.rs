@@ -387,6 +387,30 @@ async fn an_unstamped_revision_holds_what_was_live_at_first_sight() {
     assert_eq!(world.metrics.held_objects.get(), 0);
 }
 
+/// A writer rule gives `data.a` of the ConfigMap to the operator's service account.
+fn operator_rule() -> crate::core::WriterRule {
+    serde_saphyr::from_str("id: operator-a\nwriters: {serviceAccounts: [ops/operator]}\nobjects: {release: {namespace: shop, name: shop}, group: '', kind: ConfigMap, names: [settings]}\npaths: [/data/a]\nreason: the operator tunes a\n").unwrap()
+}
+
+#[tokio::test]
+async fn a_path_a_writer_rule_gives_is_left_while_it_stands_and_reverted_once_it_goes() {
+    let mut world = World::known();
+    let cluster = FakeCluster::with(live("tuned"));
+    let (_, refused) = world.config.apply_rules(vec![operator_rule()]);
+    assert!(refused.is_empty());
+    // The rule stands: no revert, no fight, however often the writer keeps it.
+    for _ in 0..=FIGHT_REVERTS {
+        assert_eq!(world.once(&cluster).await.unwrap(), Outcome::InSync);
+    }
+    assert_eq!(data(&cluster).as_deref(), Some("tuned"));
+    assert_eq!(cluster.writes(), 0);
+    assert_eq!(world.metrics.revert_fights.get(), 0);
+    // The rule is gone: the next reconcile puts the chart's value back.
+    world.config.apply_rules(vec![]);
+    assert_eq!(world.once(&cluster).await.unwrap(), Outcome::Reverted);
+    assert_eq!(data(&cluster).as_deref(), Some("b"));
+}
+
 #[tokio::test]
 async fn a_writer_that_changes_the_fields_back_each_time_is_left_to_it() {
     let mut world = World::known();
