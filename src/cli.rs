@@ -351,6 +351,9 @@ pub(crate) struct ServeArgs {
         value_name = "PREFIX"
     )]
     pub(crate) learned_configmap_prefix: String,
+    /// How often each replica writes what it learned into the learned ConfigMaps.
+    #[arg(long, env = "HELM_LOCKER_LEARN_INTERVAL", default_value = "1m", value_parser = duration)]
+    pub(crate) learn_interval: std::time::Duration,
     /// Namespace of the leader-election Lease (default: the pod's namespace, else default).
     #[arg(long, env = "HELM_LOCKER_LEASE_NAMESPACE")]
     pub(crate) lease_namespace: Option<String>,

@@ -1,6 +1,6 @@
 //! The learning recorder's shell (issue 68): each warned or denied write that is not a dry run
 //! is observed on the request path ([`Recorder::observe`], a short lock and the entry's key),
-//! and every [`FLUSH_INTERVAL`] the namespaces changed since are merged into their ConfigMaps
+//! and every `--learn-interval` (a minute) the namespaces changed since are merged into their ConfigMaps
 //! in the locker's own namespace ([`LearnedConfigMaps`]): `<prefix><namespace>`, data key
 //! [`crate::core::LEARNED_KEY`], labelled for `kubectl locker learn`. What is kept, and never
 //! kept, is core's ([`crate::core::Learning`], docs/learning.md).
@@ -22,9 +22,6 @@ use kube::Client;
 
 use crate::core::{merge_learned, Learned, Learning, LearningObservation, LEARNED_KEY};
 use crate::metrics::{LearnedWrite, Metrics};
-
-/// How often a replica writes what it learned.
-pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Reads and merges again after another replica's write, this many times per flush.
 const WRITE_ATTEMPTS: usize = 4;
@@ -54,10 +51,6 @@ impl Recorder {
     }
 
     /// Records that writer rule `id` let a write to a release of `namespace` through.
-    #[allow(
-        dead_code,
-        reason = "the writer rules call it when a rule lets a write through"
-    )]
     pub(crate) fn use_rule(&self, namespace: &str, id: &str) {
         let now = crate::lock_exception::now();
         self.lock().use_rule(namespace, id, now);

@@ -86,6 +86,7 @@ async fn the_server_serves_certs_gen_output_to_a_client_trusting_its_ca_bundle()
         controller: None,
         events: false,
         learned_configmap_prefix: None,
+        learn_interval: std::time::Duration::from_secs(60),
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         trusted_storage_namespaces: vec![],

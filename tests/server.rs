@@ -91,6 +91,7 @@ async fn start(config: Config) -> Running {
         controller: None,
         events: false,
         learned_configmap_prefix: None,
+        learn_interval: std::time::Duration::from_secs(60),
         lock_exceptions: None,
         exceptions_end_on_upgrade: false,
         trusted_storage_namespaces: vec![],

@@ -202,6 +202,7 @@ impl Index {
         config: &crate::policy::Config,
         object: &LockedObject,
         live: &serde_json::Value,
+        helm_apply: Option<&str>,
         now: i64,
     ) -> Vec<String> {
         let own = self.registration(&object.release).map(|r| &r.writers[..]);
@@ -225,7 +226,7 @@ impl Index {
             kind: &object.kind,
             name: &object.name,
         };
-        crate::writer_rule::rule_held_paths(&rules, &target, live, now)
+        crate::writer_rule::rule_held_paths(&rules, &target, live, helm_apply, now)
     }
 
     pub fn new() -> Self {

@@ -765,7 +765,11 @@ pub fn ownership_return(
     let mut taken = Vec::new();
     let mut returned = crate::fields_v1::FieldSet::new();
     for (i, entry) in entries.iter_mut().enumerate() {
-        if i == helm_entry || !crate::fields_v1::is_main_resource(entry) {
+        // A `scale` entry (1.22 on) holds the replicas in the object's own paths, and Helm's
+        // apply conflicts with it as with any other (`conflict with "scaler" with subresource
+        // "scale": .spec.replicas`, measured on 1.36.2): handed back like the others.
+        let scale = entry.get("subresource").and_then(Value::as_str) == Some("scale");
+        if i == helm_entry || !(crate::fields_v1::is_main_resource(entry) || scale) {
             continue;
         }
         let Some(fields) = entry.get_mut("fieldsV1") else {
@@ -986,6 +990,45 @@ mod tests {
         let back = ownership_return(&Schema::builtin(), cfg, &only_chart, "helm", &[]).unwrap();
         assert_eq!(back.managed_fields.as_array().unwrap().len(), 2);
         assert_eq!(back.managed_fields[0]["manager"], "helm");
+    }
+
+    /// A writer rule's scaler wrote the replicas through `/scale`: its entry (of the `scale`
+    /// subresource) is handed back like another manager's, or Helm's next apply conflicts with
+    /// it; ignored (an autoscaler's), it stays the scaler's.
+    #[test]
+    fn replicas_a_scale_entry_holds_are_handed_back_unless_ignored() {
+        let objects = objects();
+        let deploy = &objects[0];
+        let mut live = live_deployment(7, "nginx:1.25");
+        live["metadata"]["managedFields"] = json!([
+            {"manager": "helm", "operation": "Apply", "apiVersion": "apps/v1",
+             "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {"f:image": {}}}}}}}},
+            {"manager": "scaler", "operation": "Update", "apiVersion": "apps/v1", "subresource": "scale",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+        ]);
+        let back = ownership_return(&Schema::builtin(), deploy, &live, "helm", &[]).unwrap();
+        assert_eq!(
+            back.taken,
+            [("scaler".to_string(), vec!["/spec/replicas".to_string()])]
+        );
+        let entries = back.managed_fields.as_array().unwrap();
+        assert!(crate::fields_v1::parse_fields_v1(&entries[0]["fieldsV1"])
+            .contains("f:spec.f:replicas"));
+        assert_eq!(
+            entries.len(),
+            1,
+            "the scaler's emptied entry is left: {entries:?}"
+        );
+        assert_eq!(
+            ownership_return(
+                &Schema::builtin(),
+                deploy,
+                &live,
+                "helm",
+                &["/spec/replicas"]
+            ),
+            None
+        );
     }
 
     #[test]

@@ -400,6 +400,10 @@ fn allow_if_ruled(
             .writer_rule_uses
             .get_or_create(&crate::metrics::RuleLabels { rule: id.clone() })
             .inc();
+        // `kubectl locker learn` proposes removing a rule no write uses.
+        if let Some(recorder) = &state.learning {
+            recorder.use_rule(&release.namespace, id);
+        }
     }
     if let Some(sink) = &state.attempts {
         sink.record(crate::attempts::Attempt {
@@ -545,8 +549,8 @@ fn learn(
     if !matches!(decision, Decision::Warn(_) | Decision::Deny(_)) || request.dry_run == Some(true) {
         return;
     }
-    // The locked paths as the writer rules name them. (At merge: `locked.keyed_paths`.)
-    let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
+    // The locked paths as the writer rules name them: a rule proposed from them covers the write.
+    let paths: Vec<&str> = locked.keyed_paths.iter().map(String::as_str).collect();
     let target = &locked.target;
     let group = target
         .api_version

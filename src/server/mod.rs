@@ -82,6 +82,8 @@ pub struct Settings {
     /// Learn from would-be denials into ConfigMaps of this name prefix, in the locker's own
     /// namespace (`--learn`, `--learned-configmap-prefix`); `None`: learn nothing.
     pub learned_configmap_prefix: Option<String>,
+    /// How often the learned evidence is written (`--learn-interval`).
+    pub learn_interval: Duration,
     /// Honour LockExceptions, open at most this long (Kubernetes source only).
     pub lock_exceptions: Option<Duration>,
     /// A LockException also ends when its release's next revision is deployed.
@@ -186,6 +188,7 @@ pub struct BoundServer {
     attempts: Option<tokio::sync::mpsc::Receiver<crate::attempts::Attempt>>,
     /// Writes what `state.learning` learned (Kubernetes source, `--learn`).
     learned: Option<crate::learning::Flusher>,
+    learn_interval: Duration,
     lock_exceptions: Option<Duration>,
     exceptions_end_on_upgrade: bool,
     switches_configmap: Option<String>,
@@ -360,6 +363,7 @@ impl BoundServer {
             controller: settings.controller,
             attempts,
             learned,
+            learn_interval: settings.learn_interval,
             lock_exceptions: settings.lock_exceptions,
             exceptions_end_on_upgrade: settings.exceptions_end_on_upgrade,
             gate,
@@ -493,7 +497,7 @@ impl BoundServer {
                 if let Some(learned) = self.learned.clone() {
                     tasks.spawn(
                         "the learned evidence writer",
-                        learned.run(crate::learning::FLUSH_INTERVAL),
+                        learned.run(self.learn_interval),
                     );
                 }
                 if let Some(max) = self.lock_exceptions {

@@ -2,6 +2,12 @@
 //! an object, as the object's own index paths, while the writer holds them (a rule naming a
 //! field manager: that manager's managedFields entry owns the path; naming none: whoever wrote
 //! it). When the rule goes or expires, the paths are drift again.
+//!
+//! On a release Helm applies server-side, the reverter hands a held path's ownership back to
+//! Helm's `Apply` entry (the value stays the writer's): otherwise the next `helm upgrade`
+//! conflicts with the writer's manager (`conflict with "scaler" with subresource "scale":
+//! .spec.replicas`, measured on kube-apiserver 1.36.2 with Helm 4) and fails. A path Helm's
+//! entry owns is then still the writer's.
 
 use serde_json::{Map, Value};
 
@@ -9,11 +15,13 @@ use super::{never_given, RuleObject, WriterRule};
 
 /// The paths of `live` (the object as the API server has it) that active `rules` covering
 /// `object` give to their writers and that those writers hold, as JSON Pointers with list
-/// indexes: the reverter's ignored paths. `now` in Unix seconds.
+/// indexes: the reverter's ignored paths. `now` in Unix seconds. `helm_apply`: Helm's field
+/// manager when it applies the release server-side, whose entry holds a path handed back.
 pub fn rule_held_paths(
     rules: &[&WriterRule],
     object: &RuleObject<'_>,
     live: &Value,
+    helm_apply: Option<&str>,
     now: i64,
 ) -> Vec<String> {
     let mut out = Vec::new();
@@ -28,7 +36,10 @@ pub fn rule_held_paths(
             for p in concrete {
                 let held = match rule.writers.field_manager.as_deref() {
                     None => true,
-                    Some(manager) => owned_by(live, manager, &p),
+                    Some(manager) => {
+                        owned_by(live, manager, &p)
+                            || helm_apply.is_some_and(|helm| owned_by(live, helm, &p))
+                    }
                 };
                 if held && !never_given(&p) && !out.contains(&p) {
                     out.push(p);

@@ -338,26 +338,33 @@ fn the_reverter_leaves_what_a_rule_gives_while_its_writer_holds_it() {
     };
     // Held by the rule's manager: both paths are left, the item found by its key.
     assert_eq!(
-        rule_held_paths(&[&r], &object, &live("scaler"), 0),
+        rule_held_paths(&[&r], &object, &live("scaler"), None, 0),
         ["/spec/replicas", "/spec/template/spec/containers/1/image"]
     );
     // Another manager changed them: the rule gives them to the scaler only, so they are drift.
-    assert!(rule_held_paths(&[&r], &object, &live("kubectl-edit"), 0).is_empty());
+    assert!(rule_held_paths(&[&r], &object, &live("kubectl-edit"), None, 0).is_empty());
+    // On a release Helm applies server-side, a path handed back to Helm's entry (value kept)
+    // is still the scaler's; another manager's stays drift.
+    assert_eq!(
+        rule_held_paths(&[&r], &object, &live("python"), Some("python"), 0).len(),
+        2
+    );
+    assert!(rule_held_paths(&[&r], &object, &live("kubectl-edit"), Some("python"), 0).is_empty());
     // A rule naming no manager leaves them whoever wrote them.
     let mut any = r.clone();
     any.writers.field_manager = None;
     assert_eq!(
-        rule_held_paths(&[&any], &object, &live("kubectl-edit"), 0).len(),
+        rule_held_paths(&[&any], &object, &live("kubectl-edit"), None, 0).len(),
         2
     );
     // Expired, or gone: drift again.
     any.until = Some("1970-01-01T00:00:00Z".into());
-    assert!(rule_held_paths(&[&any], &object, &live("kubectl-edit"), 0).is_empty());
-    assert!(rule_held_paths(&[], &object, &live("scaler"), 0).is_empty());
+    assert!(rule_held_paths(&[&any], &object, &live("kubectl-edit"), None, 0).is_empty());
+    assert!(rule_held_paths(&[], &object, &live("scaler"), None, 0).is_empty());
     // Another object of the release is not the rule's.
     let db = RuleObject {
         name: "db",
         ..object
     };
-    assert!(rule_held_paths(&[&r], &db, &live("scaler"), 0).is_empty());
+    assert!(rule_held_paths(&[&r], &db, &live("scaler"), None, 0).is_empty());
 }

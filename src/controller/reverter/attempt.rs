@@ -36,6 +36,10 @@ pub(super) struct Attempt<'a> {
     pub(super) writer: HelmWriter,
     /// Paths left as they are: opened by a LockException, or held for an unknown author.
     pub(super) ignore: Vec<String>,
+    /// Paths writer rules give to the writer holding them: not drift, and on a release Helm
+    /// applies server-side handed back to Helm's entry, value kept, so that the next `helm
+    /// upgrade` does not conflict with the writer ([`crate::core::rule_held_paths`]).
+    pub(super) ruled: Vec<String>,
     /// The newest revision's author is not known: it writes none of its content, only what was
     /// live where it holds: these paths ([`crate::core::held_object`]).
     pub(super) unknown_author: Option<Vec<String>>,
@@ -46,8 +50,17 @@ impl Attempt<'_> {
         &self.job.key
     }
 
-    /// [`Attempt::ignore`] as the comparisons take it.
+    /// [`Attempt::ignore`] and [`Attempt::ruled`], as the comparisons take them: not drift.
     pub(super) fn ignored(&self) -> Vec<&str> {
+        self.ignore
+            .iter()
+            .chain(&self.ruled)
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// [`Attempt::ignore`] alone: what is not handed back to Helm.
+    pub(super) fn not_handed_back(&self) -> Vec<&str> {
         self.ignore.iter().map(String::as_str).collect()
     }
 }

@@ -67,7 +67,7 @@ pub(super) async fn plan(
             || matches!(worker.last_writer.get(&key), Some(HelmWriter::Apply(_)));
         return match &attempt.writer {
             HelmWriter::Apply(helm) if known => {
-                ownership_return(schema, object, live, helm, &ignore)
+                ownership_return(schema, object, live, helm, &attempt.not_handed_back())
                     .map(Plan::ReturnOwnership)
                     .ok_or(Outcome::InSync.into())
             }

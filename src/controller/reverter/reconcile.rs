@@ -6,7 +6,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::confirm::Confirm;
-use crate::core::{desired_object, held_object, helm_writer_seen, Index, Status};
+use crate::core::{desired_object, held_object, helm_writer_seen, HelmWriter, Index, Status};
 use crate::index_store::IndexStore;
 use crate::live_config::LiveConfig;
 use crate::source::openapi::SharedSchema;
@@ -206,16 +206,20 @@ impl Reconcile<'_> {
         let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
         let config = self.config.load();
         let now = crate::lock_exception::now();
-        let mut ignore = index.left_alone(&config, &object, now);
+        let ignore = index.left_alone(&config, &object, now);
         if ignore.iter().any(String::is_empty) {
             return Err(Outcome::Skipped("opened by a LockException").into());
         }
+        let writer = helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
         // What writer rules give to a writer that holds it is not drift; once the rule goes
         // (every object is queued again when the live configuration changes) it is.
-        if let Some(live) = &live {
-            ignore.extend(index.rule_held(&config, &object, live, now));
-        }
-        let writer = helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
+        let helm_apply = match &writer {
+            HelmWriter::Apply(helm) => Some(helm.as_str()),
+            HelmWriter::Update(_) => None,
+        };
+        let ruled = live.as_ref().map_or_else(Vec::new, |live| {
+            index.rule_held(&config, &object, live, helm_apply, now)
+        });
         let mut attempt = Attempt {
             job,
             stale,
@@ -227,6 +231,7 @@ impl Reconcile<'_> {
             live,
             writer,
             ignore,
+            ruled,
             unknown_author: None,
         };
         // A revision whose author is not known writes none of its content (docs/security.md).
