@@ -106,6 +106,10 @@ AUTHOR_KEY = {("Role", "helm-locker", "", "secrets", "create", ())}
 # Asking the API server a question (a SubjectAccessReview) grants nothing: whether the author of a
 # release stored in another namespace may create Secrets there, whether a taker may uninstall.
 ASKING = {("ClusterRole", None, "authorization.k8s.io", "subjectaccessreviews", "create", ())}
+# Learning (learn.enabled, on by default) writes what it learned into ConfigMaps of its own
+# namespace, one per namespace written to: their names are not known at install, so neither
+# create nor update can be limited by resourceNames (docs/security.md, the grants).
+LEARNED = {("Role", "helm-locker", "", "configmaps", verb, ()) for verb in ("create", "update")}
 
 
 def write_grants(docs):
@@ -210,13 +214,17 @@ class ChartLintAndRender(unittest.TestCase):
                   for group in ("", "events.k8s.io") for verb in ("create", "patch")}
         for mode in ("given", "certManager"):
             with self.subTest(mode=mode):
-                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False}}))
+                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False},
+                                                      "learn": {"enabled": False}}))
                 self.assertEqual(write_grants(docs), AUTHOR_KEY | ASKING)
+                # Learning adds exactly that: creating and updating ConfigMaps of its namespace.
+                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "events": {"enabled": False}}))
+                self.assertEqual(write_grants(docs), LEARNED | AUTHOR_KEY | ASKING)
                 self.assertEqual(env_of(one(docs, "Deployment"))["HELM_LOCKER_EVENTS"], "false")
                 # Recording denials as Events adds exactly that: creating and patching Events.
-                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}}))
+                _, docs = render(merged(MODES[mode], {"revert": {"enabled": False}, "learn": {"enabled": False}}))
                 self.assertEqual(write_grants(docs), events | AUTHOR_KEY | ASKING)
-        _, docs = render({"revert": {"enabled": False}, "events": {"enabled": False}})
+        _, docs = render({"revert": {"enabled": False}, "events": {"enabled": False}, "learn": {"enabled": False}})
         # Self-managed certificate: create a Secret in its own namespace (RBAC cannot name what
         # is being created), update only that Secret, patch only its own webhook configurations.
         self.assertEqual(write_grants(docs), AUTHOR_KEY | ASKING | {
