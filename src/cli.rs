@@ -338,7 +338,8 @@ pub(crate) struct ServeArgs {
     /// value, nor a Secret's data keys. Every replica writes what it saw at most once a minute
     /// into one ConfigMap per namespace written to, in the locker's own namespace
     /// (--learned-configmap-prefix), which `kubectl locker learn` reads (docs/learning.md).
-    /// Needs get, list, create and update on configmaps there.
+    /// Needs get, list, create and update on configmaps there. With --releases-dir (no cluster)
+    /// it learns in memory only.
     #[arg(long, env = "HELM_LOCKER_LEARN", default_value_t = true, action = clap::ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) learn: bool,

@@ -307,9 +307,14 @@ impl BoundServer {
             }
             _ => (None, None),
         };
-        let learned = match (&kube, &settings.learned_configmap_prefix) {
-            (Some(client), Some(prefix)) => Some(crate::learning::Flusher::new(
-                Arc::new(crate::learning::Recorder::new()),
+        // Without a cluster (--releases-dir) what is learned stays in memory, bounded as ever.
+        let recorder = settings
+            .learned_configmap_prefix
+            .is_some()
+            .then(|| Arc::new(crate::learning::Recorder::new()));
+        let learned = match (&kube, &settings.learned_configmap_prefix, &recorder) {
+            (Some(client), Some(prefix), Some(recorder)) => Some(crate::learning::Flusher::new(
+                recorder.clone(),
                 crate::learning::LearnedConfigMaps {
                     client: client.clone(),
                     namespace: settings.author_key.namespace.clone(),
@@ -334,7 +339,7 @@ impl BoundServer {
             confirmer,
             chart_files: Some(chart_files),
             attempts: attempt_sink,
-            learning: learned.as_ref().map(|f| f.recorder.clone()),
+            learning: recorder,
             settings: settings.http,
             stamping: stamping_rx,
             pending: Default::default(),
