@@ -97,6 +97,7 @@ pub use revert_plan::{
     fixed_by_write, held_at_first_sight, held_object, held_paths, helm_writer, helm_writer_seen,
     hold_beyond_drift, locked_values, ownership_return, recreate_when_deleted, revert_patch,
     stored_form_body, write_would_fix, written_beyond_drift, Backoff, HelmWriter, OwnershipReturn,
+    STORED_FORM_MANAGER,
 };
 
 // The author stamp: who wrote a revision, and what the reverter may write for that author.

@@ -331,6 +331,10 @@ pub fn held_at_first_sight(schema: &Schema, object: &LockedObject, live: &Value)
     held_paths(&drift(schema, object, live, &[]))
 }
 
+/// The field manager of the dry-run creates that ask how a chart's object is stored
+/// ([`stored_form_body`]); nothing is ever stored under it.
+pub const STORED_FORM_MANAGER: &str = "helm-locker-stored-form";
+
 /// The body of a dry-run create that asks the API server what `object` (the chart's) would be
 /// stored as: the chart's object ([`desired_object`], nothing ignored) under a name the API
 /// server generates from the object's (`metadata.generateName`), without what names one stored

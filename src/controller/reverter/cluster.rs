@@ -13,10 +13,6 @@ use crate::confirm::BoxFuture;
 use crate::controller::author_check::AuthorChecks;
 use crate::core::{AuthorNeed, AuthorPermission, Authorship};
 
-/// The field manager of the dry-run creates that ask how a chart's object is stored
-/// ([`Cluster::stored_form`]); nothing is ever stored under it.
-pub(crate) const STORED_FORM_MANAGER: &str = "helm-locker-stored-form";
-
 /// Where an object lives, as the API server serves its kind.
 #[derive(Clone, Debug)]
 pub(super) struct Place {
@@ -183,7 +179,7 @@ impl Cluster for KubeCluster {
                 serde_json::from_value(body.clone()).map_err(kube::Error::SerdeError)?;
             let params = PostParams {
                 dry_run: true,
-                field_manager: Some(STORED_FORM_MANAGER.into()),
+                field_manager: Some(crate::core::STORED_FORM_MANAGER.into()),
             };
             let answer = self.api(place).create(&params, &body).await?;
             serde_json::to_value(answer).map_err(kube::Error::SerdeError)
