@@ -16,7 +16,8 @@ live.
   2. The locker starts (unknown author): only the Deployment is held, at /spec/replicas only;
      `helm_locker_held_objects` is 1; `kubectl locker diff` names /spec/replicas and nothing else.
   3. An exempt user changes both images: the reverter puts both back; replicas stays as it was.
-  4. The admin's `helm upgrade` succeeds.
+  4. The admin's `helm upgrade` (which keeps the replicas) succeeds, and `kubectl locker diff`
+     then finds no drift.
 
 Runs on the newest Kubernetes only. From tests/e2e:
   KUBEBUILDER_ASSETS=/root/.cache/kube-testenv/unpacked/v1.36.2 \\
@@ -44,7 +45,7 @@ kind: Deployment
 metadata:
   name: {{ .Release.Name }}-web
 spec:
-  replicas: 1
+  replicas: {{ .Values.replicas | default 1 }}
   selector:
     matchLabels: {app: web}
   template:
@@ -176,9 +177,13 @@ class StoredForm(PlaneTest):
             == ("registry.example/web:1", "registry.example/db:1"), 30), self.log())
         self.assertEqual(self.get("-n", NS, "deployment", f"{RELEASE}-web")["spec"]["replicas"], 2)
 
-        # The admin's helm upgrade succeeds.
-        helm.upgrade(self.chart, RELEASE, {"webImage": "registry.example/web:2"})
+        # The admin's helm upgrade succeeds (Helm 4 applies server-side: it takes the replicas
+        # kubectl set as they are, or conflicts with kubectl's scale).
+        helm.upgrade(self.chart, RELEASE, {"webImage": "registry.example/web:2", "replicas": 2})
         self.assertTrue(eventually(lambda: self.image("deployment", f"{RELEASE}-web") == "registry.example/web:2", 10))
+        # A known author now; nothing differs but what the API server fills in: no drift.
+        out = self.diff()
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr + self.log())
         print(f"\n  {time.time() - started:.1f}s")
 
 
