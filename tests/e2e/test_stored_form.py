@@ -125,6 +125,22 @@ class StoredForm(PlaneTest):
     def diff(self):
         return self.plane.run([BIN, "kubectl", "diff", "-n", NS])
 
+    def reader_env(self):
+        """The plane's environment as `reader`, who may read the release and its objects in NS
+        and create nothing."""
+        self.ok(self.k("-n", NS, "create", "role", "reader", "--verb=get,list,watch",
+                       "--resource=secrets,deployments,statefulsets"))
+        self.ok(self.k("-n", NS, "create", "rolebinding", "reader", "--role=reader", "--user=reader"))
+        with open(self.plane.kubeconfig) as f:
+            lines = f.read().splitlines()
+        users = lines.index("users:")
+        at = next(i for i in range(users, len(lines)) if lines[i].strip() == "user:")
+        lines.insert(at + 1, "    as: reader")
+        path = os.path.join(self.plane.dir, "kubeconfig-reader")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return dict(self.plane.env, KUBECONFIG=path)
+
     def image(self, kind, name):
         return self.get("-n", NS, kind, name)["spec"]["template"]["spec"]["containers"][0]["image"]
 
@@ -167,6 +183,12 @@ class StoredForm(PlaneTest):
         for path in ("volumeClaimTemplates", "/env", "fieldRef", f"StatefulSet {NS}/{RELEASE}-db"):
             self.assertNotIn(path, out.stdout)
         self.assertNotIn("compared without the API server", out.stdout)
+        # Credentials that may read but not create: compared locally, and said so.
+        out = self.plane.run([BIN, "kubectl", "diff", "-n", NS], env=self.reader_env())
+        self.assertEqual(out.returncode, 1, out.stdout + out.stderr)
+        self.assertIn(f"StatefulSet {NS}/{RELEASE}-db (release {NS}/{RELEASE}), compared without the API server",
+                      out.stdout)
+        self.assertIn("/spec/volumeClaimTemplates", out.stdout)
 
         # An exempt user changes both images: both are put back, the held replicas stays.
         for kind, name, container in (("deployment", f"{RELEASE}-web", "web"),
