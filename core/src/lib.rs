@@ -93,10 +93,11 @@ pub use schema::{KubeVersion, Schema};
 // The reverter's plan: what drifted, what to write back, and when to stop fighting a writer.
 pub use fight::{other_writer, Fight, Fights, Next as FightNext, FIGHT_REVERTS, FIGHT_WINDOW};
 pub use revert_plan::{
-    attribution as helm_attribution, describe_paths, desired_object, drift, fixed_by_write,
-    held_at_first_sight, held_object, held_paths, helm_writer, helm_writer_seen, hold_beyond_drift,
-    locked_values, ownership_return, recreate_when_deleted, revert_patch, write_would_fix,
-    written_beyond_drift, Backoff, HelmWriter, OwnershipReturn,
+    attribution as helm_attribution, describe_paths, desired_object, differing_from_stored, drift,
+    fixed_by_write, held_at_first_sight, held_object, held_paths, helm_writer, helm_writer_seen,
+    hold_beyond_drift, locked_values, ownership_return, recreate_when_deleted, revert_patch,
+    stored_form_body, write_would_fix, written_beyond_drift, Backoff, HelmWriter, OwnershipReturn,
+    STORED_FORM_MANAGER,
 };
 
 // The author stamp: who wrote a revision, and what the reverter may write for that author.

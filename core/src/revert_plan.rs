@@ -331,6 +331,54 @@ pub fn held_at_first_sight(schema: &Schema, object: &LockedObject, live: &Value)
     held_paths(&drift(schema, object, live, &[]))
 }
 
+/// The field manager of the dry-run creates that ask how a chart's object is stored
+/// ([`stored_form_body`]); nothing is ever stored under it.
+pub const STORED_FORM_MANAGER: &str = "helm-locker-stored-form";
+
+/// The body of a dry-run create that asks the API server what `object` (the chart's) would be
+/// stored as: the chart's object ([`desired_object`], nothing ignored) under a name the API
+/// server generates from the object's (`metadata.generateName`), without what names one stored
+/// object (resourceVersion, uid) or ties it to others (ownerReferences, finalizers), which a
+/// create of another object must not carry.
+pub fn stored_form_body(object: &LockedObject) -> Value {
+    let mut body = desired_object(object, None, &[]);
+    if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "name",
+            "resourceVersion",
+            "uid",
+            "ownerReferences",
+            "finalizers",
+            "managedFields",
+            "creationTimestamp",
+            "generation",
+        ] {
+            metadata.remove(field);
+        }
+        // The API server adds 5 characters; a name stays within 63 for kinds that need it.
+        let prefix: String = object.name.chars().take(52).collect();
+        metadata.insert("generateName".into(), json!(format!("{prefix}-")));
+    }
+    body
+}
+
+/// The paths (JSON pointers: [`held_paths`], or a [`Change`]'s) where `stored`, what the API
+/// server answered the chart's object would be stored as ([`stored_form_body`]), differs from
+/// `live`: the others differ only in what the API server fills in or leaves out, and are no
+/// drift. Absent and null are alike; `/*` (the whole object) is always kept.
+pub fn differing_from_stored(paths: Vec<String>, stored: &Value, live: &Value) -> Vec<String> {
+    paths
+        .into_iter()
+        .filter(|path| {
+            if path == "/*" || path.is_empty() || path.starts_with("/metadata/name") {
+                return true;
+            }
+            let at = |v: &Value| v.pointer(path).filter(|v| !v.is_null()).cloned();
+            at(stored) != at(live)
+        })
+        .collect()
+}
+
 /// The apply body for a revision whose author is not known ([`held_paths`]): the revision's
 /// object ([`desired_object`]) built from the paths that agreed with what was live only. A held
 /// path carries the live value, or is left out of the body where nothing is live there (a
@@ -1461,6 +1509,55 @@ mod tests {
         let mut empty = json!({});
         hold_beyond_drift(&mut empty, &live, &["/metadata/labels/tier".into()]);
         assert_eq!(empty, json!({"metadata": {"labels": {"tier": "web"}}}));
+    }
+
+    /// A StatefulSet of an unknown author whose volumeClaimTemplates item lacks apiVersion,
+    /// kind and volumeMode: the API server stores them (and `status.phase: Pending`), which the
+    /// local comparison of an atomic list's items does not know, so it differs there; the API
+    /// server's answer for the chart's object agrees with live, and nothing is held, while a
+    /// value changed before the locker came is.
+    #[test]
+    fn what_the_api_server_fills_in_is_no_difference_and_a_change_still_is() {
+        const CHART: &str = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: x, uid: u}]}\nspec:\n  serviceName: db\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: postgres:16}]\n  volumeClaimTemplates:\n  - metadata: {name: data}\n    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n";
+        let secret = crate::test_util::release_secret("shop", "db", 1, Status::Deployed, CHART);
+        let index = Index::from_secrets([secret]);
+        let object = index
+            .release(&ReleaseKey::new("shop", "db"))
+            .unwrap()
+            .objects
+            .clone()
+            .unwrap()[0]
+            .clone();
+        let body = stored_form_body(&object);
+        assert!(body["metadata"].get("name").is_none());
+        assert!(body["metadata"].get("ownerReferences").is_none());
+        assert_eq!(body["metadata"]["generateName"], "db-");
+        assert_eq!(body["metadata"]["namespace"], "shop");
+        // As the API server stores it.
+        let mut stored = body.clone();
+        stored["spec"]["volumeClaimTemplates"][0] = json!({"apiVersion": "v1",
+            "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                "volumeMode": "Filesystem"},
+            "status": {"phase": "Pending"}});
+        let mut live = desired_object(&object, None, &[]);
+        live["spec"]["volumeClaimTemplates"] = stored["spec"]["volumeClaimTemplates"].clone();
+        let held = held_at_first_sight(&Schema::builtin(), &object, &live);
+        assert_eq!(held, vec!["/spec/volumeClaimTemplates".to_string()]);
+        assert!(differing_from_stored(held, &stored, &live).is_empty());
+        // Control: a size changed live before the locker came is still held.
+        live["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+            json!("2Gi");
+        let held = held_at_first_sight(&Schema::builtin(), &object, &live);
+        assert_eq!(
+            differing_from_stored(held, &stored, &live),
+            vec!["/spec/volumeClaimTemplates".to_string()]
+        );
+        // The whole object is always held.
+        assert_eq!(
+            differing_from_stored(vec!["/*".into()], &live, &live),
+            vec!["/*".to_string()]
+        );
     }
 
     #[test]

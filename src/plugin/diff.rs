@@ -28,7 +28,16 @@ pub(crate) struct ObjectDrift {
     pub state: String,
     pub error: Option<String>,
     pub fields: Vec<FieldDrift>,
+    /// Why the fields were compared without the API server's answer for the chart's object
+    /// (a dry-run create these credentials may not make, or that failed): some may differ only
+    /// in what the API server fills in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compared_without_server: Option<String>,
 }
+
+/// What the API server answered it would store each drifted object's chart object as (a dry-run
+/// create: [`crate::core::stored_form_body`]), or why it did not answer.
+pub(crate) type StoredForms = std::collections::HashMap<ObjectId, Result<Value, String>>;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -85,11 +94,14 @@ pub(crate) fn compared(state: &ReleaseState) -> Result<(), String> {
     Ok(())
 }
 
+/// `stored`: the API server's answers for objects that differ locally ([`StoredForms`]); a path
+/// where its answer equals live is no drift. An object without an entry is compared locally.
 pub(crate) fn diff(
     index: &Index,
     config: &Config,
     schema: &Schema,
     live: &LiveObjects,
+    stored: &StoredForms,
 ) -> DiffReport {
     let mut report = DiffReport {
         drift: false,
@@ -119,12 +131,28 @@ pub(crate) fn diff(
                 state: state.into(),
                 error,
                 fields,
+                compared_without_server: None,
             };
             match live.get(&ObjectId::of(object)) {
                 Some(Live::Found(value)) => {
                     let ignore = index.ignored_paths(config, object);
                     let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
-                    let changes = drift(schema, object, value, &ignore);
+                    let mut changes = drift(schema, object, value, &ignore);
+                    let mut without = None;
+                    if !changes.is_empty() {
+                        match stored.get(&ObjectId::of(object)) {
+                            Some(Ok(stored)) => changes.retain(|c| {
+                                !crate::core::differing_from_stored(
+                                    vec![c.path.clone()],
+                                    stored,
+                                    value,
+                                )
+                                .is_empty()
+                            }),
+                            Some(Err(why)) => without = Some(why.clone()),
+                            None => {}
+                        }
+                    }
                     if !changes.is_empty() {
                         report.drift = true;
                         let fields = changes
@@ -135,7 +163,9 @@ pub(crate) fn diff(
                                 live: c.requested,
                             })
                             .collect();
-                        report.differences.push(entry("drifted", None, fields));
+                        let mut drifted = entry("drifted", None, fields);
+                        drifted.compared_without_server = without;
+                        report.differences.push(drifted);
                     }
                 }
                 Some(Live::Missing) => {
@@ -167,7 +197,13 @@ pub(crate) fn render_text(report: &DiffReport) -> String {
         };
         match d.state.as_str() {
             "drifted" => {
-                out.push_str(&format!("{id} (release {}):\n", d.release));
+                match &d.compared_without_server {
+                    None => out.push_str(&format!("{id} (release {}):\n", d.release)),
+                    Some(why) => out.push_str(&format!(
+                        "{id} (release {}), compared without the API server ({why}):\n",
+                        d.release
+                    )),
+                }
                 for f in &d.fields {
                     out.push_str(&format!(
                         "  {}: chart {}, live {}\n",
@@ -229,6 +265,7 @@ mod tests {
             &Config::default(),
             &schema,
             &live(&index, live_deployment(3, "nginx:1.25")),
+            &StoredForms::new(),
         );
         assert_eq!(
             (clean.drift, clean.exit_status(), clean.objects),
@@ -240,6 +277,7 @@ mod tests {
             &Config::default(),
             &schema,
             &live(&index, live_deployment(7, "nginx:1.25")),
+            &StoredForms::new(),
         );
         assert_eq!(drifted.exit_status(), 1);
         let d = &drifted.differences[0];
@@ -258,6 +296,41 @@ mod tests {
     }
 
     #[test]
+    fn a_path_the_api_server_stores_as_live_is_no_drift_and_without_its_answer_it_says_so() {
+        let index = index(Status::Deployed);
+        let schema = Schema::builtin();
+        let objects = live(&index, live_deployment(7, "nginx:1.25"));
+        let (id, value) = objects
+            .iter()
+            .find_map(|(id, l)| match l {
+                Live::Found(v) if id.kind == "Deployment" => Some((id.clone(), v.clone())),
+                _ => None,
+            })
+            .unwrap();
+        // The API server answers it would store the chart's Deployment with replicas 7 (as if a
+        // default it fills in): no drift.
+        let stored = StoredForms::from([(id.clone(), Ok(value.clone()))]);
+        let report = diff(&index, &Config::default(), &schema, &objects, &stored);
+        assert_eq!(report.exit_status(), 0, "{}", render_text(&report));
+        // It answers the chart's 3: drift, as before.
+        let mut three = value.clone();
+        three["spec"]["replicas"] = serde_json::json!(3);
+        let stored = StoredForms::from([(id.clone(), Ok(three))]);
+        let report = diff(&index, &Config::default(), &schema, &objects, &stored);
+        assert_eq!(report.exit_status(), 1);
+        // The dry run refused: the local answer, said to be so.
+        let stored =
+            StoredForms::from([(id, Err("its dry-run create was refused: forbidden".into()))]);
+        let report = diff(&index, &Config::default(), &schema, &objects, &stored);
+        assert_eq!(report.exit_status(), 1);
+        let text = render_text(&report);
+        assert!(
+            text.contains("Deployment shop/web (release shop/shop), compared without the API server (its dry-run create was refused: forbidden):\n  /spec/replicas: chart 3, live 7\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_deleted_object_is_drift_and_an_unreadable_one_an_error() {
         let index = index(Status::Deployed);
         let schema = Schema::builtin();
@@ -268,11 +341,23 @@ mod tests {
             .unwrap()
             .clone();
         objects.insert(cm.clone(), Live::Missing);
-        let report = diff(&index, &Config::default(), &schema, &objects);
+        let report = diff(
+            &index,
+            &Config::default(),
+            &schema,
+            &objects,
+            &StoredForms::new(),
+        );
         assert_eq!(report.exit_status(), 1);
         assert!(render_text(&report).contains("ConfigMap shop/cfg (release shop/shop): missing"));
         objects.insert(cm, Live::Unreadable("forbidden".into()));
-        let report = diff(&index, &Config::default(), &schema, &objects);
+        let report = diff(
+            &index,
+            &Config::default(),
+            &schema,
+            &objects,
+            &StoredForms::new(),
+        );
         assert_eq!((report.drift, report.exit_status()), (false, 2));
     }
 
@@ -285,9 +370,18 @@ mod tests {
         )
         .unwrap();
         let objects = live(&index, live_deployment(7, "nginx:1.25"));
-        assert_eq!(diff(&index, &config, &schema, &objects).exit_status(), 0);
+        assert_eq!(
+            diff(&index, &config, &schema, &objects, &StoredForms::new()).exit_status(),
+            0
+        );
         let failed = crate::plugin::tests::index(Status::Failed);
-        let report = diff(&failed, &Config::default(), &schema, &objects);
+        let report = diff(
+            &failed,
+            &Config::default(),
+            &schema,
+            &objects,
+            &StoredForms::new(),
+        );
         assert_eq!((report.exit_status(), report.releases), (0, 0));
         assert!(render_text(&report)
             .contains("skipped release shop/shop: its newest revision 2 is failed"));

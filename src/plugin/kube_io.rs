@@ -156,7 +156,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 .flat_map(|s| s.objects.iter().flatten().cloned())
                 .collect();
             let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
-            let report = diff::diff(&index, &config, &schema, &live);
+            let report = with_stored_forms(&client, &index, &config, &schema, &live).await;
             print(target.output, &report, diff::render_text)?;
             Ok(ExitCode::from(report.exit_status()))
         }
@@ -290,7 +290,7 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                     .flat_map(|s| s.objects.iter().flatten().cloned())
                     .collect();
                 let live = fetch(&client, objects).await;
-                let report = diff::diff(&one, &config, &schema, &live);
+                let report = with_stored_forms(&client, &one, &config, &schema, &live).await;
                 print!("{}", vouch::show(&candidate, Some(&report)));
                 if !yes
                     && !ask(&format!(
@@ -877,6 +877,93 @@ async fn fetch(client: &Client, objects: Vec<Arc<LockedObject>>) -> LiveObjects 
                 None => Live::Unreadable("not resolved".into()),
             };
             (id, live)
+        })
+        .buffer_unordered(CONCURRENT_READS)
+        .collect()
+        .await
+}
+
+/// [`diff::diff`], where the objects that differ locally are compared with what the API server
+/// answers it would store their chart objects as ([`stored_forms`]).
+async fn with_stored_forms(
+    client: &Client,
+    index: &Index,
+    config: &crate::core::Config,
+    schema: &Schema,
+    live: &LiveObjects,
+) -> diff::DiffReport {
+    let local = diff::diff(index, config, schema, live, &diff::StoredForms::new());
+    let drifted: Vec<Arc<LockedObject>> = index
+        .releases()
+        .into_iter()
+        .filter(|s| diff::compared(s).is_ok())
+        .flat_map(|s| s.objects.iter().flatten().cloned())
+        .filter(|object| {
+            local.differences.iter().any(|d| {
+                d.state == "drifted"
+                    && d.kind == *object.kind
+                    && d.name == *object.name
+                    && d.namespace.as_deref() == object.namespace.as_deref()
+                    && d.api_version == object.api_version()
+            })
+        })
+        .collect();
+    if drifted.is_empty() {
+        return local;
+    }
+    let stored = stored_forms(client, drifted).await;
+    diff::diff(index, config, schema, live, &stored)
+}
+
+/// What the API server would store each object's chart object as: a dry-run create under a
+/// generated name ([`crate::core::stored_form_body`]), which needs `create` on the kind in its
+/// namespace; nothing is stored. An error says why it did not answer.
+async fn stored_forms(client: &Client, objects: Vec<Arc<LockedObject>>) -> diff::StoredForms {
+    let mut resources: HashMap<GroupVersionKind, Result<(ApiResource, bool), String>> =
+        HashMap::new();
+    for object in &objects {
+        let gvk = GroupVersionKind::gvk(&object.group, &object.version, &object.kind);
+        if let std::collections::hash_map::Entry::Vacant(slot) = resources.entry(gvk) {
+            let found = pinned_kind(client, slot.key())
+                .await
+                .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced))
+                .map_err(|e| format!("{} is not served: {e}", object.api_version()));
+            slot.insert(found);
+        }
+    }
+    let resources = &resources;
+    futures::stream::iter(objects)
+        .map(|object| async move {
+            let id = ObjectId::of(&object);
+            let gvk = GroupVersionKind::gvk(&id.group, &id.version, &id.kind);
+            let answer = match resources.get(&gvk) {
+                Some(Ok((ar, namespaced))) => {
+                    let api: Api<DynamicObject> = match (namespaced, id.namespace.as_deref()) {
+                        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, ar),
+                        _ => Api::all_with(client.clone(), ar),
+                    };
+                    let params = kube::api::PostParams {
+                        dry_run: true,
+                        field_manager: Some(crate::core::STORED_FORM_MANAGER.into()),
+                    };
+                    match serde_json::from_value::<DynamicObject>(crate::core::stored_form_body(
+                        &object,
+                    )) {
+                        Ok(body) => match api.create(&params, &body).await {
+                            Ok(answer) => serde_json::to_value(answer).map_err(|e| e.to_string()),
+                            Err(kube::Error::Api(status)) => Err(format!(
+                                "its dry-run create was refused: {}",
+                                status.message
+                            )),
+                            Err(e) => Err(format!("its dry-run create failed: {e}")),
+                        },
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("not resolved".into()),
+            };
+            (id, answer)
         })
         .buffer_unordered(CONCURRENT_READS)
         .collect()

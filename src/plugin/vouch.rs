@@ -294,8 +294,13 @@ mod tests {
             .unwrap();
         live.insert(role, super::super::Live::Missing);
         let schema = crate::core::Schema::embedded(crate::core::KubeVersion::NEWEST);
-        let report =
-            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &live);
+        let report = super::super::diff::diff(
+            &index,
+            &crate::core::Config::default(),
+            &schema,
+            &live,
+            &Default::default(),
+        );
         let text = show(&found, Some(&report));
         assert!(
             text.contains("Deployment shop/web /spec/replicas: chart 3, live 7"),
@@ -306,8 +311,13 @@ mod tests {
             &index,
             super::super::tests::live_deployment(3, "nginx:1.25"),
         );
-        let report =
-            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &calm);
+        let report = super::super::diff::diff(
+            &index,
+            &crate::core::Config::default(),
+            &schema,
+            &calm,
+            &Default::default(),
+        );
         assert!(show(&found, Some(&report)).contains("drift from live: none"));
     }
 

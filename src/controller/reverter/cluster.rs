@@ -63,6 +63,15 @@ pub(super) trait Cluster: Send + Sync {
         body: &'a DynamicObject,
     ) -> BoxFuture<'a, Result<DynamicObject, kube::Error>>;
 
+    /// What the API server would store `body` (a [`crate::core::stored_form_body`]) as: a
+    /// dry-run create, of an object of the kind in `place`'s namespace under a generated name.
+    /// Nothing is stored.
+    fn stored_form<'a>(
+        &'a self,
+        place: &'a Place,
+        body: &'a Value,
+    ) -> BoxFuture<'a, Result<Value, kube::Error>>;
+
     /// Whether the revision's author may make these accesses (SubjectAccessReviews).
     fn author_permission<'a>(
         &'a self,
@@ -157,6 +166,23 @@ impl Cluster for KubeCluster {
                 ..PostParams::default()
             };
             self.api(place).create(&params, body).await
+        })
+    }
+
+    fn stored_form<'a>(
+        &'a self,
+        place: &'a Place,
+        body: &'a Value,
+    ) -> BoxFuture<'a, Result<Value, kube::Error>> {
+        Box::pin(async move {
+            let body: DynamicObject =
+                serde_json::from_value(body.clone()).map_err(kube::Error::SerdeError)?;
+            let params = PostParams {
+                dry_run: true,
+                field_manager: Some(crate::core::STORED_FORM_MANAGER.into()),
+            };
+            let answer = self.api(place).create(&params, &body).await?;
+            serde_json::to_value(answer).map_err(kube::Error::SerdeError)
         })
     }
 

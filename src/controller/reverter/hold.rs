@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 
 use super::attempt::{Attempt, Outcome, Step};
 use super::authorize::{Refusal, Refusals};
-use super::cluster::Cluster;
+use super::cluster::{Cluster, Place};
 use super::key::ObjectKey;
 use super::proofs::Proofs;
 use super::recreate::report_missing;
@@ -20,13 +20,19 @@ use super::recreate::report_missing;
 pub(super) struct Holds {
     held: Mutex<HashMap<ObjectKey, (u64, Vec<String>)>>,
     metrics: Arc<Metrics>,
+    /// Bounds the first sights asked of the API server at once.
+    asks: tokio::sync::Semaphore,
 }
+
+/// How many first sights ask the API server at once ([`first_sight`]): one dry run each.
+pub(super) const STORED_FORM_ASKS: usize = 4;
 
 impl Holds {
     pub(super) fn new(metrics: Arc<Metrics>) -> Self {
         Holds {
             held: Mutex::new(HashMap::new()),
             metrics,
+            asks: tokio::sync::Semaphore::new(STORED_FORM_ASKS),
         }
     }
 
@@ -36,21 +42,66 @@ impl Holds {
 
     /// For a revision whose author is not known: the paths where `object` differed from it when
     /// the reverter first saw the object under it (`first_sight` is asked only then:
-    /// [`crate::core::held_at_first_sight`], without exceptions or ignore rules), held at what
-    /// is live, and whether they are newly so. `None` when the author is known. `scope`: the
-    /// kind's, as discovery answered it.
-    pub(super) fn paths(
+    /// [`first_sight`], without exceptions or ignore rules), held at what is live, and whether
+    /// they are newly so. `None` when the author is known. `scope`: the kind's, as discovery
+    /// answered it. At most [`STORED_FORM_ASKS`] first sights are asked at once.
+    pub(super) async fn paths<F>(
         &self,
         object: &LockedObject,
         newest: &crate::core::Revision,
         scope: KindScope,
-        first_sight: impl FnOnce() -> Vec<String>,
+        first_sight: impl FnOnce() -> F,
+    ) -> Option<(Vec<String>, bool)>
+    where
+        F: std::future::Future<Output = Vec<String>>,
+    {
+        match self.known(object, newest, scope)? {
+            Some(paths) => Some((paths, false)),
+            None => {
+                let paths = {
+                    let _permit = self.asks.acquire().await.ok();
+                    first_sight().await
+                };
+                Some((self.record(object, newest, paths.clone()), true))
+            }
+        }
+    }
+
+    /// [`Holds::paths`] from a watch, which cannot wait for the API server: what is held when it
+    /// is known, or when the local comparison finds no difference (nothing held: recorded).
+    /// Where it finds one, the API server is to be asked ([`first_sight`]) by a reconcile: the
+    /// local paths, newly, unrecorded (the watch queues the object, and holds them meanwhile).
+    pub(super) fn paths_now(
+        &self,
+        object: &LockedObject,
+        newest: &crate::core::Revision,
+        scope: KindScope,
+        local: impl FnOnce() -> Vec<String>,
     ) -> Option<(Vec<String>, bool)> {
+        match self.known(object, newest, scope)? {
+            Some(paths) => Some((paths, false)),
+            None => {
+                let paths = local();
+                if paths.is_empty() {
+                    self.record(object, newest, paths.clone());
+                }
+                Some((paths, true))
+            }
+        }
+    }
+
+    /// `None` when the author is known (or the scope is not one an unknown author's objects
+    /// are held in); `Some(None)` when the object was not seen yet under that revision.
+    fn known(
+        &self,
+        object: &LockedObject,
+        newest: &crate::core::Revision,
+        scope: KindScope,
+    ) -> Option<Option<Vec<String>>> {
         let Authorship::Unknown(why) = &newest.author else {
             return None;
         };
         let namespace = object.namespace.as_deref();
-        let key = ObjectKey::of(object);
         unknown_author_scope(
             *why,
             &object.group,
@@ -59,13 +110,29 @@ impl Holds {
             scope,
         )
         .ok()?;
+        let held = self.held();
+        Some(
+            held.get(&ObjectKey::of(object))
+                .filter(|(revision, _)| *revision == newest.revision)
+                .map(|(_, paths)| paths.clone()),
+        )
+    }
+
+    /// Records what is held for `object` at the newest revision, first seen now (or seen again
+    /// by another reconcile meanwhile: the first record stands).
+    fn record(
+        &self,
+        object: &LockedObject,
+        newest: &crate::core::Revision,
+        paths: Vec<String>,
+    ) -> Vec<String> {
+        let key = ObjectKey::of(object);
         let mut held = self.held();
         if let Some((revision, paths)) = held.get(&key) {
             if *revision == newest.revision {
-                return Some((paths.clone(), false));
+                return paths.clone();
             }
         }
-        let paths = first_sight();
         let before = held.insert(key, (newest.revision, paths.clone()));
         let was_held = before.is_some_and(|(_, p)| !p.is_empty());
         match (was_held, !paths.is_empty()) {
@@ -76,7 +143,7 @@ impl Holds {
         if !paths.is_empty() {
             tracing::warn!(object = %object.describe(), release = %object.release, revision = newest.revision, author = %newest.author, paths = %paths.join(", "), "differs from a revision whose author is not known: held at what is live, never written from it");
         }
-        Some((paths, true))
+        paths
     }
 
     /// The author of the object's release is known (again): nothing of it is held.
@@ -147,8 +214,8 @@ pub(super) async fn unknown_author(
         report_missing(cluster, proofs, state, object, why).await;
         return Err(Outcome::Skipped("missing; left to helm upgrade").into());
     };
-    let first_sight = || crate::core::held_at_first_sight(schema, object, live);
-    let Some((paths, _)) = holds.paths(object, newest, scope, first_sight) else {
+    let first_sight = || first_sight(cluster, schema, &attempt.place, object, live);
+    let Some((paths, _)) = holds.paths(object, newest, scope, first_sight).await else {
         return Ok(None);
     };
     if !paths.is_empty() {
@@ -157,6 +224,38 @@ pub(super) async fn unknown_author(
             .await;
     }
     Ok(Some(paths))
+}
+
+/// What is held of `object` seen `live` for the first time under a revision whose author is not
+/// known: where it differs from the revision ([`crate::core::held_at_first_sight`], the fast
+/// path), less where the API server answers that the revision's object would be stored as what
+/// is live (a dry-run create: [`Cluster::stored_form`]), which the local comparison's list of
+/// defaults does not know. A refused or failed dry run keeps the local answer: held, and said.
+pub(super) async fn first_sight(
+    cluster: &dyn Cluster,
+    schema: &Schema,
+    place: &Place,
+    object: &LockedObject,
+    live: &serde_json::Value,
+) -> Vec<String> {
+    let local = crate::core::held_at_first_sight(schema, object, live);
+    if local.is_empty() || local.iter().any(|p| p == "/*") {
+        return local;
+    }
+    let body = crate::core::stored_form_body(object);
+    match cluster.stored_form(place, &body).await {
+        Ok(stored) => {
+            let held = crate::core::differing_from_stored(local.clone(), &stored, live);
+            if held.len() < local.len() {
+                tracing::info!(object = %object.describe(), release = %object.release, paths = %local.iter().filter(|p| !held.contains(p)).cloned().collect::<Vec<_>>().join(", "), "differs from its revision only as the API server stores the revision's object (dry-run create): not held there");
+            }
+            held
+        }
+        Err(error) => {
+            tracing::warn!(object = %object.describe(), release = %object.release, paths = %local.join(", "), error = %crate::error_chain::with_causes(&error), "the API server did not answer how it would store the revision's object (dry-run create): compared without it, the paths that differ are held");
+            local
+        }
+    }
 }
 
 /// Whether `key` is still rendered by its release's newest revision, numbered `revision`, whose

@@ -56,6 +56,11 @@ struct FakeCluster {
     events: Mutex<Vec<String>>,
     /// The names of the objects written, in order.
     written: Mutex<Vec<String>>,
+    /// What a dry-run create answers ([`Cluster::stored_form`]): the body with these defaults
+    /// filled in (merged), or this status code; `None`: the body as it is.
+    stored_form: Mutex<Option<Result<Value, u16>>>,
+    /// The dry-run creates asked.
+    stored_form_asks: Mutex<usize>,
 }
 
 impl FakeCluster {
@@ -154,6 +159,23 @@ impl Cluster for FakeCluster {
             let mut object = serde_json::to_value(body).map_err(kube::Error::SerdeError)?;
             object["metadata"]["uid"] = json!("uid-2");
             self.store(object)
+        })
+    }
+
+    fn stored_form<'a>(
+        &'a self,
+        _place: &'a Place,
+        body: &'a Value,
+    ) -> BoxFuture<'a, Result<Value, kube::Error>> {
+        Box::pin(async move {
+            *self.stored_form_asks.lock().unwrap() += 1;
+            let mut answer = body.clone();
+            match self.stored_form.lock().unwrap().clone() {
+                None => {}
+                Some(Ok(defaults)) => json_patch::merge(&mut answer, &defaults),
+                Some(Err(code)) => return Err(api_error(code)),
+            }
+            Ok(answer)
         })
     }
 
@@ -385,6 +407,50 @@ async fn an_unstamped_revision_holds_what_was_live_at_first_sight() {
     // The release uninstalled: nothing is held any more.
     world.parts.holds.forget(&Index::new());
     assert_eq!(world.metrics.held_objects.get(), 0);
+}
+
+#[tokio::test]
+async fn an_unstamped_revision_holds_nothing_where_the_api_server_stores_it_as_live() {
+    let mut world = World::new(Authorship::Unknown(UnknownAuthor::NotStamped));
+    let cluster = FakeCluster::with(live("changed"));
+    // The local comparison differs at data.a; the API server answers that it would store the
+    // revision's object with `a: changed` (as a default it fills in would be).
+    *cluster.stored_form.lock().unwrap() = Some(Ok(json!({"data": {"a": "changed"}})));
+    world.once(&cluster).await.unwrap();
+    assert_eq!(world.metrics.held_objects.get(), 0);
+    assert!(!cluster.events().contains(&"UnknownAuthor".to_string()));
+    assert_eq!(*cluster.stored_form_asks.lock().unwrap(), 1);
+    // Asked once per object and revision.
+    world.once(&cluster).await.unwrap();
+    assert_eq!(*cluster.stored_form_asks.lock().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn an_unstamped_revision_holds_where_the_api_server_stores_it_otherwise() {
+    let mut world = World::new(Authorship::Unknown(UnknownAuthor::NotStamped));
+    let cluster = FakeCluster::with(live("changed"));
+    // The dry run answers `a: b`, the revision's: live differs from it for real.
+    assert_eq!(world.once(&cluster).await.unwrap(), Outcome::InSync);
+    assert_eq!(*cluster.stored_form_asks.lock().unwrap(), 1);
+    assert_eq!(world.metrics.held_objects.get(), 1);
+    assert_eq!(cluster.events(), ["UnknownAuthor"]);
+    assert_eq!(cluster.writes(), 0);
+}
+
+#[tokio::test]
+async fn an_unstamped_revision_holds_when_the_api_server_refuses_the_dry_run() {
+    let mut world = World::new(Authorship::Unknown(UnknownAuthor::NotStamped));
+    let cluster = FakeCluster::with(live("changed"));
+    // No create on the kind (revert.recreate=false): the local answer stands.
+    *cluster.stored_form.lock().unwrap() = Some(Err(403));
+    assert_eq!(world.once(&cluster).await.unwrap(), Outcome::InSync);
+    assert_eq!(*cluster.stored_form_asks.lock().unwrap(), 1);
+    assert_eq!(world.metrics.held_objects.get(), 1);
+    assert_eq!(cluster.events(), ["UnknownAuthor"]);
+    cluster.put(live("again"));
+    world.once(&cluster).await.unwrap();
+    assert_eq!(data(&cluster).as_deref(), Some("again"));
+    assert_eq!(cluster.writes(), 0);
 }
 
 /// A writer rule gives `data.a` of the ConfigMap to the operator's service account.

@@ -226,8 +226,9 @@ impl Watched<'_> {
         if let Some(newest) = index.release(&locked.release).and_then(|s| s.newest()) {
             let first_sight = || crate::core::held_at_first_sight(&schema, locked, &live);
             let scope = self.kinds.scope(&ObjectKey::of(locked).gvk());
-            match self.holds.paths(locked, newest, scope, first_sight) {
-                // Newly held: reported by the worker.
+            match self.holds.paths_now(locked, newest, scope, first_sight) {
+                // Newly held (or to be asked of the API server): decided and reported by the
+                // worker.
                 Some((held, true)) if !held.is_empty() => {
                     jobs.push(Job {
                         key: ObjectKey::of(locked),
