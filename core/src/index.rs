@@ -336,6 +336,53 @@ impl Index {
         })
     }
 
+    /// Drops the objects of the releases in a list under way (`prepared`, its parts so far)
+    /// that their namespace's bound will not keep (counting only what the list holds), so that
+    /// a list holds at most a bound's worth of parsed objects per namespace, not all a tenant
+    /// wrote. The index decides again when the list is upserted: a release dropped here that
+    /// fits there is named to be read again ([`UpdateReport::room_for`]).
+    pub fn bound_listing(&self, prepared: &mut [PreparedSecret]) {
+        let bound = self.namespace_bound();
+        // The newest revision of each release, and when its earliest one was created.
+        let mut releases: BTreeMap<ReleaseKey, (u64, i64, usize, usize)> = BTreeMap::new();
+        for (i, p) in prepared.iter().enumerate() {
+            let key = p.secret.key();
+            let created = p.secret.created.unwrap_or(i64::MAX);
+            let count = p.objects.dropped.unwrap_or(p.objects.objects.len());
+            let entry =
+                releases
+                    .entry(key)
+                    .or_insert((p.secret.release.revision, created, count, i));
+            entry.1 = entry.1.min(created);
+            if p.secret.release.revision > entry.0 {
+                (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
+            }
+        }
+        let mut by_namespace: BTreeMap<String, Vec<(i64, ReleaseKey, usize, usize)>> =
+            BTreeMap::new();
+        for (key, (_, created, count, at)) in releases {
+            by_namespace
+                .entry(key.storage_namespace().to_string())
+                .or_default()
+                .push((created, key, count, at));
+        }
+        for (_, mut order) in by_namespace {
+            order.sort();
+            let mut before = 0usize;
+            for (_, _, count, at) in order {
+                if before.saturating_add(count) <= bound {
+                    before += count;
+                } else if prepared[at].objects.dropped.is_none() {
+                    prepared[at].objects = Objects {
+                        objects: Vec::new(),
+                        skipped: Vec::new(),
+                        dropped: Some(count),
+                    };
+                }
+            }
+        }
+    }
+
     /// [`upsert_many`](Self::upsert_many) for a list read as [`prepare`](Self::prepare)d parts.
     /// The result is the same as upserting the Secrets one by one.
     pub fn upsert_prepared(&mut self, mut prepared: Vec<PreparedSecret>) -> Vec<UpdateReport> {
@@ -348,10 +395,61 @@ impl Index {
                 std::cmp::Reverse(b.revision),
             ))
         });
-        prepared
+        let dropped: Vec<ReleaseKey> = prepared
+            .iter()
+            .filter(|p| p.objects.dropped.is_some())
+            .map(|p| p.secret.key())
+            .collect();
+        let mut reports: Vec<UpdateReport> = prepared
             .into_iter()
             .map(|p| self.upsert_parsed(p.secret, Some(p.objects)))
-            .collect()
+            .collect();
+        self.settle_batch(&mut reports, dropped);
+        reports
+    }
+
+    /// After a batch: only what still fits is read again (once), and a release the list dropped
+    /// that does not fit is reported.
+    fn settle_batch(&self, reports: &mut [UpdateReport], dropped: Vec<ReleaseKey>) {
+        let refused_now = |key: &ReleaseKey| -> Option<(usize, bool)> {
+            self.releases.get(key)?.refused?;
+            self.verdicts(key.storage_namespace())
+                .into_iter()
+                .find(|(held, _, _)| held == key)
+                .map(|(_, before, fits)| (before, fits))
+        };
+        let mut asked = std::collections::HashSet::new();
+        for report in reports.iter_mut() {
+            report.room_for.retain(|key| {
+                refused_now(key).is_some_and(|(_, fits)| fits) && asked.insert(key.clone())
+            });
+        }
+        let reported: std::collections::HashSet<ReleaseKey> = reports
+            .iter()
+            .flat_map(|r| r.refused.iter().map(|r| r.release.clone()))
+            .collect();
+        let mut extra = Vec::new();
+        for key in dropped {
+            if reported.contains(&key) {
+                continue;
+            }
+            let (Some((before, false)), Some(state)) = (refused_now(&key), self.releases.get(&key))
+            else {
+                continue;
+            };
+            if let Some(newest) = state.newest() {
+                extra.push(Refused {
+                    release: key.clone(),
+                    secret: newest.secret.clone(),
+                    objects: state.refused.unwrap_or(0),
+                    before,
+                    limit: self.namespace_bound(),
+                });
+            }
+        }
+        if let Some(last) = reports.last_mut() {
+            last.refused.extend(extra);
+        }
     }
 
     /// A list again of the release Secrets in `scope` (every namespace when `None`), as after
@@ -386,6 +484,7 @@ impl Index {
         // needs its remaining revisions read.
         let mut reports: Vec<UpdateReport> = gone.iter().map(|s| self.remove_secret(s)).collect();
         reports.extend(self.upsert_prepared(listed));
+        self.settle_batch(&mut reports, Vec::new());
         for report in &mut reports {
             let still_open = report
                 .needs_reload
@@ -636,10 +735,14 @@ impl Index {
             let parsed = parsed
                 .unwrap_or_else(|| Objects::of(&key, &release.manifest, &mut Interner::default()));
             report.reindexed = Some(key.clone());
-            let count = parsed.objects.len();
+            let count = parsed.dropped.unwrap_or(parsed.objects.len());
             self.place(&key, first_created, count);
             let newest = revisions.get(&release.revision).map(|r| r.secret.clone());
-            if let Some(before) = self.refusal(&key) {
+            if parsed.dropped.is_some() && self.refusal(&key).is_none() {
+                // Dropped by the list, but it fits (the list did not know all the index
+                // holds): refused until read again, which `settle` asks for.
+                kept = false;
+            } else if let Some(before) = self.refusal(&key) {
                 kept = false;
                 report.refused.push(Refused {
                     release: key.clone(),
@@ -1378,6 +1481,9 @@ pub struct PreparedSecret {
 struct Objects {
     objects: Vec<Arc<LockedObject>>,
     skipped: Vec<SkippedDocument>,
+    /// The objects were dropped before the index saw them, as more than its namespace's bound
+    /// keeps ([`Index::bound_listing`]): how many there were.
+    dropped: Option<usize>,
 }
 
 impl Objects {
@@ -1393,7 +1499,11 @@ impl Objects {
         // from (128 bytes each) for 8-byte pointers: 3.6 kB of nothing per release of 30.
         let mut objects: Vec<Arc<LockedObject>> = objects.into_iter().map(Arc::new).collect();
         objects.shrink_to_fit();
-        Objects { objects, skipped }
+        Objects {
+            objects,
+            skipped,
+            dropped: None,
+        }
     }
 }
 
@@ -2391,6 +2501,41 @@ mod namespace_bound_tests {
         let mut whole = Index::new().with_namespace_bound(100);
         whole.upsert(release("t", "d", 1, 100, 900));
         assert_eq!(whole.object_count(), index.object_count());
+    }
+
+    #[test]
+    fn a_list_holds_at_most_a_bound_of_parsed_objects_per_namespace_and_loses_nothing() {
+        let index = Index::new().with_namespace_bound(100);
+        let mut listed = Index::prepare(vec![
+            release("t", "a-tenant", 1, 80, 200),
+            release("t", "b-tenant", 1, 80, 300),
+            release("t", "z-admin", 1, 80, 100),
+            release("u", "other", 1, 80, 400),
+        ]);
+        index.bound_listing(&mut listed);
+        let held: usize = listed.iter().map(|p| p.objects.objects.len()).sum();
+        assert_eq!(held, 160, "the admin's and the other namespace's");
+        let mut index = index;
+        let reports = index.upsert_prepared(listed);
+        assert!(locked(&index, "t", "z-admin") && locked(&index, "u", "other"));
+        assert!(!locked(&index, "t", "a-tenant") && !locked(&index, "t", "b-tenant"));
+        let refused: Vec<_> = reports.iter().flat_map(|r| &r.refused).collect();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        // The index knew of a release the list did not: the list dropped one that fits.
+        let mut index = Index::new().with_namespace_bound(100);
+        let mut listed = Index::prepare(vec![
+            release("t", "a", 1, 60, 100),
+            release("t", "b", 1, 60, 200),
+        ]);
+        index.bound_listing(&mut listed);
+        listed.remove(0);
+        let reports = index.upsert_prepared(listed);
+        assert!(!locked(&index, "t", "b"));
+        assert!(
+            reports.iter().all(|r| r.refused.is_empty()),
+            "not a refusal"
+        );
+        assert!(reports.iter().any(|r| r.room_for == vec![key("t", "b")]));
     }
 
     #[test]
