@@ -1476,6 +1476,30 @@ pub struct PreparedSecret {
     objects: Objects,
 }
 
+impl PreparedSecret {
+    /// The storage namespace of its release.
+    pub fn storage_namespace(&self) -> String {
+        self.secret.key().storage_namespace().to_string()
+    }
+
+    /// How many objects its manifest renders (also once dropped).
+    pub fn object_count(&self) -> usize {
+        self.objects.dropped.unwrap_or(self.objects.objects.len())
+    }
+
+    /// Lets its parsed objects go, as more than its namespace's bound keeps; the index decides
+    /// again from the count ([`Index::bound_listing`]).
+    pub fn drop_objects(&mut self) {
+        if self.objects.dropped.is_none() {
+            self.objects = Objects {
+                objects: Vec::new(),
+                skipped: Vec::new(),
+                dropped: Some(self.objects.objects.len()),
+            };
+        }
+    }
+}
+
 /// What a release's manifest locks, ready for the index.
 #[derive(Default)]
 struct Objects {

@@ -313,6 +313,14 @@ async fn decode_part<K: ReleaseObject>(
         return DecodedPart::default();
     }
     tokio::task::spawn_blocking(move || {
+        // The objects parsed so far in this part per storage namespace: past the bound
+        // (--max-namespace-objects) a large manifest's are let go as soon as parsed, so a part
+        // of one tenant's releases holds about a bound's worth, not all she wrote. Which of
+        // them the index keeps is decided later by creation; one let go here that it keeps is
+        // read again.
+        let parsed: std::sync::Mutex<std::collections::HashMap<String, usize>> =
+            std::sync::Mutex::default();
+        let bound = usize::try_from(crate::core::max_namespace_objects()).unwrap_or(usize::MAX);
         let decoded = crate::core::parallel_map(
             secrets,
             4,
@@ -326,7 +334,17 @@ async fn decode_part<K: ReleaseObject>(
                         if storage_question(&release).is_none()
                             && release.release.manifest.len() > PARSED_AT_ONCE_BYTES =>
                     {
-                        Err(Index::prepare(vec![release]))
+                        let mut prepared = Index::prepare(vec![release]);
+                        let mut held = parsed.lock().unwrap_or_else(|e| e.into_inner());
+                        for p in &mut prepared {
+                            let sum = held.entry(p.storage_namespace()).or_default();
+                            if sum.saturating_add(p.object_count()) > bound {
+                                p.drop_objects();
+                            } else {
+                                *sum += p.object_count();
+                            }
+                        }
+                        Err(prepared)
                     }
                     other => Ok(other),
                 };
