@@ -145,6 +145,10 @@ pub struct Refused {
     pub limit: usize,
 }
 
+/// A storage namespace's releases by (when the earliest revision held was created, key), with
+/// the objects each renders.
+type NamespaceOrder = imbl::OrdMap<(i64, ReleaseKey), usize>;
+
 #[derive(Clone, Default)]
 pub struct Index {
     releases: imbl::OrdMap<ReleaseKey, Arc<ReleaseState>>,
@@ -171,7 +175,7 @@ pub struct Index {
     placed: imbl::HashMap<ReleaseKey, (i64, usize)>,
     /// The releases of each storage namespace in the order they are kept in, with their
     /// objects, and the sum of those.
-    order: imbl::HashMap<String, (imbl::OrdMap<(i64, ReleaseKey), usize>, usize)>,
+    order: imbl::HashMap<String, (NamespaceOrder, usize)>,
 }
 
 impl fmt::Debug for Index {
