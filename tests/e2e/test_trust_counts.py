@@ -11,8 +11,12 @@ per object; the admin's drift is still reverted promptly while it is there; a re
 present is ready again and its peak memory is printed. The admin's `helm upgrade` succeeds.
 The second test starts the locker on twelve releases at the default bounds (5,000 objects,
 16 MiB each; E2E_COUNTS_RELEASES sizes it) and one over: under the chart's 256 MiB (210 MiB on
-a 2-vCPU Xeon, debug build; 371 MiB before, and the index grows with each such release: the
-bound per namespace is not built yet).
+a 2-vCPU Xeon, debug build; 371 MiB before). The bound per namespace (--max-namespace-objects,
+20,000) keeps four of them: the index no longer grows with each (20 releases: 224 MiB, as 12).
+The third: mallory's releases past that bound (set low here, to the admin's release and one of
+hers) never push out an admin's release in her namespace created first, also after a restart
+that lists hers first (by name); hers over it is reported (ReleaseTooLarge, the metric, one log
+line) and locks nothing, and is indexed once she deletes one of hers.
 
   cd tests/e2e && KUBEBUILDER_ASSETS=... HELM_LOCKER_BIN=... python -m unittest -v test_trust_counts
 """
@@ -261,7 +265,8 @@ class TrustCounts(PlaneTest):
         log = locker.log_text()
         # One line per refusal of her release (at most one before the restart and one after),
         # never one per object.
-        lines = [line for line in log.splitlines() if "release not indexed: its namespace" in line]
+        lines = [line for line in log.splitlines()
+                 if "release not indexed: its namespace" in line and f"release={ns}/" in line]
         self.assertTrue(1 <= len(lines) <= 2 and all("aa-two" in line for line in lines), lines)
         # She deletes one of hers: the next is indexed.
         self.ok(self.k("--as=mallory", "-n", ns, "delete", "secret", "sh.helm.release.v1.aa-one.v1"))
