@@ -208,6 +208,8 @@ pub(crate) fn serve_settings(args: ServeArgs) -> Result<crate::server::Settings,
     crate::core::set_max_release_bytes(args.max_release_bytes);
     // ... and at this many objects (bounded in objects before the index is built).
     crate::core::set_max_release_objects(args.max_release_objects);
+    // ... and the index keeps at most this many objects of one namespace's releases.
+    crate::core::set_max_namespace_objects(args.max_namespace_objects);
     let lease_duration = args.lease_duration;
     if lease_duration < std::time::Duration::from_secs(1) {
         return Err(ServeError::Flags(

@@ -396,6 +396,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "HELM_LOCKER_MAX_RELEASE_OBJECTS", default_value_t = crate::core::DEFAULT_MAX_RELEASE_OBJECTS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_release_objects: u64,
+    /// Most objects the index keeps of the releases stored in one namespace: a release whose
+    /// newest revision would take its namespace past it is not indexed (it locks nothing, its
+    /// objects are open) and reported (one log line, helm_locker_releases_over_namespace_bound_total,
+    /// a ReleaseTooLarge Warning Event on its Secret). The releases kept are the
+    /// earliest-created (the API server's creationTimestamp of each one's earliest revision):
+    /// a tenant's releases never push out one created before them. When a kept release leaves,
+    /// a refused one that fits is read again and indexed.
+    #[arg(long, env = "HELM_LOCKER_MAX_NAMESPACE_OBJECTS", default_value_t = crate::core::DEFAULT_MAX_NAMESPACE_OBJECTS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_namespace_objects: u64,
     /// Time allowed to send request headers and body (10s, 500ms; a bare number is seconds). On
     /// the webhook port, an HTTP/1.1 connection that begins no request in a whole read timeout
     /// (idle, or its headers arriving too slowly) is closed after one to two of them.

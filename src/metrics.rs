@@ -331,6 +331,13 @@ pub(crate) const TABLE: &[Row] = &[
         help: "Release Secrets skipped because their release renders more objects (manifest documents and hooks) than --max-release-objects (counted before any is parsed; each gets a ReleaseTooLarge Warning Event)",
     },
     Row {
+        name: "releases_over_namespace_bound",
+        kind: Kind::Counter,
+        labels: &[],
+        results: &[],
+        help: "Releases not indexed (they lock nothing) because the releases stored in their namespace would keep more objects than --max-namespace-objects; the earliest-created are kept (each refusal is one log line and a ReleaseTooLarge Warning Event)",
+    },
+    Row {
         name: "unproven_claims_allowed",
         kind: Kind::Counter,
         labels: &[],
@@ -566,6 +573,7 @@ pub(crate) struct Metrics {
     pub foreign_release_secrets: Counter,
     pub releases_too_large: Counter,
     pub releases_too_many_objects: Counter,
+    pub releases_over_namespace_bound: Counter,
     pub unproven_claims_allowed: Counter,
     pub unproven_objects: Gauge,
     pub missing_objects: Gauge,
@@ -634,6 +642,8 @@ impl Metrics {
             foreign_release_secrets: table.add("foreign_release_secrets", Counter::default()),
             releases_too_large: table.add("releases_too_large", Counter::default()),
             releases_too_many_objects: table.add("releases_too_many_objects", Counter::default()),
+            releases_over_namespace_bound: table
+                .add("releases_over_namespace_bound", Counter::default()),
             unproven_claims_allowed: table.add("unproven_claims_allowed", Counter::default()),
             unproven_objects: table.add("unproven_objects", Gauge::default()),
             missing_objects: table.add("missing_objects", Gauge::default()),

@@ -29,10 +29,11 @@ pub use newest::newest_revision;
 pub use release::{
     annotated_release_key, decode_data_release, decode_helm_payload, decode_release_json,
     decode_release_json_within, decode_secret, each_release_secret, gunzip_within,
-    helm_payload_json_within, live_owner, max_release_bytes, max_release_objects,
-    parse_release_file, release_data, release_secret_from_parts, set_max_release_bytes,
-    set_max_release_objects, DecodeError, Driver as ReleaseDriver, ReleaseKey, ReleaseSecret,
-    SecretError, SecretRef, Status, DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
+    helm_payload_json_within, live_owner, max_namespace_objects, max_release_bytes,
+    max_release_objects, parse_release_file, release_data, release_secret_from_parts,
+    set_max_namespace_objects, set_max_release_bytes, set_max_release_objects, DecodeError,
+    Driver as ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Status,
+    DEFAULT_MAX_NAMESPACE_OBJECTS, DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
     NOTES_KEPT_BYTES,
 };
 pub use release_driver::{counts_beside_its_release, driver_question, release_driver};
@@ -45,7 +46,9 @@ pub use yaml::{parse_document as parse_yaml, reference as parse_yaml_reference};
 
 // The index: every release's revisions and every object the newest one owns.
 pub use conflicts::{group_conflicts, ConflictGroup};
-pub use index::{Index, LockedObject, PreparedSecret, ReleaseState, Revision, UpdateReport};
+pub use index::{
+    Index, LockedObject, PreparedSecret, Refused, ReleaseState, Revision, UpdateReport,
+};
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{

@@ -49,3 +49,27 @@ pub fn set_max_release_objects(objects: u64) {
 pub fn max_release_objects() -> u64 {
     MAX_RELEASE_OBJECTS.load(Ordering::Relaxed)
 }
+
+/// The default limit on the objects the index keeps of the releases stored in one namespace
+/// (`--max-namespace-objects`). A tenant who may write release Secrets in her namespace makes
+/// as many releases as she likes, each within `--max-release-objects`: each of 5,000 objects
+/// adds about 13 MiB to the start-up peak, so twelve took the locker past the chart's 256 MiB
+/// memory limit. 20,000 objects (four releases at the object limit, a hundred times the largest
+/// public chart tried) is about 52 MiB at the start-up peak over the 80 MiB of an idle locker:
+/// one namespace full leaves the chart's limit with room for the rest of the cluster.
+pub const DEFAULT_MAX_NAMESPACE_OBJECTS: u64 = 20_000;
+
+/// The limit in force ([`set_max_namespace_objects`]), read by every [`crate::Index`] built
+/// without its own.
+static MAX_NAMESPACE_OBJECTS: AtomicU64 = AtomicU64::new(DEFAULT_MAX_NAMESPACE_OBJECTS);
+
+/// Sets the limit on the objects the index keeps per storage namespace (once, at start, from
+/// the flag).
+pub fn set_max_namespace_objects(objects: u64) {
+    MAX_NAMESPACE_OBJECTS.store(objects.max(1), Ordering::Relaxed);
+}
+
+/// The limit on the objects the index keeps per storage namespace in force.
+pub fn max_namespace_objects() -> u64 {
+    MAX_NAMESPACE_OBJECTS.load(Ordering::Relaxed)
+}

@@ -8,7 +8,8 @@
 use crate::author::{Authorship, Unknown};
 pub use crate::driver::Driver;
 pub use crate::limits::{
-    max_release_bytes, max_release_objects, set_max_release_bytes, set_max_release_objects,
+    max_namespace_objects, max_release_bytes, max_release_objects, set_max_namespace_objects,
+    set_max_release_bytes, set_max_release_objects, DEFAULT_MAX_NAMESPACE_OBJECTS,
     DEFAULT_MAX_RELEASE_BYTES, DEFAULT_MAX_RELEASE_OBJECTS,
 };
 use std::collections::BTreeMap;

@@ -217,6 +217,40 @@ impl ForeignWarnings {
         }
     }
 
+    /// Warns once on the Secret (or ConfigMap) of a release refused by its namespace's bound.
+    async fn warn_over_bound(&mut self, refused: &crate::core::Refused) {
+        let secret = &refused.secret;
+        if !self
+            .warned
+            .insert(format!("bound/{secret}/{}", refused.objects))
+        {
+            return;
+        }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ReleaseTooLarge".into(),
+            note: Some(crate::core::notes::release_ignored(
+                secret.driver.kind(),
+                format!(
+                    "its release renders {} objects and the releases of this namespace created before it keep {}: more than {} (--max-namespace-objects); not indexed, it locks nothing",
+                    refused.objects, refused.before, refused.limit
+                ),
+            )),
+            action: "Ignore".into(),
+            secondary: None,
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some(secret.driver.kind().into()),
+            namespace: Some(secret.namespace.clone()),
+            name: Some(secret.name.clone()),
+            ..Default::default()
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record the warning event");
+        }
+    }
+
     /// Warns once on `secret`, which names another namespace's release, or whose release is
     /// too large to decode (`note`).
     async fn warn<K: ReleaseObject>(&mut self, secret: &K, note: SecretError) {
@@ -279,6 +313,14 @@ async fn decode_part<K: ReleaseObject>(
         return DecodedPart::default();
     }
     tokio::task::spawn_blocking(move || {
+        // The objects parsed so far in this part per storage namespace: past the bound
+        // (--max-namespace-objects) a large manifest's are let go as soon as parsed, so a part
+        // of one tenant's releases holds about a bound's worth, not all she wrote. Which of
+        // them the index keeps is decided later by creation; one let go here that it keeps is
+        // read again.
+        let parsed: std::sync::Mutex<std::collections::HashMap<String, usize>> =
+            std::sync::Mutex::default();
+        let bound = usize::try_from(crate::core::max_namespace_objects()).unwrap_or(usize::MAX);
         let decoded = crate::core::parallel_map(
             secrets,
             4,
@@ -292,7 +334,17 @@ async fn decode_part<K: ReleaseObject>(
                         if storage_question(&release).is_none()
                             && release.release.manifest.len() > PARSED_AT_ONCE_BYTES =>
                     {
-                        Err(Index::prepare(vec![release]))
+                        let mut prepared = Index::prepare(vec![release]);
+                        let mut held = parsed.lock().unwrap_or_else(|e| e.into_inner());
+                        for p in &mut prepared {
+                            let sum = held.entry(p.storage_namespace()).or_default();
+                            if sum.saturating_add(p.object_count()) > bound {
+                                p.drop_objects();
+                            } else {
+                                *sum += p.object_count();
+                            }
+                        }
+                        Err(prepared)
                     }
                     other => Ok(other),
                 };
@@ -522,7 +574,7 @@ impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
             for report in &reports {
                 log_report(report);
                 if let Some(key) = &report.needs_reload {
-                    self.reload(key).await;
+                    self.reload_and_follow(key).await;
                 }
             }
             let recheck: std::collections::BTreeSet<&ReleaseKey> = reports
@@ -532,6 +584,7 @@ impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
             for key in recheck {
                 self.recheck(key).await;
             }
+            self.follow(reports).await;
             crate::source::return_freed_memory();
         })
     }
@@ -549,6 +602,7 @@ impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
                 if let Some(key) = &report.recheck_drivers {
                     self.recheck(key).await;
                 }
+                self.follow(vec![report]).await;
                 return true;
             }
             let reference = secret_ref(&secret);
@@ -558,9 +612,10 @@ impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
                     .shared
                     .update(move |index| index.remove_secret(&reference))
                     .await;
-                if let Some(key) = report.needs_reload {
-                    self.reload(&key).await;
+                if let Some(key) = report.needs_reload.clone() {
+                    self.reload_and_follow(&key).await;
                 }
+                self.follow(vec![report]).await;
             }
             false
         })
@@ -574,17 +629,51 @@ impl<K: ReleaseObject> ReleaseIndexWriter<K> for IndexWriter {
                 .shared
                 .update(move |index| index.remove_secret(&reference))
                 .await;
-            if let Some(key) = report.needs_reload {
-                self.reload(&key).await;
+            if let Some(key) = report.needs_reload.clone() {
+                self.reload_and_follow(&key).await;
             }
+            self.follow(vec![report]).await;
         })
     }
 }
 
 impl IndexWriter {
-    /// The newest revision's Secret of a release vanished while older ones remain: index the
-    /// newest remaining revision again (of whichever kind keeps it).
-    async fn reload(&mut self, key: &ReleaseKey) {
+    /// What updates of the index refused by the bound on a namespace's objects is reported
+    /// (one log line per release, the metric, a `ReleaseTooLarge` Event on its Secret), and
+    /// each release they made room for is read again and indexed, until nothing changes.
+    async fn follow(&mut self, mut reports: Vec<UpdateReport>) {
+        // Each round reads again only releases the one before made room for; a release read
+        // again fits, so rounds end at once in practice. Bounded all the same.
+        for _ in 0..16 {
+            if reports.is_empty() {
+                return;
+            }
+            let mut next = Vec::new();
+            for report in reports {
+                for refused in &report.refused {
+                    self.metrics.releases_over_namespace_bound.inc();
+                    tracing::warn!(release = %refused.release, secret = %refused.secret, objects = refused.objects, kept_before = refused.before, limit = refused.limit, "release not indexed: its namespace's releases created before it keep too many objects; it locks nothing (--max-namespace-objects)");
+                    self.foreign.warn_over_bound(refused).await;
+                }
+                for key in report.room_for {
+                    tracing::info!(release = %key, "room in its namespace's bound: release read again (--max-namespace-objects)");
+                    next.extend(self.reload(&key).await);
+                }
+            }
+            reports = next;
+        }
+    }
+
+    /// [`reload`](Self::reload), then what it refused or made room for ([`follow`](Self::follow)).
+    async fn reload_and_follow(&mut self, key: &ReleaseKey) {
+        let report = self.reload(key).await;
+        self.follow(report.into_iter().collect()).await;
+    }
+
+    /// The newest revision's Secret of a release vanished while older ones remain (or a
+    /// release refused by its namespace's bound fits now): index the newest remaining revision
+    /// again (of whichever kind keeps it).
+    async fn reload(&mut self, key: &ReleaseKey) -> Option<UpdateReport> {
         let read = match StoredRevisions::read(
             &self.client,
             key.storage_namespace(),
@@ -596,7 +685,7 @@ impl IndexWriter {
             Ok(read) => read,
             Err(e) => {
                 tracing::warn!(release = %key, error = %e, "could not re-read release after its newest revision was deleted");
-                return;
+                return None;
             }
         };
         let mut revisions: Vec<ReleaseSecret> = read
@@ -619,8 +708,9 @@ impl IndexWriter {
             };
             match beside.and(self.gate.admit(&newest).await) {
                 Ok(()) => {
-                    self.shared.update(|index| index.upsert(newest)).await;
-                    break;
+                    let report = self.shared.update(|index| index.upsert(newest)).await;
+                    log_report(&report);
+                    return Some(report);
                 }
                 Err(note) => {
                     self.metrics.foreign_release_secrets.inc();
@@ -628,6 +718,7 @@ impl IndexWriter {
                 }
             }
         }
+        None
     }
 
     /// A release whose revisions are kept by both drivers, named by the index
@@ -698,6 +789,7 @@ impl IndexWriter {
         for report in &reports {
             log_report(report);
         }
+        self.follow(reports).await;
     }
 
     /// The revisions of release `key` among `objects` that decode and pass the storage gate.

@@ -107,6 +107,9 @@ impl<K> Listing<K> {
     fn add(&mut self, part: ListedPart) {
         self.prepared.extend(part.prepared);
         self.versions.extend(part.versions);
+        // What a namespace's bound will not keep is dropped as the list goes: a list holds at
+        // most a bound's worth of parsed objects per namespace (--max-namespace-objects).
+        crate::core::Index::default().bound_listing(&mut self.prepared);
     }
 }
 

@@ -11,8 +11,12 @@ per object; the admin's drift is still reverted promptly while it is there; a re
 present is ready again and its peak memory is printed. The admin's `helm upgrade` succeeds.
 The second test starts the locker on twelve releases at the default bounds (5,000 objects,
 16 MiB each; E2E_COUNTS_RELEASES sizes it) and one over: under the chart's 256 MiB (210 MiB on
-a 2-vCPU Xeon, debug build; 371 MiB before, and the index grows with each such release: the
-bound per namespace is not built yet).
+a 2-vCPU Xeon, debug build; 371 MiB before). The bound per namespace (--max-namespace-objects,
+20,000) keeps four of them: the index no longer grows with each (20 releases: 224 MiB, as 12).
+The third: mallory's releases past that bound (set low here, to the admin's release and one of
+hers) never push out an admin's release in her namespace created first, also after a restart
+that lists hers first (by name); hers over it is reported (ReleaseTooLarge, the metric, one log
+line) and locks nothing, and is indexed once she deletes one of hers.
 
   cd tests/e2e && KUBEBUILDER_ASSETS=... HELM_LOCKER_BIN=... python -m unittest -v test_trust_counts
 """
@@ -49,6 +53,15 @@ def release_secret(name, manifest):
             "metadata": {"name": f"sh.helm.release.v1.{name}.v1", "namespace": TENANT,
                          "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
             "data": {"release": base64.b64encode(base64.b64encode(gzip.compress(json.dumps(release).encode()))).decode()}}
+
+
+def in_namespace(secret, ns):
+    """`secret` (of release_secret) as a release of namespace `ns`."""
+    release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))
+    release["namespace"] = ns
+    secret["metadata"]["namespace"] = ns
+    secret["data"]["release"] = base64.b64encode(base64.b64encode(gzip.compress(json.dumps(release).encode()))).decode()
+    return secret
 
 
 def vm_hwm_kib(pid):
@@ -184,6 +197,84 @@ class TrustCounts(PlaneTest):
         self.assertEqual(setting(), "upgraded")
         for r in range(releases):
             self.k("-n", TENANT, "delete", "secret", f"sh.helm.release.v1.full{r}.v1")
+
+    def test_a_tenants_releases_over_the_namespace_bound_never_push_out_an_admins_created_first(self):
+        ns = "tenant-full"
+        self.ok(self.k("create", "namespace", ns))
+        self.ok(self.k("-n", ns, "create", "rolebinding", "mallory-edit", "--clusterrole=edit", "--user=mallory"))
+        # The admin's release in her namespace, created first (helm, not her).
+        helm = self.plane.helm(ns)
+        helm.install(CHART, "zz-admin", {})
+        secret = self.get("-n", ns, "secret", "sh.helm.release.v1.zz-admin.v1")
+        manifest = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(secret["data"]["release"]))))["manifest"]
+        admin = sum(1 for line in manifest.splitlines() if line.startswith("kind:"))
+        # Her two releases of 20, named to be listed first. Bound: the admin's and one of hers;
+        # in name order her two would fit and the admin's would not (40 <= bound < 40 + admin).
+        bound = 39 + admin
+        time.sleep(1.2)  # creationTimestamps are whole seconds: hers are later than the admin's
+        locker = chart_locker(self.plane, self.env, "counts-ns", "--exempt-user", OPS,
+                              "--max-namespace-objects", str(bound))
+        self.addCleanup(locker.stop)
+        locker.wait_ready()
+        self.assertTrue(eventually(lambda: locker.metric("helm_locker_leader") == 1, 30), "never became leader")
+        register_webhook(self.plane, locker, "counts-ns")
+        self.addCleanup(unregister_webhook, self.plane, "counts-ns")
+
+        def her_release(name):
+            self.ok(self.k("--as=mallory", "-n", ns, "create", "-f", "-",
+                           input=json.dumps(in_namespace(release_secret(name, config_maps(name, 20)), ns))))
+            cm = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": f"{name}0", "namespace": ns,
+                               "annotations": {"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns},
+                               "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+                  "data": {"v": "chart"}}
+            self.ok(self.k("--as=mallory", "-n", ns, "create", "-f", "-", input=json.dumps(cm)))
+
+        patch = lambda name: self.k("--as=mallory", "-n", ns, "patch", "configmap", name,  # noqa: E731
+                                    "-p", '{"data":{"v":"mine"}}')
+        her_release("aa-one")
+        time.sleep(1.2)
+        her_release("aa-two")
+        self.assertTrue(eventually(lambda: DENIED in patch("aa-one0").stderr, 20, 0.5),
+                        f"her release within the bound is not locked\n{locker.log_text()[-3000:]}")
+        self.assertTrue(eventually(lambda: self.object_events(ns, "sh.helm.release.v1.aa-two.v1", "ReleaseTooLarge"), 20, 0.5),
+                        f"no ReleaseTooLarge event\n{locker.log_text()[-3000:]}")
+        self.assertEqual(patch("aa-two0").returncode, 0, "a release over the namespace bound locked its objects")
+
+        def admin_locked():
+            # Her write to the admin's object is denied, and an exempt drift is put back.
+            denied = self.k("--as=mallory", "-n", ns, "patch", "configmap", "zz-admin-settings", "--type=merge",
+                            "-p", json.dumps({"data": {"setting": "hers"}}))
+            self.assertIn(DENIED, denied.stderr, f"the admin's release is not locked\n{locker.log_text()[-3000:]}")
+            self.ok(self.k(f"--as={OPS}", "-n", ns, "patch", "configmap", "zz-admin-settings", "--type=merge",
+                           "-p", json.dumps({"data": {"setting": "drifted"}})))
+            setting = lambda: self.get("-n", ns, "configmap", "zz-admin-settings")["data"]["setting"]  # noqa: E731
+            self.assertTrue(eventually(lambda: setting() == "from-the-chart", 20), locker.log_text()[-3000:])
+
+        admin_locked()
+        # A restart lists hers first (by name): the admin's, created first, is still kept.
+        unregister_webhook(self.plane, "counts-ns")
+        locker.stop()
+        locker.start()
+        locker.wait_ready()
+        register_webhook(self.plane, locker, "counts-ns")
+        self.assertTrue(eventually(lambda: DENIED in patch("aa-one0").stderr, 20, 0.5), locker.log_text()[-3000:])
+        admin_locked()
+        self.assertEqual(patch("aa-two0").returncode, 0, "over the bound after a restart, yet locked")
+        self.assertGreaterEqual(locker.metric("helm_locker_releases_over_namespace_bound_total") or 0, 1)
+        log = locker.log_text()
+        # One line per refusal of her release (at most one before the restart and one after),
+        # never one per object.
+        lines = [line for line in log.splitlines()
+                 if "release not indexed: its namespace" in line and f"release={ns}/" in line]
+        self.assertTrue(1 <= len(lines) <= 2 and all("aa-two" in line for line in lines), lines)
+        # She deletes one of hers: the next is indexed.
+        self.ok(self.k("--as=mallory", "-n", ns, "delete", "secret", "sh.helm.release.v1.aa-one.v1"))
+        self.assertTrue(eventually(lambda: DENIED in patch("aa-two0").stderr, 20, 0.5),
+                        f"room made, yet her next release is not indexed\n{locker.log_text()[-3000:]}")
+        # The admin's upgrade goes through.
+        helm.upgrade(CHART, "zz-admin", {"setting": "upgraded"})
+        self.assertEqual(self.get("-n", ns, "configmap", "zz-admin-settings")["data"]["setting"], "upgraded")
 
 
 if __name__ == "__main__":
