@@ -181,7 +181,10 @@ fn strip_defaults(schema: &mut serde_json::Value) {
 /// The CRD as YAML, as checked in under `charts/helm-locker/crds/`.
 pub(crate) fn crd_yaml() -> String {
     let mut crd = serde_json::to_value(HelmRelease::crd()).expect("the CRD serializes");
-    if let Some(versions) = crd.pointer_mut("/spec/versions").and_then(|v| v.as_array_mut()) {
+    if let Some(versions) = crd
+        .pointer_mut("/spec/versions")
+        .and_then(|v| v.as_array_mut())
+    {
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 strip_defaults(schema);
@@ -617,9 +620,17 @@ mod tests {
             .lines()
             .filter(|l| l.trim_start().starts_with("default:"))
             .collect();
-        assert!(defaults.is_empty(), "kube-apiserver 1.20 refuses these: {defaults:?}");
-        let writers = yaml.find("writers:").expect("spec.writers is in the schema");
-        assert!(yaml[writers..].contains("group:"), "the nested rule fields are kept");
+        assert!(
+            defaults.is_empty(),
+            "kube-apiserver 1.20 refuses these: {defaults:?}"
+        );
+        let writers = yaml
+            .find("writers:")
+            .expect("spec.writers is in the schema");
+        assert!(
+            yaml[writers..].contains("group:"),
+            "the nested rule fields are kept"
+        );
     }
 
     #[test]

@@ -156,7 +156,15 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 .flat_map(|s| s.objects.iter().flatten().cloned())
                 .collect();
             let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
-            let report = diff::diff(&index, &config, &schema, &live);
+            let own = config.own_release.clone();
+            super::writer_rules::with_configmap_rules(&client, own.as_ref(), &mut config).await;
+            let report = diff::diff(
+                &index,
+                &config,
+                &schema,
+                &live,
+                crate::lock_exception::now(),
+            );
             print(target.output, &report, diff::render_text)?;
             Ok(ExitCode::from(report.exit_status()))
         }
@@ -290,7 +298,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                     .flat_map(|s| s.objects.iter().flatten().cloned())
                     .collect();
                 let live = fetch(&client, objects).await;
-                let report = diff::diff(&one, &config, &schema, &live);
+                let report =
+                    diff::diff(&one, &config, &schema, &live, crate::lock_exception::now());
                 print!("{}", vouch::show(&candidate, Some(&report)));
                 if !yes
                     && !ask(&format!(
@@ -582,7 +591,17 @@ async fn why_locked(
     if config.own_release.is_none() {
         config.own_release = super::declared_own_release(&index);
     }
-    let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
+    let own = config.own_release.clone();
+    super::writer_rules::with_configmap_rules(&client, own.as_ref(), &mut config).await;
+    let report = why::why(
+        &index,
+        &config,
+        &schema,
+        &wanted,
+        &live,
+        chart.as_ref(),
+        crate::lock_exception::now(),
+    );
     print(output, &report, why::render_text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -295,7 +295,7 @@ mod tests {
         live.insert(role, super::super::Live::Missing);
         let schema = crate::core::Schema::embedded(crate::core::KubeVersion::NEWEST);
         let report =
-            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &live);
+            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &live, 0);
         let text = show(&found, Some(&report));
         assert!(
             text.contains("Deployment shop/web /spec/replicas: chart 3, live 7"),
@@ -307,7 +307,7 @@ mod tests {
             super::super::tests::live_deployment(3, "nginx:1.25"),
         );
         let report =
-            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &calm);
+            super::super::diff::diff(&index, &crate::core::Config::default(), &schema, &calm, 0);
         assert!(show(&found, Some(&report)).contains("drift from live: none"));
     }
 

@@ -22,6 +22,48 @@ pub(crate) async fn rules_in_force(
     name: &str,
     config: Option<&std::path::Path>,
 ) -> Result<Vec<WriterRule>, String> {
+    let mut rules = configmap_rules(client, namespace, name).await;
+    rules.extend(config_rules(config)?);
+    Ok(rules)
+}
+
+/// Where the locker keeps its writers ConfigMap, as the plugin guesses it without being told:
+/// the namespace of its own release (else `helm-locker`), `<fullname>-writers`.
+pub(crate) fn writers_configmap(own: Option<&ReleaseKey>) -> (String, String) {
+    let namespace = own.map_or(DEFAULT_LOCKER_NAMESPACE, |k| k.namespace.as_str());
+    let name = format!(
+        "{}-writers",
+        fullname(own, &[]).unwrap_or_else(|| "helm-locker".into())
+    );
+    (namespace.to_string(), name)
+}
+
+/// `config` with the writers ConfigMap's rules added to its own (`--config`'s), checked together
+/// as the locker checks them (a rule refused is said on stderr and left out): the rules that
+/// `diff` and `why` see held, as the reverter does. The HelmReleases' rules come with the
+/// index's registrations.
+pub(crate) async fn with_configmap_rules(
+    client: &Client,
+    own: Option<&ReleaseKey>,
+    config: &mut crate::core::Config,
+) {
+    let (namespace, name) = writers_configmap(own);
+    let mut rules = std::mem::take(&mut config.writers);
+    rules.extend(configmap_rules(client, &namespace, &name).await);
+    let (good, refused) = crate::core::validate_rules(rules);
+    for why in refused {
+        eprintln!("kubectl-locker: {why}: not in force");
+    }
+    config.writers = good;
+}
+
+/// The rules of the writers ConfigMap `name` in `namespace` (none when it is missing or cannot
+/// be read: said on stderr).
+pub(crate) async fn configmap_rules(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<WriterRule> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let found = match api.get_opt(name).await {
         Ok(found) => found,
@@ -32,12 +74,11 @@ pub(crate) async fn rules_in_force(
             None
         }
     };
-    let (mut rules, notes) = rules_from_configmap(found.as_ref());
+    let (rules, notes) = rules_from_configmap(found.as_ref());
     for note in notes {
         eprintln!("kubectl-locker: ConfigMap {namespace}/{name}: {note}");
     }
-    rules.extend(config_rules(config)?);
-    Ok(rules)
+    rules
 }
 
 /// The locker's fullname, as its chart makes it: from its own release (the release name when
