@@ -132,6 +132,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
             )
             .await
             .map_err(PluginError::Usage)?;
+            let mut rules = rules;
+            rules.extend(super::writer_rules::helmrelease_rules(&client, registrations).await);
             status::add_writer_rules(&mut report, &rules, crate::lock_exception::now());
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)

@@ -81,6 +81,34 @@ pub(crate) async fn configmap_rules(
     rules
 }
 
+/// The writer rules the HelmReleases of the registration namespace give, each bound to its own
+/// release (`spec.writers`, as the locker reads them: a HelmRelease not honoured gives none).
+/// None when there is no registration namespace or it cannot be listed (said on stderr).
+pub(crate) async fn helmrelease_rules(
+    client: &Client,
+    registrations: Option<&str>,
+) -> Vec<WriterRule> {
+    let Some(ns) = registrations else {
+        return Vec::new();
+    };
+    let api: Api<crate::crd::HelmRelease> = Api::namespaced(client.clone(), ns);
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => registered_rules(&list.items),
+        Err(e) => {
+            eprintln!(
+                "kubectl-locker: cannot read the writer rules of the HelmReleases in {ns}: {e}"
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// The rules of the HelmReleases the locker honours, bound to their releases.
+pub(crate) fn registered_rules(hrs: &[crate::crd::HelmRelease]) -> Vec<WriterRule> {
+    let (registered, _errors) = crate::crd::registrations(hrs);
+    registered.into_values().flat_map(|r| r.writers).collect()
+}
+
 /// The locker's fullname, as its chart makes it: from its own release (the release name when
 /// it contains `helm-locker`, else `<release>-helm-locker`), else from the names of its learned
 /// ConfigMaps (`<fullname>-learned-<namespace>`).
@@ -181,5 +209,54 @@ mod tests {
         assert!(config_rules(Some(&path)).is_err());
         assert!(config_rules(None).unwrap().is_empty());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A rule accepted into a release's HelmRelease is in force for that release only, and
+    /// `status` lists it with the ConfigMap's (learn takes the same list as rules in force).
+    #[test]
+    fn a_helmreleases_rules_are_read_bound_to_its_release() {
+        use crate::crd::{HelmRelease, HelmReleaseSpec, ReleaseRef};
+        let rule: WriterRule = serde_saphyr::from_str(
+            "id: web-scaler\nwriters: {serviceAccounts: [ops/scaler]}\nobjects: {group: apps, kind: Deployment}\npaths: [/spec/replicas]\nreason: r\n",
+        )
+        .unwrap();
+        let mut hr = HelmRelease::new(
+            "shop",
+            HelmReleaseSpec {
+                release: ReleaseRef {
+                    name: "shop".into(),
+                    namespace: "shop".into(),
+                },
+                writers: vec![rule],
+                ..HelmReleaseSpec::default()
+            },
+        );
+        hr.metadata.namespace = Some("registrations".into());
+        let rules = registered_rules(&[hr]);
+        assert_eq!(rules.len(), 1);
+        let bound = &rules[0].objects.release;
+        assert_eq!(
+            (bound.namespace.as_deref(), bound.name.as_deref()),
+            (Some("shop"), Some("shop"))
+        );
+        let index = crate::plugin::tests::index(crate::core::Status::Deployed);
+        let live = crate::plugin::tests::live(
+            &index,
+            crate::plugin::tests::live_deployment(3, "nginx:1.25"),
+        );
+        let mut report = crate::plugin::status::status(
+            &index,
+            &crate::core::Config::default(),
+            &crate::core::Schema::builtin(),
+            &live,
+            0,
+        );
+        crate::plugin::status::add_writer_rules(&mut report, &rules, 0);
+        let listed: Vec<(&str, &str)> = report
+            .writer_rules
+            .iter()
+            .map(|w| (w.release.as_str(), w.id.as_str()))
+            .collect();
+        assert_eq!(listed, [("shop/shop", "web-scaler")]);
     }
 }
