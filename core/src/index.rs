@@ -245,6 +245,22 @@ impl Index {
         helm_apply: Option<&str>,
         now: i64,
     ) -> Vec<String> {
+        self.rule_holders(config, object, live, helm_apply, now)
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// [`Index::rule_held`], each path with the id of the rule holding it
+    /// ([`crate::writer_rule::rule_holders`]).
+    pub fn rule_holders(
+        &self,
+        config: &crate::policy::Config,
+        object: &LockedObject,
+        live: &serde_json::Value,
+        helm_apply: Option<&str>,
+        now: i64,
+    ) -> Vec<(String, String)> {
         let own = self.registration(&object.release).map(|r| &r.writers[..]);
         let rules: Vec<&crate::writer_rule::WriterRule> = config
             .writers
@@ -266,7 +282,7 @@ impl Index {
             kind: &object.kind,
             name: &object.name,
         };
-        crate::writer_rule::rule_held_paths(&rules, &target, live, helm_apply, now)
+        crate::writer_rule::rule_holders(&rules, &target, live, helm_apply, now)
     }
 
     pub fn new() -> Self {

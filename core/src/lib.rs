@@ -80,9 +80,9 @@ pub use proposal::{
     DEFAULT_UNUSED_FOR,
 };
 pub use writer_rule::{
-    keyed_path, registration_rules, rule_held_paths, rules_of_configmap, validate_rules,
-    Objects as WriterObjects, ReleaseMatch, RuleError as WriterRuleError, RuleObject, RuleWriter,
-    WriterRule, Writers,
+    keyed_path, registration_rules, rule_held_paths, rule_holders, rules_of_configmap,
+    validate_rules, Objects as WriterObjects, ReleaseMatch, RuleError as WriterRuleError,
+    RuleObject, RuleWriter, WriterRule, Writers,
 };
 
 // What Helm owns in an object: the API's schema, the kinds known before it is read, the field

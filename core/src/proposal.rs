@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::chart::ChartFiles;
 use crate::learned::{Learned, LearnedEntry};
-use crate::writer_rule::{Objects, ReleaseMatch, WriterRule, Writers};
+use crate::release::ReleaseKey;
+use crate::writer_rule::{Objects, ReleaseMatch, RuleObject, RuleWriter, WriterRule, Writers};
 
 /// Default of `--unused-for`: 30 days.
 pub const DEFAULT_UNUSED_FOR: i64 = 30 * 24 * 3600;
@@ -651,39 +652,47 @@ fn split_expired(rules: &[WriterRule], now: i64) -> (Vec<&WriterRule>, Vec<Expir
     (in_force, expired)
 }
 
-/// Whether a rule in force already lets this write through. Conservative: a rule whose
-/// release is chosen by a selector (labels not known here) or by groups covers nothing here,
-/// so its paths may be proposed again rather than hidden.
+/// Whether a rule in force already lets this write through, by the rule's own matching
+/// ([`WriterRule::matches_writer`], [`WriterRule::matches_object`], [`WriterRule::covers_path`]:
+/// what admission asks), so the two cannot disagree. Conservative where the evidence lacks what
+/// admission sees: a rule whose release is chosen by a selector (labels not known here) or
+/// whose writers are groups (the request's groups are not kept) covers nothing here, and one
+/// naming objects covers a write only when every object written is named and among them.
 fn covers(rule: &WriterRule, entry: &LearnedEntry) -> bool {
-    let Some(sa) = &entry.service_account else {
+    if entry.service_account.is_none() || rule.objects.release.selector.is_some() {
         return false;
+    }
+    let (namespace, name) = split_release(&entry.release);
+    let release = ReleaseKey::new(namespace, name);
+    let labels = BTreeMap::new();
+    let writer = RuleWriter {
+        username: &entry.writer,
+        groups: Vec::new(),
+        field_manager: entry.field_manager.as_deref(),
     };
-    let o = &rule.objects;
-    rule.writers.service_accounts.iter().any(|s| s == sa)
-        && rule
-            .writers
-            .field_manager
-            .as_ref()
-            .is_none_or(|m| entry.field_manager.as_ref() == Some(m))
-        && o.release.selector.is_none()
-        && release_matches(&o.release, &entry.release)
-        && o.group == entry.group
-        && o.kind == entry.kind
-        && (o.names.is_empty() || entry.objects.iter().all(|n| o.names.contains(n)))
-        && (o.names.is_empty() || entry.distinct_objects <= entry.objects.len() as u64)
-        && rule.paths.iter().any(|p| path_matches(p, &entry.path))
+    let object = |name: &'_ str| {
+        rule.matches_object(&RuleObject {
+            release: &release,
+            labels: &labels,
+            group: &entry.group,
+            kind: &entry.kind,
+            name,
+        })
+    };
+    let objects = if rule.objects.names.is_empty() {
+        object("")
+    } else {
+        !entry.objects.is_empty()
+            && entry.distinct_objects <= entry.objects.len() as u64
+            && entry.objects.iter().all(|n| object(n))
+    };
+    rule.matches_writer(&writer) && objects && rule.covers_path(&entry.path)
 }
 
 fn release_matches(release: &ReleaseMatch, key: &str) -> bool {
     let (namespace, name) = split_release(key);
     release.namespace.as_deref().is_none_or(|n| n == namespace)
         && release.name.as_deref().is_none_or(|n| n == name)
-}
-
-/// A rule's path against a written path, segment by segment, `*` matching one segment.
-fn path_matches(pattern: &str, path: &str) -> bool {
-    let (p, w): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
-    p.len() == w.len() && p.iter().zip(&w).all(|(p, w)| *p == "*" || p == w)
 }
 
 fn unused(in_force: &[&WriterRule], input: &LearnInput<'_>) -> Vec<UnusedRule> {

@@ -33,7 +33,7 @@ use crate::release::ReleaseKey;
 
 mod held;
 mod keyed_path;
-pub use held::rule_held_paths;
+pub use held::{rule_held_paths, rule_holders};
 pub use keyed_path::keyed_path;
 
 /// One scoped writer rule.

@@ -132,6 +132,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
             )
             .await
             .map_err(PluginError::Usage)?;
+            let mut rules = rules;
+            rules.extend(super::writer_rules::helmrelease_rules(&client, registrations).await);
             status::add_writer_rules(&mut report, &rules, crate::lock_exception::now());
             print(target.output, &report, status::render_text)?;
             Ok(ExitCode::SUCCESS)
@@ -156,6 +158,8 @@ pub(crate) async fn run(args: PluginArgs) -> Result<ExitCode, PluginError> {
                 .flat_map(|s| s.objects.iter().flatten().cloned())
                 .collect();
             let (schema, live) = (schema(&client).await, fetch(&client, objects).await);
+            let own = config.own_release.clone();
+            super::writer_rules::with_configmap_rules(&client, own.as_ref(), &mut config).await;
             let report = with_stored_forms(&client, &index, &config, &schema, &live).await;
             print(target.output, &report, diff::render_text)?;
             Ok(ExitCode::from(report.exit_status()))
@@ -582,7 +586,17 @@ async fn why_locked(
     if config.own_release.is_none() {
         config.own_release = super::declared_own_release(&index);
     }
-    let report = why::why(&index, &config, &schema, &wanted, &live, chart.as_ref());
+    let own = config.own_release.clone();
+    super::writer_rules::with_configmap_rules(&client, own.as_ref(), &mut config).await;
+    let report = why::why(
+        &index,
+        &config,
+        &schema,
+        &wanted,
+        &live,
+        chart.as_ref(),
+        crate::lock_exception::now(),
+    );
     print(output, &report, why::render_text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -892,7 +906,8 @@ async fn with_stored_forms(
     schema: &Schema,
     live: &LiveObjects,
 ) -> diff::DiffReport {
-    let local = diff::diff(index, config, schema, live, &diff::StoredForms::new());
+    let now = crate::lock_exception::now();
+    let local = diff::diff(index, config, schema, live, &diff::StoredForms::new(), now);
     let drifted: Vec<Arc<LockedObject>> = index
         .releases()
         .into_iter()
@@ -912,7 +927,7 @@ async fn with_stored_forms(
         return local;
     }
     let stored = stored_forms(client, drifted).await;
-    diff::diff(index, config, schema, live, &stored)
+    diff::diff(index, config, schema, live, &stored, now)
 }
 
 /// What the API server would store each object's chart object as: a dry-run create under a

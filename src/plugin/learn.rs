@@ -141,6 +141,14 @@ pub(crate) async fn run(target: &Target, args: LearnArgs) -> Result<ExitCode, Pl
     )
     .await
     .map_err(PluginError::Usage)?;
+    // A rule accepted into a release's HelmRelease is in force as much as the ConfigMap's: not
+    // proposed again, and unused when no write uses it.
+    let registrations = match &target.registration_namespace {
+        Some(ns) => Some(ns.clone()),
+        None => crate::config_file::load(target.config.as_deref())?.registration_namespace,
+    };
+    let mut rules = rules;
+    rules.extend(super::writer_rules::helmrelease_rules(client, registrations.as_deref()).await);
 
     let now = crate::lock_exception::now();
     let seconds = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);

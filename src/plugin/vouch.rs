@@ -300,6 +300,7 @@ mod tests {
             &schema,
             &live,
             &Default::default(),
+            0,
         );
         let text = show(&found, Some(&report));
         assert!(
@@ -317,6 +318,7 @@ mod tests {
             &schema,
             &calm,
             &Default::default(),
+            0,
         );
         assert!(show(&found, Some(&report)).contains("drift from live: none"));
     }

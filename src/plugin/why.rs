@@ -52,6 +52,9 @@ pub(crate) struct LockedField {
     /// Where the chart sets it: `values: replicaCount`, or `set in shop/templates/x.yaml line 9`
     /// (`null` when the chart's templates were not read).
     pub from: Option<String>,
+    /// The writer rule whose writer holds the path (`null`: none): a write by that writer is
+    /// let through and the reverter leaves the value, so a difference here is not drift.
+    pub held_by: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -87,7 +90,8 @@ pub(crate) fn claims<'i>(
     })
 }
 
-/// `chart`: the owning revision's chart files, to say which values key sets each field.
+/// `chart`: the owning revision's chart files, to say which values key sets each field. `now`
+/// (Unix seconds) decides which writer rules are in force.
 pub(crate) fn why(
     index: &Index,
     config: &Config,
@@ -95,6 +99,7 @@ pub(crate) fn why(
     wanted: &Wanted,
     live: &Live,
     chart: Option<&ChartFiles>,
+    now: i64,
 ) -> WhyReport {
     let live_value = match live {
         Live::Found(value) => Some(value),
@@ -138,9 +143,11 @@ pub(crate) fn why(
                 crate::core::rendered_object(&c.manifest, &object.kind, &object.name)
                     .map(|(source, rendered)| (c, source, rendered))
             });
+            let holders = super::diff::rule_holders(index, config, object, value, now);
             locked_values(schema, object, value, &ignore)
                 .into_iter()
                 .map(|v| LockedField {
+                    held_by: super::diff::held_by(&holders, &v.path).map(str::to_string),
                     from: rendered.as_ref().map(|(c, source, rendered)| {
                         crate::core::trace_change(
                             &c.templates,
@@ -202,28 +209,60 @@ pub(crate) fn render_text(report: &WhyReport) -> String {
         return out;
     }
     let traced = report.fields.iter().any(|f| f.from.is_some());
+    let ruled = report.fields.iter().any(|f| f.held_by.is_some());
     let mut header: Vec<String> = vec!["  PATH".into(), "CHART".into(), "LIVE".into()];
     if traced {
         header.push("FROM".into());
     }
+    if ruled {
+        header.push("HELD BY".into());
+    }
     let mut rows = vec![header];
     for field in &report.fields {
+        let mark = match (field.differs, &field.held_by) {
+            (true, Some(_)) => "~",
+            (true, None) => "*",
+            (false, _) => " ",
+        };
         let mut row = vec![
-            format!("{} {}", if field.differs { "*" } else { " " }, field.path),
+            format!("{mark} {}", field.path),
             super::show(Some(&field.chart)),
             super::show(field.live.as_ref()),
         ];
         if traced {
             row.push(field.from.clone().unwrap_or_default());
         }
+        if ruled {
+            row.push(
+                field
+                    .held_by
+                    .as_ref()
+                    .map(|id| format!("writer rule {id}"))
+                    .unwrap_or_default(),
+            );
+        }
         rows.push(row);
     }
     out.push_str(&super::table(&rows));
-    let differing = report.fields.iter().filter(|f| f.differs).count();
+    let differing = report
+        .fields
+        .iter()
+        .filter(|f| f.differs && f.held_by.is_none())
+        .count();
     out.push_str(&format!(
         "{differing} of {} locked fields differ from the chart (*). Change them with helm upgrade of {key}.\n",
         report.fields.len()
     ));
+    let held = report
+        .fields
+        .iter()
+        .filter(|f| f.differs && f.held_by.is_some())
+        .count();
+    if held > 0 {
+        out.push_str(&format!(
+            "{held} differ and are held by writer rules (~): their writers may change them, and the reverter leaves them (not drift).\n"
+        ));
+    }
     out
 }
 
@@ -253,6 +292,7 @@ mod tests {
             &deploy("web"),
             &live,
             None,
+            0,
         );
         let release = report.release.as_ref().unwrap();
         assert_eq!((release.name.as_str(), release.locked), ("shop", true));
@@ -294,6 +334,7 @@ mod tests {
             &deploy("web"),
             &live,
             Some(&chart),
+            0,
         );
         let replicas = traced
             .fields
@@ -318,6 +359,7 @@ mod tests {
             &deploy("other"),
             &Live::Found(live_deployment(1, "x")),
             None,
+            0,
         );
         assert!(report.release.is_none() && report.fields.is_empty());
         assert!(render_text(&report).contains("no Helm release locks it"));
@@ -335,6 +377,7 @@ mod tests {
             &role(None),
             &Live::Missing,
             None,
+            0,
         );
         assert_eq!(found.release.unwrap().name, "shop");
         assert!(render_text(&why(
@@ -344,6 +387,7 @@ mod tests {
             &role(None),
             &Live::Missing,
             None,
+            0,
         ))
         .contains("The live object is missing."));
     }
@@ -358,6 +402,7 @@ mod tests {
             &deploy("web"),
             &Live::Found(live_deployment(3, "nginx:1.25")),
             None,
+            0,
         );
         let text = render_text(&report);
         assert!(
@@ -367,5 +412,42 @@ mod tests {
             "{text}"
         );
         assert!(report.fields.iter().all(|f| !f.differs));
+    }
+
+    /// As the reverter sees it: a path the rule's writer holds differs, but is not drift.
+    #[test]
+    fn a_path_a_writer_rule_holds_is_named_with_its_rule() {
+        let index = index(Status::Deployed);
+        let config: Config = serde_saphyr::from_str(
+            "writers:\n- id: web-scaler\n  writers: {serviceAccounts: [ops/scaler], fieldManager: scaler}\n  objects: {group: apps, kind: Deployment}\n  paths: [/spec/replicas]\n  reason: r\n",
+        )
+        .unwrap();
+        let mut deployment = live_deployment(7, "nginx:1.25");
+        deployment["metadata"]["managedFields"] = serde_json::json!([{"manager": "scaler",
+            "operation": "Update", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}}}]);
+        let report = why(
+            &index,
+            &config,
+            &Schema::builtin(),
+            &deploy("web"),
+            &Live::Found(deployment),
+            None,
+            0,
+        );
+        let replicas = report
+            .fields
+            .iter()
+            .find(|f| f.path == "/spec/replicas")
+            .unwrap();
+        assert_eq!(replicas.held_by.as_deref(), Some("web-scaler"));
+        let text = render_text(&report);
+        assert!(text.contains("~ /spec/replicas"), "{text}");
+        assert!(text.contains("writer rule web-scaler"), "{text}");
+        assert!(text.contains("0 of "), "{text}");
+        assert!(
+            text.contains("1 differ and are held by writer rules"),
+            "{text}"
+        );
     }
 }

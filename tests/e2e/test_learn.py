@@ -282,6 +282,12 @@ class Learn(PlaneTest):
         self.assertIn("writer rule", out.stderr)
         time.sleep(5)
         self.assertEqual((self.replicas(), self.mode()), (6, "rush"), self.log())
+        # The plugin sees it as the reverter does: held by the scaler's rule, not drift.
+        out = self.plugin("diff", RELEASE, "-n", NS, "--own-release", f"{LOCKER_NS}/{LOCKER}", "-o", "json")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        held = {(h["path"], h["rule"]) for d in json.loads(out.stdout)["differences"] for h in d["held"]}
+        self.assertIn("/spec/replicas", {path for path, _ in held}, out.stdout)
+        self.assertTrue({rule for _, rule in held} <= set(ids), held)
         # Everyone else, and the scaler elsewhere, are denied.
         for out in (self.alice_flags("d"), self.alice_password(), self.scale("batch", 4, manager="batch"),
                     self.as_account("scaler", "-n", NS, "patch", "deployment", f"{RELEASE}-web", "--type=merge",

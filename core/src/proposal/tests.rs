@@ -608,3 +608,55 @@ fn times_are_written_in_rfc3339() {
     assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
     assert_eq!(rfc3339(951_782_400 + 3_661), "2000-02-29T01:01:01Z");
 }
+
+/// "Covered" is the rule's own matching, the one admission uses: a rule path above the written
+/// one covers it (admission lets it through), so it is not proposed again; a path no rule may
+/// give (owner references) is never covered, whatever the rule says.
+#[test]
+fn a_rule_covers_what_admission_lets_through_and_nothing_else() {
+    let annotated = |p: &Proposals| {
+        p.proposed
+            .iter()
+            .any(|p| p.rule.writers.service_accounts == ["ops/annotator"])
+    };
+    assert!(annotated(&run(&evidence(), &[], &charts())));
+    let above = [rule(
+        "template",
+        "ops/annotator",
+        "Deployment",
+        &["/spec/template"],
+        None,
+    )];
+    assert!(!annotated(&run(&evidence(), &above, &charts())));
+    let mut owner = entry(
+        &sa("scaler"),
+        Some("ops/scaler"),
+        "scaler",
+        "Deployment",
+        "/metadata/ownerReferences",
+    );
+    owner.objects = vec!["web".into()];
+    let never = [rule(
+        "owners",
+        "ops/scaler",
+        "Deployment",
+        &["/metadata/ownerReferences"],
+        None,
+    )];
+    let proposed_paths = |rules: &[WriterRule]| {
+        let learned = [Learned {
+            entries: vec![owner.clone()],
+            ..evidence()[0].clone()
+        }];
+        let p = run(&learned, rules, &charts());
+        p.proposed
+            .iter()
+            .flat_map(|p| p.rule.paths.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        proposed_paths(&never),
+        proposed_paths(&[]),
+        "a rule never gives owner references away, so it covers no such write"
+    );
+}

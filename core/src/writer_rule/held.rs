@@ -24,7 +24,22 @@ pub fn rule_held_paths(
     helm_apply: Option<&str>,
     now: i64,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    rule_holders(rules, object, live, helm_apply, now)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// [`rule_held_paths`], each with the id of the (first) rule that holds it: what the plugin's
+/// `diff` and `why` name instead of drift, from the very function the reverter follows.
+pub fn rule_holders(
+    rules: &[&WriterRule],
+    object: &RuleObject<'_>,
+    live: &Value,
+    helm_apply: Option<&str>,
+    now: i64,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
     for rule in rules
         .iter()
         .filter(|r| r.is_active(now) && r.matches_object(object))
@@ -41,8 +56,8 @@ pub fn rule_held_paths(
                             || helm_apply.is_some_and(|helm| owned_by(live, helm, &p))
                     }
                 };
-                if held && !never_given(&p) && !out.contains(&p) {
-                    out.push(p);
+                if held && !never_given(&p) && !out.iter().any(|(have, _)| *have == p) {
+                    out.push((p, rule.id.clone()));
                 }
             }
         }
