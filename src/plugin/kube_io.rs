@@ -864,11 +864,14 @@ async fn schema(client: &Client) -> Arc<Schema> {
     }
 }
 
-/// Each object as the API server has it now, in the chart's group and version.
-async fn fetch(client: &Client, objects: Vec<Arc<LockedObject>>) -> LiveObjects {
-    let mut resources: HashMap<GroupVersionKind, Result<(ApiResource, bool), String>> =
-        HashMap::new();
-    for object in &objects {
+/// Each kind of `objects` as discovery serves it at the chart's group and version (and whether it
+/// is namespaced), or why it is not served.
+async fn served_kinds(
+    client: &Client,
+    objects: &[Arc<LockedObject>],
+) -> HashMap<GroupVersionKind, Result<(ApiResource, bool), String>> {
+    let mut resources = HashMap::new();
+    for object in objects {
         let gvk = GroupVersionKind::gvk(&object.group, &object.version, &object.kind);
         if let std::collections::hash_map::Entry::Vacant(slot) = resources.entry(gvk) {
             let found = pinned_kind(client, slot.key())
@@ -878,7 +881,12 @@ async fn fetch(client: &Client, objects: Vec<Arc<LockedObject>>) -> LiveObjects 
             slot.insert(found);
         }
     }
-    let resources = &resources;
+    resources
+}
+
+/// Each object as the API server has it now, in the chart's group and version.
+async fn fetch(client: &Client, objects: Vec<Arc<LockedObject>>) -> LiveObjects {
+    let resources = &served_kinds(client, &objects).await;
     futures::stream::iter(objects)
         .map(|object| async move {
             let id = ObjectId::of(&object);
@@ -934,19 +942,7 @@ async fn with_stored_forms(
 /// generated name ([`crate::core::stored_form_body`]), which needs `create` on the kind in its
 /// namespace; nothing is stored. An error says why it did not answer.
 async fn stored_forms(client: &Client, objects: Vec<Arc<LockedObject>>) -> diff::StoredForms {
-    let mut resources: HashMap<GroupVersionKind, Result<(ApiResource, bool), String>> =
-        HashMap::new();
-    for object in &objects {
-        let gvk = GroupVersionKind::gvk(&object.group, &object.version, &object.kind);
-        if let std::collections::hash_map::Entry::Vacant(slot) = resources.entry(gvk) {
-            let found = pinned_kind(client, slot.key())
-                .await
-                .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced))
-                .map_err(|e| format!("{} is not served: {e}", object.api_version()));
-            slot.insert(found);
-        }
-    }
-    let resources = &resources;
+    let resources = &served_kinds(client, &objects).await;
     futures::stream::iter(objects)
         .map(|object| async move {
             let id = ObjectId::of(&object);
