@@ -5,6 +5,11 @@ works with them) shows.
 
     env = chart_rbac_env(plane)                      # once per control plane
     locker = chart_locker(plane, env, "trust", "--exempt-user", "ops")
+    locker = locked(plane, env, "trust", "--exempt-user", "ops")  # ready, leading, registered
+    ...
+    unlock(plane, locker, "trust")
+
+The tenants and operators the tests play are bound with `bind`.
 """
 
 import base64
@@ -15,7 +20,7 @@ import time
 
 import helm_python as helm
 
-from harness import Locker, ROOT, locker_values
+from harness import Locker, ROOT, eventually, locker_values, register_webhook, unregister_webhook
 
 CHART = os.path.join(ROOT, "charts", "helm-locker")
 # The chart's release name and namespace: its objects are then called helm-locker-... or
@@ -98,3 +103,33 @@ def chart_locker(plane, env, name, *flags):
                   "--lease-namespace", NS, "--lease-name", "helm-locker",
                   "--author-key-secret", f"{RELEASE}-author-key",
                   "--exempt-service-account", f"{NS}/{SA}", *flags, env=env)
+
+
+def locked(plane, env, name, *flags, webhook=None, leader_within=30):
+    """A `chart_locker` started and ready, the leader (its reverter runs), and registered as the
+    validating webhook `webhook` (`name` when not given)."""
+    locker = chart_locker(plane, env, name, *flags)
+    locker.wait_ready()
+    assert eventually(lambda: locker.metric("helm_locker_leader") == 1, leader_within), \
+        locker.log_text()[-3000:]
+    register_webhook(plane, locker, webhook or name)
+    return locker
+
+
+def unlock(plane, locker, webhook):
+    """Undoes `locked`: the webhook unregistered first (no write is refused by a locker that is
+    gone), then the locker stopped."""
+    unregister_webhook(plane, webhook)
+    locker.stop()
+
+
+def bind(plane, user, role, namespace=None, name=None):
+    """Binds `user` to the ClusterRole `role`: cluster-wide without `namespace`, else in it (a
+    RoleBinding). `role` as `Role/x` binds the namespace's Role x instead. The binding is called
+    `name` (`<user>-<role>` when not given)."""
+    kind, _, role_name = role.rpartition("/")
+    name = name or f"{user}-{role_name}"
+    ref = f"--role={role_name}" if kind == "Role" else f"--clusterrole={role_name}"
+    args = (("-n", namespace, "create", "rolebinding") if namespace else ("create", "clusterrolebinding"))
+    out = plane.kubectl(*args, name, ref, f"--user={user}")
+    assert out.returncode == 0, out.stderr

@@ -475,6 +475,17 @@ class PlaneTest(unittest.TestCase):
         return [e.get("note") or e.get("message") or "" for e in self.object_events(namespace, name, reason)]
 
 
+def write_files(prefix, files, root=None):
+    """A new directory (under `root`, else the system's temporary one) holding `files`
+    (relative path -> text), e.g. a chart; its path."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=root)
+    for name, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(path, name)), exist_ok=True)
+        with open(os.path.join(path, name), "w") as f:
+            f.write(text)
+    return path
+
+
 def release_secret(name, namespace, objects, status="deployed", revision=1):
     """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64.
     The one encoder of the suite (the Rust side's is helm_locker_core::test_util)."""

@@ -22,14 +22,12 @@ Runs on the newest Kubernetes only (not in scripts/e2e.sh's FLOOR): nothing here
 """
 
 import json
-import os
-import tempfile
 import unittest
 
 import helm_python as helm
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_locker, chart_rbac_env
+from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook, write_files
 
 NS = "cm"
 RELEASE = "web"
@@ -55,15 +53,9 @@ class ConfigMapDriver(PlaneTest):
         cls.plane = ControlPlane()
         k = cls.plane.kubectl
         assert k("create", "namespace", NS).returncode == 0
-        for args in (("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin", f"--user={OPS}"),
-                     ("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice")):
-            out = k(*args)
-            assert out.returncode == 0, out.stderr
-        cls.chart = tempfile.mkdtemp(prefix="cm-chart-")
-        for path, text in CHART.items():
-            os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-            with open(os.path.join(cls.chart, path), "w") as f:
-                f.write(text)
+        bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
+        bind(cls.plane, "alice", "edit", NS)
+        cls.chart = write_files("cm-chart-", CHART)
         cls.env = chart_rbac_env(cls.plane)
         cls.locker = None
         assert eventually(lambda: cls.can_i_as("alice", "patch", "configmaps", "-n", NS) == "yes", 20)

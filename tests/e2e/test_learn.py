@@ -32,15 +32,13 @@ pod's name in the request's `extra` from 1.32 on.
 
 import base64
 import json
-import os
-import tempfile
 import time
 import unittest
 
 import helm_python as helm
 
-from chart_rbac import NS as LOCKER_NS, RELEASE as LOCKER, chart_locker, chart_rbac_env
-from harness import BIN, PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import NS as LOCKER_NS, RELEASE as LOCKER, bind, chart_rbac_env, locked, unlock
+from harness import BIN, PlaneTest, ControlPlane, eventually, write_files
 
 NS = "shop"
 OPS = "ops"
@@ -121,11 +119,11 @@ class Learn(PlaneTest):
         assert out.returncode == 0, out.stderr
         for args in (("-n", NS, "create", "rolebinding", "scaler", "--role=scaler", f"--serviceaccount={OPS}:scaler"),
                      ("-n", NS, "create", "rolebinding", "configurer", "--role=configurer", f"--serviceaccount={OPS}:configurer"),
-                     ("-n", NS, "create", "rolebinding", "batch", "--role=batch", f"--serviceaccount={OPS}:batch"),
-                     ("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice"),
-                     ("-n", "tenant", "create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice")):
+                     ("-n", NS, "create", "rolebinding", "batch", "--role=batch", f"--serviceaccount={OPS}:batch")):
             out = k(*args)
             assert out.returncode == 0, out.stderr
+        for ns in (NS, "tenant"):
+            bind(cls.plane, "alice", "edit", ns)
         for name, account in (("scaler-0", "scaler"), ("configurer-0", "configurer")):
             out = k("apply", "-f", "-", input=json.dumps(pod(name, account)))
             assert out.returncode == 0, out.stderr
@@ -134,11 +132,7 @@ class Learn(PlaneTest):
             "configurer": cls.token("configurer", "configurer-0"),
             "batch": cls.token("batch", None),
         }
-        cls.chart = tempfile.mkdtemp(prefix="learn-chart-")
-        for path, text in CHART.items():
-            os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-            with open(os.path.join(cls.chart, path), "w") as f:
-                f.write(text)
+        cls.chart = write_files("learn-chart-", CHART)
         values = {"revert": {"enabled": True}, "learn": {"enabled": True}}
         cls.env = chart_rbac_env(cls.plane, values)
         # The switches (mode) and rules ConfigMaps as the chart makes them; the locker starts in warn.
@@ -151,17 +145,14 @@ class Learn(PlaneTest):
 
     @classmethod
     def start_locker(cls):
-        cls.locker = chart_locker(cls.plane, cls.env, "learn", "--mode", "warn",
-                                  "--switches-configmap", SWITCHES, "--writers-configmap", WRITERS,
-                                  "--learned-configmap-prefix", LEARNED_PREFIX, "--learn-interval", "2s")
-        cls.locker.wait_ready()
-        register_webhook(cls.plane, cls.locker, "learn-lock")
-        assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), "never became leader"
+        cls.locker = locked(cls.plane, cls.env, "learn", "--mode", "warn",
+                            "--switches-configmap", SWITCHES, "--writers-configmap", WRITERS,
+                            "--learned-configmap-prefix", LEARNED_PREFIX, "--learn-interval", "2s",
+                            webhook="learn-lock")
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "learn-lock")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "learn-lock")
         cls.plane.down()
 
     @classmethod
@@ -322,10 +313,21 @@ class Learn(PlaneTest):
         self.assertGreaterEqual(self.locker.metric("helm_locker_writer_rule_uses_total") or 0, 4)
         self.assertNoSecretValue()
 
+    def settled_learn(self):
+        """`learn`'s answer once the locker has written what it learned (it flushes every 2 s, so
+        test 2's last writes may still be in memory): two answers a flush apart that agree."""
+        previous = self.learn()
+        for _ in range(10):
+            time.sleep(2.5)
+            now = self.learn()
+            if now == previous:
+                return now
+            previous = now
+        self.fail("the learned evidence never settled")
+
     def test_3_proposals_are_the_same_after_the_leader_restarts(self):
-        before = self.learn()
-        self.locker.stop()
-        unregister_webhook(self.plane, "learn-lock")
+        before = self.settled_learn()
+        unlock(self.plane, self.locker, "learn-lock")
         type(self).start_locker()
         after = self.learn()
         self.assertEqual(after["proposed"], before["proposed"])

@@ -24,14 +24,12 @@ Runs on the newest Kubernetes only. From tests/e2e:
   HELM_LOCKER_BIN=<target>/debug/helm-locker .venv-e2e/bin/python -m unittest -v test_stored_form
 """
 
-import json
 import os
-import tempfile
 import time
 import unittest
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import BIN, PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_rbac_env, locked
+from harness import BIN, PlaneTest, ControlPlane, eventually, unregister_webhook, write_files
 
 NS = "stored"
 RELEASE = "st"
@@ -98,13 +96,8 @@ class StoredForm(PlaneTest):
         try:
             k = cls.plane.kubectl
             assert k("create", "namespace", NS).returncode == 0
-            out = k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin", f"--user={OPS}")
-            assert out.returncode == 0, out.stderr
-            cls.chart = tempfile.mkdtemp(prefix="stored-chart-")
-            for path, text in CHART.items():
-                os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-                with open(os.path.join(cls.chart, path), "w") as f:
-                    f.write(text)
+            bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
+            cls.chart = write_files("stored-chart-", CHART)
         except BaseException:
             cls.plane.down()
             raise
@@ -160,10 +153,7 @@ class StoredForm(PlaneTest):
 
         # The locker starts afterwards: the release has no author stamp.
         env = chart_rbac_env(self.plane)
-        type(self).locker = self.locker = chart_locker(self.plane, env, "stored", "--exempt-user", OPS)
-        self.locker.wait_ready()
-        self.assertTrue(eventually(lambda: self.locker.metric("helm_locker_leader") == 1, 30), self.log())
-        register_webhook(self.plane, self.locker, "stored")
+        type(self).locker = self.locker = locked(self.plane, env, "stored", "--exempt-user", OPS)
         self.assertTrue(eventually(lambda: self.locker.metric("helm_locker_unknown_author_releases") == 1, 30),
                         self.log())
         # Only the Deployment is held, at its replicas only.

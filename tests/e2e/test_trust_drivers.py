@@ -24,15 +24,13 @@ Runs on the newest Kubernetes only (not in scripts/e2e.sh's FLOOR): nothing here
 import base64
 import gzip
 import json
-import os
-import tempfile
 import time
 import unittest
 
 import helm_python as helm
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_rbac_env, locked, unlock
+from harness import PlaneTest, ControlPlane, eventually, write_files
 
 NS = "team"
 RELEASE = "ops"
@@ -78,29 +76,19 @@ class TrustDrivers(PlaneTest):
         assert k("create", "namespace", NS).returncode == 0
         out = k("apply", "-f", "-", input=json.dumps(ALICE_ROLE))
         assert out.returncode == 0, out.stderr
-        for args in (("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin", f"--user={OPS}"),
-                     ("-n", NS, "create", "rolebinding", "alice-cm", "--role=configmap-writer", "--user=alice"),
-                     ("-n", NS, "create", "rolebinding", "carol-edit", "--clusterrole=edit", "--user=carol")):
-            out = k(*args)
-            assert out.returncode == 0, out.stderr
-        cls.chart = tempfile.mkdtemp(prefix="drivers-chart-")
-        for path, text in CHART.items():
-            os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-            with open(os.path.join(cls.chart, path), "w") as f:
-                f.write(text)
+        bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
+        bind(cls.plane, "alice", "Role/configmap-writer", NS, name="alice-cm")
+        bind(cls.plane, "carol", "edit", NS)
+        cls.chart = write_files("drivers-chart-", CHART)
         assert eventually(lambda: cls.can_i_as("alice", "create", "configmaps", "-n", NS) == "yes", 20)
         assert cls.can_i_as("alice", "create", "secrets", "-n", NS) == "no"
         cls.env = chart_rbac_env(cls.plane)
-        cls.locker = chart_locker(cls.plane, cls.env, "drivers", "--exempt-user", OPS)
-        cls.locker.wait_ready()
-        register_webhook(cls.plane, cls.locker, "drivers-lock")
-        assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), "never became leader"
+        cls.locker = locked(cls.plane, cls.env, "drivers", "--exempt-user", OPS, webhook="drivers-lock")
         helm.Config(kubeconfig_path=cls.plane.kubeconfig, namespace=NS).install(cls.chart, RELEASE, {})
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "drivers-lock")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "drivers-lock")
         cls.plane.down()
 
     def log(self):

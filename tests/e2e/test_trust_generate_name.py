@@ -29,12 +29,11 @@ import copy
 import gzip
 import json
 import os
-import tempfile
 import time
 import unittest
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import PlaneTest, HERE, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
+from chart_rbac import chart_rbac_env, locked, unlock
+from harness import PlaneTest, HERE, ControlPlane, eventually, register_author_webhook, write_files
 
 GRANTS = os.path.join(HERE, "charts", "grants")
 OPS = "ops"
@@ -100,11 +99,7 @@ class TrustGenerateName(PlaneTest):
             assert eventually(lambda: cls.can_i_as("alice", "create", "configmaps", "-n", "flux-system") == "yes", 20)
             assert eventually(lambda: cls.can_i_as("alice", "delete", "secrets", "-n", "team") == "yes", 20)
             assert eventually(lambda: cls.can_i_as("bob", "patch", "configmaps", "-n", "apps") == "yes", 20)
-            cls.chart = tempfile.mkdtemp(prefix="site-chart-")
-            for path, text in CHART.items():
-                os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-                with open(os.path.join(cls.chart, path), "w") as f:
-                    f.write(text)
+            cls.chart = write_files("site-chart-", CHART)
             cls.env = chart_rbac_env(cls.plane)
             cls.locker = cls.start("genname")
         except BaseException:
@@ -113,17 +108,12 @@ class TrustGenerateName(PlaneTest):
 
     @classmethod
     def start(cls, name):
-        locker = chart_locker(cls.plane, cls.env, name, "--exempt-user", OPS,
-                              "--trusted-storage-namespace", TRUSTED)
-        locker.wait_ready()
-        assert eventually(lambda: locker.metric("helm_locker_leader") == 1, 40), locker.log_text()[-3000:]
-        register_webhook(cls.plane, locker, "genname")
-        return locker
+        return locked(cls.plane, cls.env, name, "--exempt-user", OPS, "--trusted-storage-namespace", TRUSTED,
+                      webhook="genname", leader_within=40)
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "genname")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "genname")
         cls.plane.down()
 
     def log(self):
@@ -219,8 +209,7 @@ class TrustGenerateName(PlaneTest):
         # Control: a process that never saw the stamp (started after it) cannot tell the copy
         # from the first Secret: the stamp verifies inside its window and the binding comes back.
         saved = self.installed_and_taken_back("before")
-        unregister_webhook(self.plane, "genname")
-        self.locker.stop()
+        unlock(self.plane, self.locker, "genname")
         self.__class__.locker = self.start("genname2")
         started = time.time()
         self.replay("before", saved)

@@ -30,8 +30,8 @@ import tempfile
 import time
 import unittest
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import PlaneTest, HERE, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_rbac_env, locked, unlock
+from harness import PlaneTest, HERE, ControlPlane, eventually
 
 OPS_CHART = os.path.join(HERE, "charts", "ops-agent")
 # Writes drift by hand; exempt at admission (--exempt-user ops).
@@ -120,27 +120,21 @@ class TrustOwners(PlaneTest):
         grants = [("team", "alice-edit", "edit"), ("a-tenant", "alice-admin", "admin"),
                   ("dept", "alice-admin", "admin"), ("own", "alice-all", "cluster-admin")]
         for ns, name, role in grants:
-            out = k("-n", ns, "create", "rolebinding", name, f"--clusterrole={role}", "--user=alice")
-            assert out.returncode == 0, out.stderr
-        assert k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
-                 f"--user={OPS}").returncode == 0
+            bind(cls.plane, "alice", role, ns, name=name)
+        bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
         out = k("apply", "-f", "-", input=json.dumps(WIDGET_CRD))
         assert out.returncode == 0, out.stderr
         cls.charts = tempfile.mkdtemp(prefix="trust-owners-")
         cls.dept_chart = write_chart(cls.charts, "dept-ops", DEPT_CHART)
         cls.own_chart = write_chart(cls.charts, "gadgets", OWN_CHART)
         cls.env = chart_rbac_env(cls.plane)
-        cls.locker = chart_locker(cls.plane, cls.env, "owners", "--exempt-user", OPS)
-        cls.locker.wait_ready()
-        assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), "never became leader"
-        register_webhook(cls.plane, cls.locker, "owners")
+        cls.locker = locked(cls.plane, cls.env, "owners", "--exempt-user", OPS)
         # RBAC takes a moment to see the bindings made above.
         assert eventually(lambda: cls.can_i_as("alice", "create", "secrets", "-n", "a-tenant") == "yes", 20)
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "owners")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "owners")
         cls.plane.down()
 
     def can_i(self, *args):

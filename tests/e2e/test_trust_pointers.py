@@ -28,12 +28,11 @@ Runs on the newest Kubernetes only (the fields' pointer-ness does not change bet
 
 import json
 import os
-import tempfile
 import time
 import unittest
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import BIN, ROOT, PlaneTest, ControlPlane, eventually, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_rbac_env, locked, unlock
+from harness import BIN, ROOT, PlaneTest, ControlPlane, eventually, register_webhook, write_files
 
 NS = "ptr"
 RELEASE = "web"
@@ -117,31 +116,19 @@ class TrustPointers(PlaneTest):
         try:
             k = cls.plane.kubectl
             assert k("create", "namespace", NS).returncode == 0
-            for args in (("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
-                          f"--user={OPS}"),
-                         ("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice")):
-                out = k(*args)
-                assert out.returncode == 0, out.stderr
-            cls.chart = tempfile.mkdtemp(prefix="ptr-chart-")
-            for path, text in CHART.items():
-                os.makedirs(os.path.dirname(os.path.join(cls.chart, path)), exist_ok=True)
-                with open(os.path.join(cls.chart, path), "w") as f:
-                    f.write(text)
+            bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
+            bind(cls.plane, "alice", "edit", NS)
+            cls.chart = write_files("ptr-chart-", CHART)
             assert eventually(lambda: cls.can_i_as("alice", "patch", "deployments", "-n", NS) == "yes", 20)
             env = chart_rbac_env(cls.plane)
-            cls.locker = chart_locker(cls.plane, env, "pointers", "--exempt-user", OPS)
-            cls.locker.wait_ready()
-            assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), \
-                cls.locker.log_text()[-3000:]
-            register_webhook(cls.plane, cls.locker, "pointers")
+            cls.locker = locked(cls.plane, env, "pointers", "--exempt-user", OPS)
         except BaseException:
             cls.plane.down()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "pointers")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "pointers")
         cls.plane.down()
 
     def log(self):
@@ -205,8 +192,7 @@ class TrustPointers(PlaneTest):
 
         # The outage: no locker, so no webhook and no reverter. alice changes the ConfigMap and
         # removes the four falses.
-        unregister_webhook(self.plane, "pointers")
-        self.locker.stop()
+        unlock(self.plane, self.locker, "pointers")
         self.ok(self.k("--as=alice", "-n", NS, "patch", "configmap", f"{RELEASE}-settings", "--type=merge",
                        "-p", json.dumps({"data": {"colour": "red"}})))
         for kind, patch in REMOVED.items():

@@ -35,8 +35,8 @@ import os
 import time
 import unittest
 
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import PlaneTest, HERE, ControlPlane, eventually, register_author_webhook, register_webhook, unregister_webhook
+from chart_rbac import bind, chart_rbac_env, locked, unlock
+from harness import PlaneTest, HERE, ControlPlane, eventually, register_author_webhook
 from test_authors import decode, encode
 
 OPS_AGENT = os.path.join(HERE, "charts", "ops-agent")
@@ -67,19 +67,13 @@ class TrustStamps(PlaneTest):
         try:
             k = cls.plane.kubectl
             assert k("create", "namespace", NS).returncode == 0
-            assert k("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit",
-                     "--user=alice").returncode == 0
-            assert k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
-                     f"--user={OPS}").returncode == 0
+            bind(cls.plane, "alice", "edit", NS)
+            bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
             # (RBAC takes a moment to see a new binding.)
             assert eventually(lambda: k("auth", "can-i", "--as=alice", "delete", "secrets", "-n", NS)
                               .stdout.strip() == "yes", 10)
             env = chart_rbac_env(cls.plane)
-            cls.locker = chart_locker(cls.plane, env, "stamps", "--exempt-user", OPS)
-            cls.locker.wait_ready()
-            assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), \
-                cls.locker.log_text()[-3000:]
-            register_webhook(cls.plane, cls.locker, "stamps")
+            cls.locker = locked(cls.plane, env, "stamps", "--exempt-user", OPS)
             # Attack 2's release, installed first so that its stamps are old by the time it runs:
             # alice is bound, and saves revision 1 as stored (with its stamp); the admin then
             # takes the binding away.
@@ -96,8 +90,7 @@ class TrustStamps(PlaneTest):
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "stamps")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "stamps")
         cls.plane.down()
 
     def log(self):

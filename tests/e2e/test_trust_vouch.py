@@ -31,9 +31,8 @@ import time
 import unittest
 
 import test_trust_stamps
-from chart_rbac import chart_locker, chart_rbac_env
-from harness import (PlaneTest, BIN, HERE, ControlPlane, eventually, register_author_webhook, register_webhook,
-                     unregister_webhook)
+from chart_rbac import bind, chart_rbac_env, locked, unlock
+from harness import PlaneTest, BIN, HERE, ControlPlane, eventually, register_author_webhook
 from test_authors import decode, encode
 
 GRANTS = os.path.join(HERE, "charts", "grants")
@@ -59,29 +58,22 @@ class TrustVouch(PlaneTest):
         try:
             k = cls.plane.kubectl
             assert k("create", "namespace", NS).returncode == 0
-            assert k("-n", NS, "create", "rolebinding", "alice-edit", "--clusterrole=edit",
-                     "--user=alice").returncode == 0
-            assert k("create", "clusterrolebinding", "ops-admin", "--clusterrole=cluster-admin",
-                     f"--user={OPS}").returncode == 0
+            bind(cls.plane, "alice", "edit", NS)
+            bind(cls.plane, OPS, "cluster-admin", name="ops-admin")
             assert eventually(lambda: k("auth", "can-i", "--as=alice", "delete", "secrets", "-n", NS)
                               .stdout.strip() == "yes", 10)
             # Found at install: no author stamp.
             helm = cls.plane.helm(NS)
             helm.install(GRANTS, "found", {"readers": []})
             env = chart_rbac_env(cls.plane)
-            cls.locker = chart_locker(cls.plane, env, "vouch", "--exempt-user", OPS)
-            cls.locker.wait_ready()
-            assert eventually(lambda: cls.locker.metric("helm_locker_leader") == 1, 30), \
-                cls.locker.log_text()[-3000:]
-            register_webhook(cls.plane, cls.locker, "vouch")
+            cls.locker = locked(cls.plane, env, "vouch", "--exempt-user", OPS)
         except BaseException:
             cls.plane.down()
             raise
 
     @classmethod
     def tearDownClass(cls):
-        unregister_webhook(cls.plane, "vouch")
-        cls.locker.stop()
+        unlock(cls.plane, cls.locker, "vouch")
         cls.plane.down()
 
     def log(self):
