@@ -124,6 +124,64 @@ pub fn switches_invalid(why: impl Display) -> String {
     format!("helm-locker did not apply these switches ({why}); those in force stay")
 }
 
+/// `WriterRuleUsed`: the rules `ids` let `user` change `paths` of `object`.
+pub fn writer_rule_used(
+    ids: &[String],
+    user: impl Display,
+    paths: &[String],
+    object: impl Display,
+    release: impl Display,
+) -> String {
+    format!(
+        "writer rule {} let {user} change {} of {object} (release {release})",
+        ids.join(", "),
+        paths.join(", ")
+    )
+}
+
+/// What a write to a locked object tried, as [`exception_used`] and its log line say it:
+/// `delete X`, `write X`, or `change /a, /b of X`.
+pub fn attempted_write(delete: bool, paths: &[String], object: impl Display) -> String {
+    if delete {
+        format!("delete {object}")
+    } else if paths.is_empty() {
+        format!("write {object}")
+    } else {
+        format!("change {} of {object}", paths.join(", "))
+    }
+}
+
+/// `LockExceptionUsed`: an open LockException let `user` make the write `what`
+/// ([`attempted_write`]), for `reason` (the exception's).
+pub fn exception_used(
+    exception: impl Display,
+    user: impl Display,
+    what: &str,
+    release: impl Display,
+    reason: impl Display,
+) -> String {
+    format!("LockException {exception} let {user} {what} (release {release}): {reason}")
+}
+
+/// `Locked`: a HelmRelease's release became locked (at `revision` when known).
+pub fn release_locked(revision: Option<i64>) -> String {
+    format!("release locked{}", revision_suffix(revision))
+}
+
+/// `Transitioning`: Helm started working on a HelmRelease's release; `description` is Helm's.
+pub fn release_transitioning(revision: Option<i64>, description: impl Display) -> String {
+    format!(
+        "Helm is working on the release{}: {description}",
+        revision_suffix(revision)
+    )
+}
+
+fn revision_suffix(revision: Option<i64>) -> String {
+    revision
+        .map(|v| format!(" (revision {v})"))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::events::{self, Reason};
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 use tokio::sync::watch;
 
@@ -124,20 +124,15 @@ async fn report_fight(
     let Some(live) = live else {
         return;
     };
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "RevertFight".into(),
-        note: Some(crate::core::notes::fight_stopped(
-            &stopped.paths,
-            object.describe(),
-            (&object.release, stopped.revision),
-            (FIGHT_REVERTS, humantime::format_duration(FIGHT_WINDOW)),
-            other,
-        )),
-        action: "Stop".into(),
-        secondary: None,
-    };
+    let note = crate::core::notes::fight_stopped(
+        &stopped.paths,
+        object.describe(),
+        (&object.release, stopped.revision),
+        (FIGHT_REVERTS, humantime::format_duration(FIGHT_WINDOW)),
+        other,
+    );
+    let event = events::event(Reason::RevertFight, note, None);
     if let Err(e) = cluster.publish(&event, &live.object_ref(ar)).await {
-        tracing::debug!(error = %e, "could not record the RevertFight event");
+        events::not_recorded(Reason::RevertFight, &e);
     }
 }

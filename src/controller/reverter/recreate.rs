@@ -1,7 +1,7 @@
 //! Deleted objects: created again as Helm would, or reported once as missing.
 
+use crate::events::{self, Reason};
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::{recreate_when_deleted, HelmWriter, LockedObject, ReleaseState};
@@ -80,18 +80,9 @@ pub(super) async fn report_missing(
         return;
     };
     let reference = crate::attempts::revision_reference(&secret);
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "LockedObjectMissing".into(),
-        note: Some(crate::core::notes::missing(
-            object.describe(),
-            &object.release,
-            why,
-        )),
-        action: "Report".into(),
-        secondary: None,
-    };
+    let note = crate::core::notes::missing(object.describe(), &object.release, why);
+    let event = events::event(Reason::LockedObjectMissing, note, None);
     if let Err(e) = cluster.publish(&event, &reference).await {
-        tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
+        events::not_recorded(Reason::LockedObjectMissing, &e);
     }
 }
