@@ -186,6 +186,40 @@ fn revision_suffix(revision: Option<i64>) -> String {
 mod tests {
     use super::*;
 
+    /// The Events about writes let through and HelmRelease transitions say it as they did when
+    /// their words were in the shell (docs and e2e tests read them).
+    #[test]
+    fn a_write_let_through_and_a_transition_read_as_before() {
+        let paths = ["/spec/replicas".to_string(), "/spec/paused".to_string()];
+        assert_eq!(
+            writer_rule_used(&["scaler".into()], "ops", &paths[..1], "Deployment shop/web", "shop/shop"),
+            "writer rule scaler let ops change /spec/replicas of Deployment shop/web (release shop/shop)"
+        );
+        let what = attempted_write(false, &paths, "Deployment shop/web");
+        assert_eq!(
+            what,
+            "change /spec/replicas, /spec/paused of Deployment shop/web"
+        );
+        assert_eq!(
+            attempted_write(true, &paths, "Deployment shop/web"),
+            "delete Deployment shop/web"
+        );
+        assert_eq!(
+            attempted_write(false, &[], "Deployment shop/web"),
+            "write Deployment shop/web"
+        );
+        assert_eq!(
+            exception_used("shop/inc-42", "alice", &what, "shop/shop", "INC-42"),
+            "LockException shop/inc-42 let alice change /spec/replicas, /spec/paused of Deployment shop/web (release shop/shop): INC-42"
+        );
+        assert_eq!(release_locked(Some(3)), "release locked (revision 3)");
+        assert_eq!(release_locked(None), "release locked");
+        assert_eq!(
+            release_transitioning(Some(4), "Upgrade in progress"),
+            "Helm is working on the release (revision 4): Upgrade in progress"
+        );
+    }
+
     /// Each note names what happened and what a person does next, with the release and its
     /// revision where there is one.
     #[test]
