@@ -14,7 +14,7 @@ use crate::core::{
 };
 use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome, RevertError, Step};
+use super::attempt::{Attempt, Outcome, RevertError, SkipReason, Step};
 use super::cluster::{Cluster, Place};
 use super::key::ObjectKey;
 
@@ -44,14 +44,14 @@ pub(super) async fn authorize(
         ReverterWrite::Create
     };
     let Some(newest) = attempt.state.newest() else {
-        return Err(Outcome::Skipped("release not revertable").into());
+        return Err(Outcome::Skipped(SkipReason::NotRevertable).into());
     };
     // The scope the API server gives the kind (discovery), never the chart's namespace for
     // a cluster-scoped kind.
     let Some(place) = WritePlace::of(Some(attempt.place.namespaced), key.namespace.as_deref())
     else {
         tracing::warn!(object = %object.describe(), "a namespaced kind without a namespace; not written");
-        return Err(Outcome::Skipped("no namespace for a namespaced kind").into());
+        return Err(Outcome::Skipped(SkipReason::NoNamespace).into());
     };
     // A binding grants the role as it is live, whatever the chart says of it.
     let role = match role_ref(&key.group, &ar.plural, place, desired) {

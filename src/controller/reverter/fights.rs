@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use crate::core::{other_writer, Fight, FightNext, Fights, Index, FIGHT_REVERTS, FIGHT_WINDOW};
 use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome, Step};
+use super::attempt::{Attempt, Outcome, SkipReason, Step};
 use super::cluster::Cluster;
 use super::key::ObjectKey;
 use super::worker::Worker;
@@ -78,7 +78,7 @@ pub(super) async fn wait_or_stop(
         if !delay.is_zero() {
             tracing::info!(object = %key, ?delay, "drifted again soon after a revert; backing off");
             worker.later(job, delay);
-            return Err(Outcome::Skipped("backing off").into());
+            return Err(Outcome::Skipped(SkipReason::BackingOff).into());
         }
     }
     let next = fights
@@ -86,9 +86,7 @@ pub(super) async fn wait_or_stop(
         .next(key, attempt.revision, fought, Instant::now());
     match next {
         FightNext::Revert => {}
-        FightNext::Stopped => {
-            return Err(Outcome::Skipped("a fight with another writer; left to it").into())
-        }
+        FightNext::Stopped => return Err(Outcome::Skipped(SkipReason::FightLeftToOther).into()),
         FightNext::Stop(stopped) => {
             let live: Option<DynamicObject> = attempt
                 .live
@@ -97,12 +95,12 @@ pub(super) async fn wait_or_stop(
             let stopped_now = fights.fights().stopped();
             fights.metrics.revert_fights.set(stopped_now as i64);
             report_fight(cluster, attempt, live.as_ref(), &stopped).await;
-            return Err(Outcome::Skipped("a fight with another writer; stopped").into());
+            return Err(Outcome::Skipped(SkipReason::FightStopped).into());
         }
     }
     // The last moment to notice a lost lease.
     if !*leader.borrow() {
-        return Err(Outcome::Skipped("not the leader").into());
+        return Err(Outcome::Skipped(SkipReason::NotLeader).into());
     }
     Ok(())
 }
