@@ -13,31 +13,17 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use crate::confirm::StoredObject;
+use crate::core::Endpoint;
 use crate::core::{
     confirm, decide_found, find, parse_review, prove, read_head, render_response, Decision,
     OwnerProof, Review, ReviewHead,
 };
-use crate::metrics::{AdmissionLabels, ConfirmResult, DenialLabels};
+use crate::metrics::{ConfirmResult, DenialLabels};
 use crate::server::state::AppState;
 use tracing::Instrument as _;
 
 /// Every answer of the TLS port: a small JSON document, whole.
 type Response = hyper::Response<Full<Bytes>>;
-
-#[derive(Clone, Copy)]
-enum Endpoint {
-    Validate,
-    Mutate,
-}
-
-impl Endpoint {
-    fn as_str(self) -> &'static str {
-        match self {
-            Endpoint::Validate => "validate",
-            Endpoint::Mutate => "mutate",
-        }
-    }
-}
 
 /// The TLS port's service: the three routes matched by hand. axum's `Router` clones a boxed
 /// service and maps its future on every request; this costs one boxed future.
@@ -570,11 +556,9 @@ fn respond(
 ) -> Response {
     let response = render_response(&review.api_version, &review.request.uid, decision.verdict());
     state.metrics.admission_seconds.observe(started.elapsed());
-    state.metrics.admitted(AdmissionLabels {
-        endpoint: endpoint.as_str(),
-        operation: review.request.operation.as_str(),
-        decision: decision.label(),
-    });
+    state
+        .metrics
+        .admitted(endpoint, review.request.operation, decision.kind());
     json(StatusCode::OK, response)
 }
 
