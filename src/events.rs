@@ -20,7 +20,6 @@ macro_rules! reasons {
 
         impl Reason {
             /// Every reason, in declaration order.
-            #[cfg_attr(not(test), allow(dead_code, reason = "read by the tests"))]
             pub(crate) const ALL: &'static [Reason] = &[$(Reason::$reason,)+];
 
             /// The Event's `reason`, as `kubectl get events --field-selector reason=...` names it.
@@ -91,6 +90,12 @@ reasons! {
 }
 
 impl Reason {
+    /// The reason an Event read from the cluster names, when it is one of these (`kubectl
+    /// locker status` reads the reverter's).
+    pub(crate) fn named(reason: &str) -> Option<Reason> {
+        Reason::ALL.iter().copied().find(|r| r.as_str() == reason)
+    }
+
     /// The type as the Event's `type` field spells it.
     pub(crate) fn type_name(self) -> &'static str {
         match self.type_() {
@@ -155,5 +160,9 @@ mod tests {
             ("LockedObjectDeleteDenied", "Deny")
         );
         assert_eq!(Reason::LockedObjectDeleteDenied.type_name(), "Warning");
+        for reason in Reason::ALL {
+            assert_eq!(Reason::named(reason.as_str()), Some(*reason));
+        }
+        assert_eq!(Reason::named("Scheduled"), None);
     }
 }
