@@ -8,6 +8,8 @@ of what the code defines, read from the code with regexes:
   metrics /metrics exports), as /metrics names it (`helm_locker_`, `_total` for counters, the
   `{labels}`), with its kind, and no other; a counter by result names each of its values
   (`result_values!` in src/metrics.rs) in backquotes in its row;
+- its Events table has a row for every reason of src/events.rs's `reasons!` (the Events helm-locker
+  writes), with its type (Normal, Warning) and action, and no other;
 - its alert table names every alert of the chart's PrometheusRule, and no other;
 - docs/cli.md's flag table has a row with each `serve` flag and its environment variable
   (clap's `env = ...` in src/cli.rs), and every HELM_LOCKER_* variable the docs name exists
@@ -179,6 +181,16 @@ def list_problems():
         for value in declared[values]:
             if not row or f"`{value}`" not in row.group(0):
                 problems.append(f"docs/operations.md: helm_locker_{name}_total's row does not name the result `{value}`")
+    # Events: each `Reason: Type, "Action";` of `reasons! { ... }` in src/events.rs, a row
+    # `| `Reason` | Type | `Action` |` of docs/operations.md's Events table.
+    block = re.search(r"(?ms)^reasons! \{\n(.*?)^\}", read("src/events.rs"))
+    declared = re.findall(r'(?m)^\s*(\w+): (\w+), "(\w+)";', block.group(1)) if block else []
+    if not declared or len(declared) != len(re.findall(r"(?m)^\s*\w+:", block.group(1))):
+        problems.append("src/events.rs: a reason of reasons! this script cannot read; update it")
+    events = {f"{reason} {type_} {action}" for reason, type_, action in declared}
+    documented = {" ".join(row) for row in re.findall(
+        r"(?m)^\s*\| `(\w+)` \| (Normal|Warning) \| `(\w+)` \|", rows_text)}
+    problems += differences("Event", events, documented, "docs/operations.md", "Events table")
     # Alerts: `- alert: Name` in the chart's PrometheusRule.
     rules = read("charts/helm-locker/templates/prometheusrule.yaml")
     alerts = set(re.findall(r"(?m)^\s*- alert: (\w+)", rules))

@@ -21,6 +21,7 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use tokio::sync::mpsc;
 
+use crate::events::Reason;
 use crate::metrics::{AttemptResult, Metrics};
 
 /// One write helm-locker stopped or changed.
@@ -28,10 +29,9 @@ use crate::metrics::{AttemptResult, Metrics};
 pub(crate) struct Attempt {
     pub regarding: ObjectReference,
     /// `LockedFieldChangeDenied`, `LockedObjectDeleteDenied`, `LockedFieldChangeWarned`,
-    /// `LockedFieldChangeRepaired`.
-    pub reason: &'static str,
-    /// `Deny`, `Warn` or `Repair`.
-    pub action: &'static str,
+    /// `LockedFieldChangeRepaired`, `WriterRuleUsed`, `LockExceptionUsed` (its type and action
+    /// are the reason's).
+    pub reason: Reason,
     pub user: String,
     /// What the user was told (the decision's message).
     pub message: String,
@@ -102,7 +102,7 @@ pub(crate) fn channel(
 /// Which attempts become Events: at most one per object, reason and user per window.
 #[derive(Default)]
 pub(crate) struct EventLimiter {
-    last: HashMap<(String, &'static str, String), (Instant, u64)>,
+    last: HashMap<(String, Reason, String), (Instant, u64)>,
 }
 
 /// What to do with one attempt.
@@ -181,9 +181,9 @@ pub(crate) fn event(
     event_about(
         &attempt.regarding,
         Note {
-            type_: "Warning",
-            reason: attempt.reason,
-            action: attempt.action,
+            type_: attempt.reason.type_name(),
+            reason: attempt.reason.as_str(),
+            action: attempt.reason.action(),
             note: note(attempt, held_back),
         },
         ("helm-locker.io/webhook", instance),
@@ -334,7 +334,7 @@ pub(crate) async fn publish(
             Ok(_) => count(AttemptResult::Published),
             Err(e) => {
                 count(AttemptResult::Failed);
-                tracing::warn!(error = %e, reason = attempt.reason, "could not record the attempt as an Event");
+                tracing::warn!(error = %e, reason = attempt.reason.as_str(), "could not record the attempt as an Event");
             }
         }
     }
@@ -353,8 +353,7 @@ mod tests {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            reason: "LockedFieldChangeDenied",
-            action: "Deny",
+            reason: Reason::LockedFieldChangeDenied,
             user: user.into(),
             message: "Deployment shop/web is locked by Helm release shop/shop".into(),
         }
@@ -466,9 +465,9 @@ mod tests {
         let event = event_about(
             &regarding,
             Note {
-                type_: "Normal",
-                reason: "Reverted",
-                action: "Revert",
+                type_: Reason::Reverted.type_name(),
+                reason: Reason::Reverted.as_str(),
+                action: Reason::Reverted.action(),
                 note: "helm-locker put back /rules".into(),
             },
             ("helm-locker", "pod-1"),

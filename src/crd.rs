@@ -13,9 +13,11 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::core::notes;
 use crate::core::{
     Exemptions, IgnoreRule, Mode, Registration, ReleaseKey, ReleaseState, RuleTarget, Status,
 };
+use crate::events::Reason;
 
 /// Locks one Helm release: writes to its objects by anyone but Helm are denied (or warned
 /// about, or repaired, per `mode`), and drift is reverted.
@@ -379,7 +381,7 @@ fn state_phrase(state: State) -> &'static str {
 pub(crate) fn transition_event(
     before: Option<&HelmReleaseStatus>,
     after: &HelmReleaseStatus,
-) -> Option<(&'static str, String)> {
+) -> Option<(Reason, String)> {
     let locked = |s: &HelmReleaseStatus| {
         s.conditions
             .iter()
@@ -387,19 +389,12 @@ pub(crate) fn transition_event(
     };
     let was_locked = before.is_some_and(locked);
     let was_transitioning = before.is_some_and(|b| b.state == State::Transitioning);
-    let version = after
-        .version
-        .map(|v| format!(" (revision {v})"))
-        .unwrap_or_default();
     if locked(after) && !was_locked {
-        Some(("Locked", format!("release locked{version}")))
+        Some((Reason::Locked, notes::release_locked(after.version)))
     } else if after.state == State::Transitioning && !was_transitioning {
         Some((
-            "Transitioning",
-            format!(
-                "Helm is working on the release{version}: {}",
-                after.description
-            ),
+            Reason::Transitioning,
+            notes::release_transitioning(after.version, &after.description),
         ))
     } else {
         None
@@ -535,7 +530,10 @@ mod tests {
         assert_eq!(s.notes, "Thanks for installing shop");
         assert_eq!(s.description, "Upgrade complete");
         assert_eq!(s.conditions[0].status, "True");
-        assert_eq!(transition_event(None, &s).map(|e| e.0), Some("Locked"));
+        assert_eq!(
+            transition_event(None, &s).map(|e| e.0),
+            Some(Reason::Locked)
+        );
         // Unchanged condition keeps its transition time; no second event.
         let later = desired_status(
             &key,
@@ -564,7 +562,7 @@ mod tests {
         assert_eq!(t.conditions[0].status, "False");
         assert_eq!(
             transition_event(Some(&s), &t).map(|e| e.0),
-            Some("Transitioning")
+            Some(Reason::Transitioning)
         );
 
         let suspended = desired_status(

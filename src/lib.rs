@@ -20,6 +20,7 @@ pub(crate) mod confirm;
 pub mod controller;
 pub(crate) mod crd;
 mod error_chain;
+pub(crate) mod events;
 pub(crate) mod index_store;
 pub(crate) mod learning;
 pub(crate) mod live_config;

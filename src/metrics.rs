@@ -6,6 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::core::{DecisionKind, Endpoint, Operation};
 use crate::sharded_metrics::{ShardedCounter, ShardedHistogram};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -159,12 +160,42 @@ impl<R: ResultValue> ResultCounter<R> {
     }
 }
 
-/// The labels' values of `helm_locker_admissions_total`, in the order of [`Metrics::admitted`]'s
+/// A label of `helm_locker_admissions_total` whose values are an enum's: the text is the enum's
+/// own (`as_str`, one per enum), and `ALL` its values in the order of [`Metrics::admitted`]'s
 /// table.
-const ENDPOINTS: [&str; 2] = ["validate", "mutate"];
-const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
-const DECISIONS: [&str; 4] = ["allow", "deny", "warn", "repair"];
-const ADMISSION_SERIES: usize = ENDPOINTS.len() * OPERATIONS.len() * DECISIONS.len();
+pub(crate) trait AdmissionLabel: Copy + PartialEq + 'static {
+    const ALL: &'static [Self];
+    fn as_label(self) -> &'static str;
+    /// Where it is in [`AdmissionLabel::ALL`].
+    fn position(self) -> Option<usize> {
+        Self::ALL.iter().position(|value| *value == self)
+    }
+}
+
+impl AdmissionLabel for Endpoint {
+    const ALL: &'static [Self] = &Endpoint::ALL;
+    fn as_label(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl AdmissionLabel for Operation {
+    const ALL: &'static [Self] = &Operation::ALL;
+    fn as_label(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl AdmissionLabel for DecisionKind {
+    const ALL: &'static [Self] = &DecisionKind::ALL;
+    fn as_label(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+const ADMISSION_SERIES: usize = <Endpoint as AdmissionLabel>::ALL.len()
+    * <Operation as AdmissionLabel>::ALL.len()
+    * <DecisionKind as AdmissionLabel>::ALL.len();
 
 /// What kind of metric a row is, as `/metrics` types it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -599,12 +630,25 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one review in `helm_locker_admissions_total`.
-    pub(crate) fn admitted(&self, labels: AdmissionLabels) {
-        let position = |values: &[&str], value: &str| values.iter().position(|v| *v == value);
-        let slot = position(&ENDPOINTS, labels.endpoint)
-            .zip(position(&OPERATIONS, labels.operation))
-            .zip(position(&DECISIONS, labels.decision))
-            .map(|((e, o), d)| (e * OPERATIONS.len() + o) * DECISIONS.len() + d);
+    pub(crate) fn admitted(
+        &self,
+        endpoint: Endpoint,
+        operation: Operation,
+        decision: DecisionKind,
+    ) {
+        let labels = AdmissionLabels {
+            endpoint: endpoint.as_label(),
+            operation: operation.as_label(),
+            decision: decision.as_label(),
+        };
+        let operations = <Operation as AdmissionLabel>::ALL.len();
+        let decisions = <DecisionKind as AdmissionLabel>::ALL.len();
+        // A value missing from its enum's ALL has no slot: still counted, by the family.
+        let slot = endpoint
+            .position()
+            .zip(operation.position())
+            .zip(decision.position())
+            .map(|((e, o), d)| (e * operations + o) * decisions + d);
         match slot {
             Some(slot) => self.admission_series[slot]
                 .get_or_init(|| self.admissions.get_or_create(&labels).clone())
@@ -685,23 +729,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_review_is_counted_in_its_series_and_a_value_outside_the_table_too() {
+    fn each_review_is_counted_in_its_series() {
         let metrics = Metrics::new();
-        let labels = |operation, decision| AdmissionLabels {
-            endpoint: "validate",
-            operation,
-            decision,
-        };
         for _ in 0..3 {
-            metrics.admitted(labels("UPDATE", "deny"));
+            metrics.admitted(Endpoint::Validate, Operation::Update, DecisionKind::Deny);
         }
-        metrics.admitted(labels("CREATE", "allow"));
-        metrics.admitted(labels("PATCH", "allow"));
+        metrics.admitted(Endpoint::Validate, Operation::Create, DecisionKind::Allow);
+        metrics.admitted(Endpoint::Mutate, Operation::Connect, DecisionKind::Repair);
         let text = metrics.render();
+        assert!(
+            text.contains("helm_locker_admissions_total{endpoint=\"mutate\",operation=\"CONNECT\",decision=\"repair\"} 1"),
+            "{text}"
+        );
         for (series, count) in [
             ("operation=\"UPDATE\",decision=\"deny\"", 3),
             ("operation=\"CREATE\",decision=\"allow\"", 1),
-            ("operation=\"PATCH\",decision=\"allow\"", 1),
         ] {
             let line =
                 format!("helm_locker_admissions_total{{endpoint=\"validate\",{series}}} {count}");
@@ -711,6 +753,34 @@ mod tests {
             !text.contains("decision=\"warn\""),
             "no series before its first review"
         );
+    }
+
+    /// Every endpoint, operation and decision has a slot of its own: one review of each is a
+    /// series at 1, none counted in another's.
+    #[test]
+    fn each_label_set_of_the_enums_is_its_own_series() {
+        let metrics = Metrics::new();
+        let all = || {
+            Endpoint::ALL.into_iter().flat_map(|e| {
+                Operation::ALL
+                    .into_iter()
+                    .flat_map(move |o| DecisionKind::ALL.into_iter().map(move |d| (e, o, d)))
+            })
+        };
+        assert_eq!(all().count(), ADMISSION_SERIES);
+        for (e, o, d) in all() {
+            metrics.admitted(e, o, d);
+        }
+        let text = metrics.render();
+        for (e, o, d) in all() {
+            let line = format!(
+                "helm_locker_admissions_total{{endpoint=\"{}\",operation=\"{}\",decision=\"{}\"}} 1",
+                e.as_str(),
+                o.as_str(),
+                d.as_str()
+            );
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
     }
 
     #[test]
@@ -762,11 +832,7 @@ mod tests {
     fn every_metric_is_exported_as_its_row_says() {
         let metrics = Metrics::new();
         // A family shows its labels once it has a series.
-        metrics.admitted(AdmissionLabels {
-            endpoint: "validate",
-            operation: "UPDATE",
-            decision: "deny",
-        });
+        metrics.admitted(Endpoint::Validate, Operation::Update, DecisionKind::Deny);
         metrics
             .denials
             .get_or_create(&DenialLabels {

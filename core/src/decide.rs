@@ -179,6 +179,34 @@ pub struct Target {
     pub name: String,
 }
 
+/// A [`Decision`] without its reasons: the `decision` label of the metrics and logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionKind {
+    Allow,
+    Deny,
+    Warn,
+    Repair,
+}
+
+impl DecisionKind {
+    /// Every kind, in the order of the admission metric's series.
+    pub const ALL: [DecisionKind; 4] = [
+        DecisionKind::Allow,
+        DecisionKind::Deny,
+        DecisionKind::Warn,
+        DecisionKind::Repair,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allow => "allow",
+            DecisionKind::Deny => "deny",
+            DecisionKind::Warn => "warn",
+            DecisionKind::Repair => "repair",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     Allow(Allowed),
@@ -246,14 +274,19 @@ impl Decision {
         }
     }
 
-    /// A short name for logs and metrics.
-    pub fn label(&self) -> &'static str {
+    /// What it is, without its reasons.
+    pub fn kind(&self) -> DecisionKind {
         match self {
-            Decision::Allow(_) => "allow",
-            Decision::Deny(_) => "deny",
-            Decision::Warn(_) => "warn",
-            Decision::Repair(..) => "repair",
+            Decision::Allow(_) => DecisionKind::Allow,
+            Decision::Deny(_) => DecisionKind::Deny,
+            Decision::Warn(_) => DecisionKind::Warn,
+            Decision::Repair(..) => DecisionKind::Repair,
         }
+    }
+
+    /// A short name for logs and metrics: its [`DecisionKind`]'s.
+    pub fn label(&self) -> &'static str {
+        self.kind().as_str()
     }
 
     /// One sentence on why, for `review --explain` and debug logs.

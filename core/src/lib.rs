@@ -53,12 +53,12 @@ pub use index::{
 // A review and its decision: the AdmissionReview in, the decision, the response out.
 pub use decide::{
     allow_by_rules, confirm, decide, decide_found, excuse, find, hand_over, hand_over_question,
-    prove, Allowed, Decision, Found, HandOver, Locked, OwnerProof, Target as DecisionTarget,
-    Wording,
+    prove, Allowed, Decision, DecisionKind, Found, HandOver, Locked, OwnerProof,
+    Target as DecisionTarget, Wording,
 };
 pub use review::{
-    parse_head, parse_review, read_head, render_response, Head as ReviewHead, RawObject, Request,
-    Review,
+    parse_head, parse_review, read_head, render_response, Endpoint, Head as ReviewHead, Operation,
+    RawObject, Request, Review,
 };
 
 // Policy: the configuration (modes, exemptions, ignore rules, selectors) and LockExceptions.

@@ -124,9 +124,101 @@ pub fn switches_invalid(why: impl Display) -> String {
     format!("helm-locker did not apply these switches ({why}); those in force stay")
 }
 
+/// `WriterRuleUsed`: the rules `ids` let `user` change `paths` of `object`.
+pub fn writer_rule_used(
+    ids: &[String],
+    user: impl Display,
+    paths: &[String],
+    object: impl Display,
+    release: impl Display,
+) -> String {
+    format!(
+        "writer rule {} let {user} change {} of {object} (release {release})",
+        ids.join(", "),
+        paths.join(", ")
+    )
+}
+
+/// What a write to a locked object tried, as [`exception_used`] and its log line say it:
+/// `delete X`, `write X`, or `change /a, /b of X`.
+pub fn attempted_write(delete: bool, paths: &[String], object: impl Display) -> String {
+    if delete {
+        format!("delete {object}")
+    } else if paths.is_empty() {
+        format!("write {object}")
+    } else {
+        format!("change {} of {object}", paths.join(", "))
+    }
+}
+
+/// `LockExceptionUsed`: an open LockException let `user` make the write `what`
+/// ([`attempted_write`]), for `reason` (the exception's).
+pub fn exception_used(
+    exception: impl Display,
+    user: impl Display,
+    what: &str,
+    release: impl Display,
+    reason: impl Display,
+) -> String {
+    format!("LockException {exception} let {user} {what} (release {release}): {reason}")
+}
+
+/// `Locked`: a HelmRelease's release became locked (at `revision` when known).
+pub fn release_locked(revision: Option<i64>) -> String {
+    format!("release locked{}", revision_suffix(revision))
+}
+
+/// `Transitioning`: Helm started working on a HelmRelease's release; `description` is Helm's.
+pub fn release_transitioning(revision: Option<i64>, description: impl Display) -> String {
+    format!(
+        "Helm is working on the release{}: {description}",
+        revision_suffix(revision)
+    )
+}
+
+fn revision_suffix(revision: Option<i64>) -> String {
+    revision
+        .map(|v| format!(" (revision {v})"))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Events about writes let through and HelmRelease transitions say it as they did when
+    /// their words were in the shell (docs and e2e tests read them).
+    #[test]
+    fn a_write_let_through_and_a_transition_read_as_before() {
+        let paths = ["/spec/replicas".to_string(), "/spec/paused".to_string()];
+        assert_eq!(
+            writer_rule_used(&["scaler".into()], "ops", &paths[..1], "Deployment shop/web", "shop/shop"),
+            "writer rule scaler let ops change /spec/replicas of Deployment shop/web (release shop/shop)"
+        );
+        let what = attempted_write(false, &paths, "Deployment shop/web");
+        assert_eq!(
+            what,
+            "change /spec/replicas, /spec/paused of Deployment shop/web"
+        );
+        assert_eq!(
+            attempted_write(true, &paths, "Deployment shop/web"),
+            "delete Deployment shop/web"
+        );
+        assert_eq!(
+            attempted_write(false, &[], "Deployment shop/web"),
+            "write Deployment shop/web"
+        );
+        assert_eq!(
+            exception_used("shop/inc-42", "alice", &what, "shop/shop", "INC-42"),
+            "LockException shop/inc-42 let alice change /spec/replicas, /spec/paused of Deployment shop/web (release shop/shop): INC-42"
+        );
+        assert_eq!(release_locked(Some(3)), "release locked (revision 3)");
+        assert_eq!(release_locked(None), "release locked");
+        assert_eq!(
+            release_transitioning(Some(4), "Upgrade in progress"),
+            "Helm is working on the release (revision 4): Upgrade in progress"
+        );
+    }
 
     /// Each note names what happened and what a person does next, with the release and its
     /// revision where there is one.

@@ -27,12 +27,43 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Every operation, in the order of the admission metric's series.
+    pub const ALL: [Operation; 4] = [
+        Operation::Create,
+        Operation::Update,
+        Operation::Delete,
+        Operation::Connect,
+    ];
+
+    /// As the AdmissionReview names it: the `operation` label of the metrics and logs.
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
             Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// Which of the locker's admission webhooks a review came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /validate`: denies and warns.
+    Validate,
+    /// `POST /mutate`: repairs.
+    Mutate,
+}
+
+impl Endpoint {
+    /// Every endpoint, in the order of the admission metric's series.
+    pub const ALL: [Endpoint; 2] = [Endpoint::Validate, Endpoint::Mutate];
+
+    /// The `endpoint` label of the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Validate => "validate",
+            Endpoint::Mutate => "mutate",
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
@@ -149,16 +149,8 @@ impl HelmReleases {
             {
                 Ok(_) => {
                     if let Some((reason, note)) = transition_event(hr.status.as_ref(), &desired) {
-                        let event = Event {
-                            type_: EventType::Normal,
-                            reason: reason.into(),
-                            note: Some(note),
-                            action: "Lock".into(),
-                            secondary: None,
-                        };
-                        if let Err(e) = self.recorder.publish(&event, &hr.object_ref(&())).await {
-                            tracing::debug!(error = %e, "could not record a HelmRelease event");
-                        }
+                        crate::events::publish(&self.recorder, &hr.object_ref(&()), reason, note)
+                            .await;
                     }
                     hr.status = Some(desired);
                 }

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::{lock_state, Live, LiveObjects, ObjectId};
 use crate::core::{drift, rule_expired, rules_of_release, Config, Index, Schema, WriterRule};
+use crate::events::Reason;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -208,8 +209,8 @@ pub(crate) fn add_notices(
         let involved = &event.involved_object;
         let namespace = involved.namespace.clone().unwrap_or_default();
         let name = involved.name.clone().unwrap_or_default();
-        match event.reason.as_deref() {
-            Some("AuthorLacksRights" | "UnknownAuthor") => {
+        match event.reason.as_deref().and_then(Reason::named) {
+            Some(Reason::AuthorLacksRights | Reason::UnknownAuthor) => {
                 // Only the newest revision's Secret speaks for the release now.
                 let Some(state) = index.releases().into_iter().find(|s| {
                     s.newest().is_some_and(|r| {
@@ -230,7 +231,7 @@ pub(crate) fn add_notices(
                     .or_default()
                     .insert(object);
             }
-            Some("RevertFight") => {
+            Some(Reason::RevertFight) => {
                 let api_version = involved.api_version.as_deref().unwrap_or_default();
                 let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
                 let kind = involved.kind.clone().unwrap_or_default();

@@ -13,31 +13,17 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 
 use crate::confirm::StoredObject;
+use crate::core::Endpoint;
 use crate::core::{
     confirm, decide_found, find, parse_review, prove, read_head, render_response, Decision,
     OwnerProof, Review, ReviewHead,
 };
-use crate::metrics::{AdmissionLabels, ConfirmResult, DenialLabels};
+use crate::metrics::{ConfirmResult, DenialLabels};
 use crate::server::state::AppState;
 use tracing::Instrument as _;
 
 /// Every answer of the TLS port: a small JSON document, whole.
 type Response = hyper::Response<Full<Bytes>>;
-
-#[derive(Clone, Copy)]
-enum Endpoint {
-    Validate,
-    Mutate,
-}
-
-impl Endpoint {
-    fn as_str(self) -> &'static str {
-        match self {
-            Endpoint::Validate => "validate",
-            Endpoint::Mutate => "mutate",
-        }
-    }
-}
 
 /// The TLS port's service: the three routes matched by hand. axum's `Router` clones a boxed
 /// service and maps its future on every request; this costs one boxed future.
@@ -413,14 +399,9 @@ fn allow_if_ruled(
                 target.namespace,
                 target.name,
             ),
-            reason: "WriterRuleUsed",
-            action: "Allow",
+            reason: crate::events::Reason::WriterRuleUsed,
             user: user.clone(),
-            message: format!(
-                "writer rule {} let {user} change {} of {object} (release {release})",
-                ids.join(", "),
-                paths.join(", ")
-            ),
+            message: crate::core::notes::writer_rule_used(ids, user, paths, &object, release),
         });
     }
     ruled
@@ -446,13 +427,7 @@ fn excuse_if_open(
     let user = &request.user_info;
     let target = locked.target.clone();
     let paths: Vec<String> = locked.changes.iter().map(|c| c.path.clone()).collect();
-    let what = if locked.delete {
-        format!("delete {}", locked.object)
-    } else if paths.is_empty() {
-        format!("write {}", locked.object)
-    } else {
-        format!("change {} of {}", paths.join(", "), locked.object)
-    };
+    let what = crate::core::notes::attempted_write(locked.delete, &paths, &locked.object);
     let excused = crate::core::excuse(
         decision,
         &exceptions,
@@ -478,11 +453,10 @@ fn excuse_if_open(
                     target.namespace,
                     target.name,
                 ),
-                reason: "LockExceptionUsed",
-                action: "Allow",
+                reason: crate::events::Reason::LockExceptionUsed,
                 user: user.clone(),
-                message: format!(
-                    "LockException {exception} let {user} {what} (release {release}): {reason}"
+                message: crate::core::notes::exception_used(
+                    exception, user, &what, release, reason,
                 ),
             });
         }
@@ -513,11 +487,12 @@ fn record_attempt(
     if request.dry_run.unwrap_or(false) {
         return;
     }
-    let (reason, action) = match decision {
-        Decision::Deny(l) if l.delete => ("LockedObjectDeleteDenied", "Deny"),
-        Decision::Deny(_) => ("LockedFieldChangeDenied", "Deny"),
-        Decision::Warn(_) => ("LockedFieldChangeWarned", "Warn"),
-        Decision::Repair(..) => ("LockedFieldChangeRepaired", "Repair"),
+    use crate::events::Reason;
+    let reason = match decision {
+        Decision::Deny(l) if l.delete => Reason::LockedObjectDeleteDenied,
+        Decision::Deny(_) => Reason::LockedFieldChangeDenied,
+        Decision::Warn(_) => Reason::LockedFieldChangeWarned,
+        Decision::Repair(..) => Reason::LockedFieldChangeRepaired,
         Decision::Allow(_) => return,
     };
     let target = &locked.target;
@@ -529,7 +504,6 @@ fn record_attempt(
             target.name.clone(),
         ),
         reason,
-        action,
         user: request.user_info.username.to_string(),
         message: locked.message.clone(),
     });
@@ -582,11 +556,9 @@ fn respond(
 ) -> Response {
     let response = render_response(&review.api_version, &review.request.uid, decision.verdict());
     state.metrics.admission_seconds.observe(started.elapsed());
-    state.metrics.admitted(AdmissionLabels {
-        endpoint: endpoint.as_str(),
-        operation: review.request.operation.as_str(),
-        decision: decision.label(),
-    });
+    state
+        .metrics
+        .admitted(endpoint, review.request.operation, decision.kind());
     json(StatusCode::OK, response)
 }
 

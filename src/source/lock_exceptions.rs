@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::events::Reason;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
@@ -120,16 +122,13 @@ impl LockExceptions {
                 );
                 if warned.insert(id) {
                     tracing::warn!(exception = %le.name_any(), namespace = ?le.namespace(), why = %why, "LockException not honoured");
-                    let event = Event {
-                        type_: EventType::Warning,
-                        reason: "LockExceptionInvalid".into(),
-                        note: Some(crate::core::notes::exception_invalid(&why)),
-                        action: "Ignore".into(),
-                        secondary: None,
-                    };
-                    if let Err(e) = recorder.publish(&event, &le.object_ref(&())).await {
-                        tracing::debug!(error = %e, "could not record the LockExceptionInvalid event");
-                    }
+                    crate::events::publish(
+                        recorder,
+                        &le.object_ref(&()),
+                        Reason::LockExceptionInvalid,
+                        crate::core::notes::exception_invalid(&why),
+                    )
+                    .await;
                 }
                 None
             }
@@ -167,16 +166,13 @@ impl LockExceptions {
             .filter(|requested| *requested > e.until)
             .map(|requested| (humantime::format_duration(self.max), end(requested)));
         let note = crate::core::notes::exception_open(end(e.until), capped);
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "LockExceptionOpen".into(),
-            note: Some(note),
-            action: "Open".into(),
-            secondary: None,
-        };
-        if let Err(error) = recorder.publish(&event, &le.object_ref(&())).await {
-            tracing::debug!(error = %error, "could not record the LockExceptionOpen event");
-        }
+        crate::events::publish(
+            recorder,
+            &le.object_ref(&()),
+            Reason::LockExceptionOpen,
+            note,
+        )
+        .await;
     }
 
     /// Puts the open exceptions in the index when they differ from what it holds (a closed

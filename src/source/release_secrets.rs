@@ -11,7 +11,9 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::events::Reason;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
@@ -226,19 +228,13 @@ impl ForeignWarnings {
         {
             return;
         }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "ReleaseTooLarge".into(),
-            note: Some(crate::core::notes::release_ignored(
-                secret.driver.kind(),
-                format!(
-                    "its release renders {} objects and the releases of this namespace created before it keep {}: more than {} (--max-namespace-objects); not indexed, it locks nothing",
-                    refused.objects, refused.before, refused.limit
-                ),
-            )),
-            action: "Ignore".into(),
-            secondary: None,
-        };
+        let note = crate::core::notes::release_ignored(
+            secret.driver.kind(),
+            format!(
+                "its release renders {} objects and the releases of this namespace created before it keep {}: more than {} (--max-namespace-objects); not indexed, it locks nothing",
+                refused.objects, refused.before, refused.limit
+            ),
+        );
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some("v1".into()),
             kind: Some(secret.driver.kind().into()),
@@ -246,9 +242,7 @@ impl ForeignWarnings {
             name: Some(secret.name.clone()),
             ..Default::default()
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record the warning event");
-        }
+        crate::events::publish(&self.recorder, &reference, Reason::ReleaseTooLarge, note).await;
     }
 
     /// Warns once on `secret`, which names another namespace's release, or whose release is
@@ -259,19 +253,11 @@ impl ForeignWarnings {
             let reason = match note {
                 SecretError::Decode(
                     DecodeError::TooLarge { .. } | DecodeError::TooManyObjects { .. },
-                ) => "ReleaseTooLarge",
-                _ => "ForeignRelease",
+                ) => Reason::ReleaseTooLarge,
+                _ => Reason::ForeignRelease,
             };
-            let event = Event {
-                type_: EventType::Warning,
-                reason: reason.into(),
-                note: Some(crate::core::notes::release_ignored(K::DRIVER.kind(), note)),
-                action: "Ignore".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&event, &secret.object_ref(&())).await {
-                tracing::debug!(error = %e, reason, "could not record the warning event");
-            }
+            let note = crate::core::notes::release_ignored(K::DRIVER.kind(), note);
+            crate::events::publish(&self.recorder, &secret.object_ref(&()), reason, note).await;
         }
     }
 }

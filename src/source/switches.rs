@@ -9,7 +9,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::events::Reason;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
@@ -74,16 +76,13 @@ impl SwitchesConfigMap {
             Ok(switches) => self.switch(&switches, "read"),
             Err(why) => {
                 tracing::warn!(configmap = %format!("{}/{}", self.namespace, self.name), error = %why, "switches not applied; those in force stay");
-                let event = Event {
-                    type_: EventType::Warning,
-                    reason: "SwitchesInvalid".into(),
-                    note: Some(crate::core::notes::switches_invalid(&why)),
-                    action: "Ignore".into(),
-                    secondary: None,
-                };
-                if let Err(e) = recorder.publish(&event, &map.object_ref(&())).await {
-                    tracing::debug!(error = %e, "could not record the SwitchesInvalid event");
-                }
+                crate::events::publish(
+                    recorder,
+                    &map.object_ref(&()),
+                    Reason::SwitchesInvalid,
+                    crate::core::notes::switches_invalid(&why),
+                )
+                .await;
             }
         }
     }

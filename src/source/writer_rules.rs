@@ -10,7 +10,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::events::Reason;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
@@ -73,16 +75,13 @@ impl WriterRulesConfigMap {
         for why in invalid.iter().chain(&refused) {
             self.metrics.writer_rules_refused.inc();
             tracing::warn!(configmap = %self.id(), error = %why, "writer rule not loaded; the others stay");
-            let event = Event {
-                type_: EventType::Warning,
-                reason: "WriterRuleInvalid".into(),
-                note: Some(crate::core::notes::writer_rule_invalid(why)),
-                action: "Ignore".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&event, &map.object_ref(&())).await {
-                tracing::debug!(error = %e, "could not record the WriterRuleInvalid event");
-            }
+            crate::events::publish(
+                recorder,
+                &map.object_ref(&()),
+                Reason::WriterRuleInvalid,
+                crate::core::notes::writer_rule_invalid(why),
+            )
+            .await;
         }
     }
 

@@ -68,13 +68,63 @@ impl Attempt<'_> {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
     InSync,
-    Skipped(&'static str),
+    /// Left as it is, for this reason (logged at debug, not counted).
+    Skipped(SkipReason),
     /// The revision's author may not make the write, or is not known.
     Refused,
     Reverted,
     Recreated,
     /// Fields another manager co-owned with the chart's values are Helm's alone again.
     OwnershipReturned,
+}
+
+/// Why an object was left as it is; its words are the log line's (`not reverted`, `why`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SkipReason {
+    /// Deleted with its owner (a garbage-collected dependent): not re-created.
+    DeletedWithOwner,
+    /// Missing, and left to `helm upgrade` (never seen carrying the release's annotations).
+    LeftToHelmUpgrade,
+    /// The release's state is not one the reverter writes back (not deployed, or failed).
+    NotRevertable,
+    /// A namespaced kind whose object names no namespace.
+    NoNamespace,
+    /// Its last revert failed and the backoff has not passed.
+    BackingOff,
+    /// Another writer changes it back each time: left to it until the fight is over.
+    FightLeftToOther,
+    /// The fight was just stopped.
+    FightStopped,
+    /// This replica is not the leader.
+    NotLeader,
+    /// It does not carry the release's `meta.helm.sh` annotations: Helm neither made nor
+    /// adopted it.
+    Unproven,
+    /// No release locks it any more.
+    NoLongerLocked,
+    /// An open LockException opens it.
+    OpenedByException,
+    /// Its release changed since the job was queued: the index is read again first.
+    ReleaseChanged,
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkipReason::DeletedWithOwner => "deleted with its owner",
+            SkipReason::LeftToHelmUpgrade => "missing; left to helm upgrade",
+            SkipReason::NotRevertable => "release not revertable",
+            SkipReason::NoNamespace => "no namespace for a namespaced kind",
+            SkipReason::BackingOff => "backing off",
+            SkipReason::FightLeftToOther => "a fight with another writer; left to it",
+            SkipReason::FightStopped => "a fight with another writer; stopped",
+            SkipReason::NotLeader => "not the leader",
+            SkipReason::Unproven => "does not carry the release's meta.helm.sh annotations",
+            SkipReason::NoLongerLocked => "no longer locked",
+            SkipReason::OpenedByException => "opened by a LockException",
+            SkipReason::ReleaseChanged => "the release changed; waiting for the index",
+        })
+    }
 }
 
 /// What every step of an attempt returns: what it found for the next, or the attempt's end.

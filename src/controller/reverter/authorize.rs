@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::runtime::events::{Event, EventType};
+use crate::events::{self, Reason};
 use serde_json::Value;
 
 use crate::core::notes;
@@ -14,7 +14,7 @@ use crate::core::{
 };
 use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome, RevertError, Step};
+use super::attempt::{Attempt, Outcome, RevertError, SkipReason, Step};
 use super::cluster::{Cluster, Place};
 use super::key::ObjectKey;
 
@@ -44,14 +44,14 @@ pub(super) async fn authorize(
         ReverterWrite::Create
     };
     let Some(newest) = attempt.state.newest() else {
-        return Err(Outcome::Skipped("release not revertable").into());
+        return Err(Outcome::Skipped(SkipReason::NotRevertable).into());
     };
     // The scope the API server gives the kind (discovery), never the chart's namespace for
     // a cluster-scoped kind.
     let Some(place) = WritePlace::of(Some(attempt.place.namespaced), key.namespace.as_deref())
     else {
         tracing::warn!(object = %object.describe(), "a namespaced kind without a namespace; not written");
-        return Err(Outcome::Skipped("no namespace for a namespaced kind").into());
+        return Err(Outcome::Skipped(SkipReason::NoNamespace).into());
     };
     // A binding grants the role as it is live, whatever the chart says of it.
     let role = match role_ref(&key.group, &ar.plural, place, desired) {
@@ -160,7 +160,7 @@ impl Refusals {
                 let refused: Vec<String> = accesses.iter().map(ToString::to_string).collect();
                 tracing::warn!(object = %object_name, release = %release, revision = number, author = %revision.author, refused = ?refused, "drift not reverted: the revision's author may not make the write");
                 (
-                    "AuthorLacksRights",
+                    Reason::AuthorLacksRights,
                     notes::author_lacks_rights(
                         &object_name,
                         (release, number),
@@ -172,7 +172,7 @@ impl Refusals {
             Refusal::NotKnown(why, out) => {
                 tracing::warn!(object = %object_name, release = %release, revision = number, why = why.as_str(), scope = out.as_str(), "drift not reverted: the revision's author is not known");
                 (
-                    "UnknownAuthor",
+                    Reason::UnknownAuthor,
                     notes::unknown_author_not_written(
                         &object_name,
                         (release, number),
@@ -182,22 +182,16 @@ impl Refusals {
                 )
             }
             Refusal::Held(why, paths) => (
-                "UnknownAuthor",
+                Reason::UnknownAuthor,
                 notes::unknown_author_held(&object_name, (release, number), paths, why.as_str()),
             ),
         };
         let reference = crate::attempts::revision_reference(&revision.secret);
         // The object as the related one: one Event per object refused, not one series per Secret.
         let related = crate::attempts::locked_reference(object);
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Refuse".into(),
-            secondary: Some(related),
-        };
+        let event = events::event(reason, note, Some(related));
         if let Err(e) = cluster.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record the {reason} event");
+            events::not_recorded(reason, &e);
         }
     }
 

@@ -5,15 +5,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::events::{self, Reason};
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 use tokio::sync::watch;
 
 use crate::core::{other_writer, Fight, FightNext, Fights, Index, FIGHT_REVERTS, FIGHT_WINDOW};
 use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome, Step};
+use super::attempt::{Attempt, Outcome, SkipReason, Step};
 use super::cluster::Cluster;
 use super::key::ObjectKey;
 use super::worker::Worker;
@@ -78,7 +78,7 @@ pub(super) async fn wait_or_stop(
         if !delay.is_zero() {
             tracing::info!(object = %key, ?delay, "drifted again soon after a revert; backing off");
             worker.later(job, delay);
-            return Err(Outcome::Skipped("backing off").into());
+            return Err(Outcome::Skipped(SkipReason::BackingOff).into());
         }
     }
     let next = fights
@@ -86,9 +86,7 @@ pub(super) async fn wait_or_stop(
         .next(key, attempt.revision, fought, Instant::now());
     match next {
         FightNext::Revert => {}
-        FightNext::Stopped => {
-            return Err(Outcome::Skipped("a fight with another writer; left to it").into())
-        }
+        FightNext::Stopped => return Err(Outcome::Skipped(SkipReason::FightLeftToOther).into()),
         FightNext::Stop(stopped) => {
             let live: Option<DynamicObject> = attempt
                 .live
@@ -97,12 +95,12 @@ pub(super) async fn wait_or_stop(
             let stopped_now = fights.fights().stopped();
             fights.metrics.revert_fights.set(stopped_now as i64);
             report_fight(cluster, attempt, live.as_ref(), &stopped).await;
-            return Err(Outcome::Skipped("a fight with another writer; stopped").into());
+            return Err(Outcome::Skipped(SkipReason::FightStopped).into());
         }
     }
     // The last moment to notice a lost lease.
     if !*leader.borrow() {
-        return Err(Outcome::Skipped("not the leader").into());
+        return Err(Outcome::Skipped(SkipReason::NotLeader).into());
     }
     Ok(())
 }
@@ -124,20 +122,15 @@ async fn report_fight(
     let Some(live) = live else {
         return;
     };
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "RevertFight".into(),
-        note: Some(crate::core::notes::fight_stopped(
-            &stopped.paths,
-            object.describe(),
-            (&object.release, stopped.revision),
-            (FIGHT_REVERTS, humantime::format_duration(FIGHT_WINDOW)),
-            other,
-        )),
-        action: "Stop".into(),
-        secondary: None,
-    };
+    let note = crate::core::notes::fight_stopped(
+        &stopped.paths,
+        object.describe(),
+        (&object.release, stopped.revision),
+        (FIGHT_REVERTS, humantime::format_duration(FIGHT_WINDOW)),
+        other,
+    );
+    let event = events::event(Reason::RevertFight, note, None);
     if let Err(e) = cluster.publish(&event, &live.object_ref(ar)).await {
-        tracing::debug!(error = %e, "could not record the RevertFight event");
+        events::not_recorded(Reason::RevertFight, &e);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::core::{unknown_author_scope, Authorship, Index, KindScope, LockedObject, Schema};
 use crate::metrics::Metrics;
 
-use super::attempt::{Attempt, Outcome, Step};
+use super::attempt::{Attempt, Outcome, SkipReason, Step};
 use super::authorize::{Refusal, Refusals};
 use super::cluster::{Cluster, Place};
 use super::key::ObjectKey;
@@ -212,7 +212,7 @@ pub(super) async fn unknown_author(
     let Some(live) = &attempt.live else {
         let why = "its release's newest revision has no known author, and helm-locker creates nothing for it";
         report_missing(cluster, proofs, state, object, why).await;
-        return Err(Outcome::Skipped("missing; left to helm upgrade").into());
+        return Err(Outcome::Skipped(SkipReason::LeftToHelmUpgrade).into());
     };
     let first_sight = || first_sight(cluster, schema, &attempt.place, object, live);
     let Some((paths, _)) = holds.paths(object, newest, scope, first_sight).await else {

@@ -8,7 +8,7 @@ use crate::core::{
     Change, HelmWriter, OwnershipReturn, Schema,
 };
 
-use super::attempt::{Attempt, Outcome, Step};
+use super::attempt::{Attempt, Outcome, SkipReason, Step};
 use super::authorize::{Refusal, Refusals};
 use super::cluster::Cluster;
 use super::key::ObjectKey;
@@ -54,9 +54,7 @@ pub(super) async fn plan(
         return Ok(Plan::Revert(vec![]));
     };
     if !proofs.observe(object, live) {
-        return Err(
-            Outcome::Skipped("does not carry the release's meta.helm.sh annotations").into(),
-        );
+        return Err(Outcome::Skipped(SkipReason::Unproven).into());
     }
     let ignore = attempt.ignored();
     let changes = drift(schema, object, live, &ignore);

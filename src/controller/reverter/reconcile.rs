@@ -11,7 +11,7 @@ use crate::index_store::IndexStore;
 use crate::live_config::LiveConfig;
 use crate::source::openapi::SharedSchema;
 
-use super::attempt::{Attempt, Conflict, End, Failure, Outcome, RevertError, Step};
+use super::attempt::{Attempt, Conflict, End, Failure, Outcome, RevertError, SkipReason, Step};
 use super::authorize::authorize;
 use super::cluster::{Cluster, Place};
 use super::fights::wait_or_stop;
@@ -171,7 +171,7 @@ impl Reconcile<'_> {
             .find(&key.group, &key.kind, key.namespace.as_deref(), &key.name)
             .is_none()
         {
-            return Err(Outcome::Skipped("no longer locked").into());
+            return Err(Outcome::Skipped(SkipReason::NoLongerLocked).into());
         }
         let (ar, namespaced) = self.parts.kinds.resource(self.cluster, &key.gvk()).await?;
         let place = Place {
@@ -198,17 +198,17 @@ impl Reconcile<'_> {
             )
             .cloned()
         else {
-            return Err(Outcome::Skipped("no longer locked").into());
+            return Err(Outcome::Skipped(SkipReason::NoLongerLocked).into());
         };
         let Some((state, revision)) = revertable(&self.config.load(), index, &object) else {
-            return Err(Outcome::Skipped("release not revertable").into());
+            return Err(Outcome::Skipped(SkipReason::NotRevertable).into());
         };
         let apply_method = state.newest().and_then(|r| r.apply_method.as_deref());
         let config = self.config.load();
         let now = crate::lock_exception::now();
         let ignore = index.left_alone(&config, &object, now);
         if ignore.iter().any(String::is_empty) {
-            return Err(Outcome::Skipped("opened by a LockException").into());
+            return Err(Outcome::Skipped(SkipReason::OpenedByException).into());
         }
         let writer = helm_writer_seen(live.as_ref(), apply_method, worker.last_writer.get(key));
         // What writer rules give to a writer that holds it is not drift; once the rule goes
@@ -250,7 +250,7 @@ impl Reconcile<'_> {
 async fn confirm_revision(confirm: &dyn Confirm, attempt: &Attempt<'_>) -> Step<()> {
     match confirm.newest_revision(&attempt.object.release).await? {
         Some((fresh, Status::Deployed)) if fresh == attempt.revision => Ok(()),
-        _ => Err(Outcome::Skipped("the release changed; waiting for the index").into()),
+        _ => Err(Outcome::Skipped(SkipReason::ReleaseChanged).into()),
     }
 }
 

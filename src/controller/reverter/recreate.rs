@@ -1,12 +1,12 @@
 //! Deleted objects: created again as Helm would, or reported once as missing.
 
+use crate::events::{self, Reason};
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use serde_json::Value;
 
 use crate::core::{recreate_when_deleted, HelmWriter, LockedObject, ReleaseState};
 
-use super::attempt::{Attempt, Failure, Outcome, Step};
+use super::attempt::{Attempt, Failure, Outcome, SkipReason, Step};
 use super::cluster::{Cluster, Write};
 use super::key::ObjectKey;
 use super::proofs::Proofs;
@@ -24,7 +24,7 @@ pub(super) async fn may_recreate(
     let object = &attempt.object;
     let key = ObjectKey::of(object);
     if !recreate_when_deleted(object) {
-        return Err(Outcome::Skipped("deleted with its owner").into());
+        return Err(Outcome::Skipped(SkipReason::DeletedWithOwner).into());
     }
     let seen = proofs.carried(&key, &object.release);
     let vouched = attempt.index.registration(&object.release).is_some();
@@ -37,7 +37,7 @@ pub(super) async fn may_recreate(
     };
     if let Some(why) = why {
         report_missing(cluster, proofs, attempt.state, object, why).await;
-        return Err(Outcome::Skipped("missing; left to helm upgrade").into());
+        return Err(Outcome::Skipped(SkipReason::LeftToHelmUpgrade).into());
     }
     Ok(())
 }
@@ -80,18 +80,9 @@ pub(super) async fn report_missing(
         return;
     };
     let reference = crate::attempts::revision_reference(&secret);
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "LockedObjectMissing".into(),
-        note: Some(crate::core::notes::missing(
-            object.describe(),
-            &object.release,
-            why,
-        )),
-        action: "Report".into(),
-        secondary: None,
-    };
+    let note = crate::core::notes::missing(object.describe(), &object.release, why);
+    let event = events::event(Reason::LockedObjectMissing, note, None);
     if let Err(e) = cluster.publish(&event, &reference).await {
-        tracing::debug!(error = %e, "could not record the LockedObjectMissing event");
+        events::not_recorded(Reason::LockedObjectMissing, &e);
     }
 }

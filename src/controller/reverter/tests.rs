@@ -22,7 +22,7 @@ use crate::index_store::IndexStore;
 use crate::live_config::LiveConfig;
 use crate::metrics::Metrics;
 
-use super::attempt::{Failure, Outcome};
+use super::attempt::{Failure, Outcome, SkipReason};
 use super::cluster::{Cluster, Place, Write};
 use super::key::{Job, ObjectKey};
 use super::parts::Parts;
@@ -487,11 +487,11 @@ async fn a_writer_that_changes_the_fields_back_each_time_is_left_to_it() {
     }
     assert_eq!(
         world.once(&cluster).await.unwrap(),
-        Outcome::Skipped("a fight with another writer; stopped")
+        Outcome::Skipped(SkipReason::FightStopped)
     );
     assert_eq!(
         world.once(&cluster).await.unwrap(),
-        Outcome::Skipped("a fight with another writer; left to it")
+        Outcome::Skipped(SkipReason::FightLeftToOther)
     );
     assert_eq!(data(&cluster).as_deref(), Some("changed"));
     assert_eq!(
@@ -525,7 +525,7 @@ async fn a_deleted_object_is_created_again_only_when_seen_as_the_releases() {
     let mut world = World::known();
     // Never seen: reported missing once, left to helm upgrade.
     let cluster = FakeCluster::default();
-    let missing = Outcome::Skipped("missing; left to helm upgrade");
+    let missing = Outcome::Skipped(SkipReason::LeftToHelmUpgrade);
     assert_eq!(world.once(&cluster).await.unwrap(), missing);
     assert_eq!(world.once(&cluster).await.unwrap(), missing);
     assert_eq!(cluster.events(), ["LockedObjectMissing"]);
@@ -557,7 +557,7 @@ async fn nothing_is_written_for_a_release_gone_or_changed_on_the_api_server() {
     world.index = IndexStore::new(Index::new());
     assert_eq!(
         world.once(&cluster).await.unwrap(),
-        Outcome::Skipped("no longer locked")
+        Outcome::Skipped(SkipReason::NoLongerLocked)
     );
     // The index lags: the API server has no revision left, or a newer one.
     for fresh in [
@@ -571,7 +571,7 @@ async fn nothing_is_written_for_a_release_gone_or_changed_on_the_api_server() {
         };
         assert_eq!(
             world.once(&cluster).await.unwrap(),
-            Outcome::Skipped("the release changed; waiting for the index")
+            Outcome::Skipped(SkipReason::ReleaseChanged)
         );
     }
     assert_eq!(cluster.writes(), 0);

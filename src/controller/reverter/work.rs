@@ -103,7 +103,7 @@ pub(super) async fn work(
         }
         match result {
             Ok(Outcome::Skipped(why)) => {
-                tracing::debug!(object = ?job.key, why, "not reverted")
+                tracing::debug!(object = ?job.key, why = %why, "not reverted")
             }
             Ok(_) => {}
             Err(e) => {

@@ -1,8 +1,8 @@
 //! The writes: the plan carried out (a patch or a forced apply as Helm's field manager, a
 //! deleted object created again, ownership handed back), and the Events about them.
 
+use crate::events::{self, Reason};
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType};
 use kube::Resource;
 use serde_json::Value;
 
@@ -93,17 +93,11 @@ pub(super) async fn written(
     let key = attempt.key();
     worker.not_stored.remove(key);
     fights.reverted(key, attempt.revision, fought);
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "Reverted".into(),
-        note: Some(note),
-        action: "Revert".into(),
-        secondary: None,
-    };
+    let event = events::event(Reason::Reverted, note, None);
     if let Err(e) = cluster
         .publish(&event, &written.object_ref(&attempt.place.ar))
         .await
     {
-        tracing::debug!(error = %e, "could not record the Reverted event");
+        events::not_recorded(Reason::Reverted, &e);
     }
 }
