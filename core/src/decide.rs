@@ -293,6 +293,32 @@ impl Decision {
         self.kind().as_str()
     }
 
+    /// What decided, as a stable word and whom or what it names, for the admission span: the
+    /// rule that allowed (`not_owned`, `exempt` and the user, `lock_exception` and the
+    /// LockException, `writer_rule` and the rules, `hand_over` and the releases...), or
+    /// `locked` and the release whose lock denies, warns or repairs.
+    pub fn decided_by(&self) -> (&'static str, Option<String>) {
+        let allowed = match self {
+            Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _) => {
+                return ("locked", Some(l.release.to_string()))
+            }
+            Decision::Allow(allowed) => allowed,
+        };
+        match allowed {
+            Allowed::NotOwned => ("not_owned", None),
+            Allowed::Subresource => ("subresource", None),
+            Allowed::HelmAtWork { release, .. } => ("helm_at_work", Some(release.to_string())),
+            Allowed::NotLocked { release, .. } => ("not_locked", Some(release.to_string())),
+            Allowed::Exempt { user, .. } => ("exempt", Some(user.clone())),
+            Allowed::NoLockedChange { release } => ("no_locked_change", Some(release.to_string())),
+            Allowed::Unproven { release } => ("unproven", Some(release.to_string())),
+            Allowed::Excepted { exception, .. } => ("lock_exception", Some(exception.clone())),
+            Allowed::LeftToValidation => ("left_to_validation", None),
+            Allowed::ByRule { rules, .. } => ("writer_rule", Some(rules.join(","))),
+            Allowed::HandedOver { from, to, .. } => ("hand_over", Some(format!("{from} -> {to}"))),
+        }
+    }
+
     /// One sentence on why, for `review --explain` and debug logs.
     pub fn explain(&self) -> String {
         match self {
