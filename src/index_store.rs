@@ -67,13 +67,15 @@ impl IndexStore {
 
     /// [`update_now`](Self::update_now) on the blocking pool, so neither the wait for the
     /// writer lock nor a long change (a re-list parsing thousands of manifests) holds up the
-    /// runtime's workers.
+    /// runtime's workers. The change runs in the caller's span: its log lines say whose it is.
     pub(crate) async fn update<T: Send + 'static>(
         self: &Arc<Self>,
         change: impl FnOnce(&mut Index) -> T + Send + 'static,
     ) -> T {
         let store = self.clone();
-        match tokio::task::spawn_blocking(move || store.update_now(change)).await {
+        let span = tracing::Span::current();
+        match tokio::task::spawn_blocking(move || span.in_scope(|| store.update_now(change))).await
+        {
             Ok(out) => out,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }

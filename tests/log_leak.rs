@@ -3,7 +3,8 @@
 //! release whose values, manifest, notes and hooks carry a canary string and release files that
 //! do not decode (with the canary in the broken part), and answers allowed, denied and
 //! malformed AdmissionReviews whose objects carry it too. Neither the canary, nor its base64,
-//! nor a piece of the encoded release payload may appear on stdout or stderr.
+//! nor a piece of the encoded release payload may appear on stdout or stderr. The lines it
+//! reads name their spans: a denial its decision, the folder source its task.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -336,6 +337,28 @@ async fn no_log_line_carries_release_or_secret_data() {
             };
             assert!(found, "{format} logs lack {expected:?}:\n{logs}");
         }
+        // A denial's line carries its admission span's decision and what decided it; the
+        // folder source's lines, the span of its task.
+        let line = |message: &str| logs.lines().find(|l| l.contains(message)).unwrap_or("");
+        let (denial, reload) = (line("locked object"), line("later.json"));
+        let (decided, by, task) = if format == "json" {
+            (
+                r#""reason":"locked""#,
+                r#""by":"leak/leaky""#,
+                r#""task":"the release folder source""#,
+            )
+        } else {
+            (
+                r#"reason="locked""#,
+                r#"by="leak/leaky""#,
+                r#"task{task="the release folder source"}"#,
+            )
+        };
+        assert!(
+            denial.contains(decided) && denial.contains(by),
+            "{format}: {denial}"
+        );
+        assert!(reload.contains(task), "{format}: {reload}");
         for (i, line) in logs.lines().enumerate() {
             assert!(
                 !line.contains(CANARY),

@@ -19,10 +19,13 @@ use crate::release::Status;
 use crate::review::{Operation, Request};
 use crate::schema::Schema;
 
+mod excuse;
 mod find;
 mod hand_over;
 mod message;
 mod read;
+mod writer_rules;
+pub use excuse::excuse;
 pub use find::{find, Found};
 use find::{Door, Resolved, Ruled};
 pub use hand_over::{hand_over, hand_over_question, HandOver};
@@ -34,6 +37,7 @@ use message::{
 use read::{
     added_owner_references, co_owner_claims, creation_entries, names_release, parse_object, written,
 };
+pub use writer_rules::allow_by_rules;
 
 /// Why a request was allowed.
 #[derive(Clone, Debug, PartialEq)]
@@ -289,6 +293,32 @@ impl Decision {
         self.kind().as_str()
     }
 
+    /// What decided, as a stable word and whom or what it names, for the admission span: the
+    /// rule that allowed (`not_owned`, `exempt` and the user, `lock_exception` and the
+    /// LockException, `writer_rule` and the rules, `hand_over` and the releases...), or
+    /// `locked` and the release whose lock denies, warns or repairs.
+    pub fn decided_by(&self) -> (&'static str, Option<String>) {
+        let allowed = match self {
+            Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _) => {
+                return ("locked", Some(l.release.to_string()))
+            }
+            Decision::Allow(allowed) => allowed,
+        };
+        match allowed {
+            Allowed::NotOwned => ("not_owned", None),
+            Allowed::Subresource => ("subresource", None),
+            Allowed::HelmAtWork { release, .. } => ("helm_at_work", Some(release.to_string())),
+            Allowed::NotLocked { release, .. } => ("not_locked", Some(release.to_string())),
+            Allowed::Exempt { user, .. } => ("exempt", Some(user.clone())),
+            Allowed::NoLockedChange { release } => ("no_locked_change", Some(release.to_string())),
+            Allowed::Unproven { release } => ("unproven", Some(release.to_string())),
+            Allowed::Excepted { exception, .. } => ("lock_exception", Some(exception.clone())),
+            Allowed::LeftToValidation => ("left_to_validation", None),
+            Allowed::ByRule { rules, .. } => ("writer_rule", Some(rules.join(","))),
+            Allowed::HandedOver { from, to, .. } => ("hand_over", Some(format!("{from} -> {to}"))),
+        }
+    }
+
     /// One sentence on why, for `review --explain` and debug logs.
     pub fn explain(&self) -> String {
         match self {
@@ -354,157 +384,6 @@ pub fn prove(decision: Decision, read: Option<&ReleaseKey>) -> Decision {
             })
         }
         _ => decision,
-    }
-}
-
-/// A denial, warning or repair that an open LockException covers becomes an allow naming it
-/// (the first that covers, by name); any other decision stands. `exceptions` are the release's
-/// ([`Index::exceptions`]), `now` in Unix seconds.
-pub fn excuse(
-    decision: Decision,
-    exceptions: &[&crate::exception::Exception],
-    user: &str,
-    groups: &[impl AsRef<str>],
-    now: i64,
-) -> Decision {
-    let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {
-        return decision;
-    };
-    let write = crate::exception::Write {
-        release: &l.release,
-        kind: &l.target.kind,
-        name: &l.target.name,
-        delete: l.delete,
-        paths: l.changes.iter().map(|c| c.path.as_str()).collect(),
-    };
-    let mut open: Vec<&crate::exception::Exception> = exceptions
-        .iter()
-        .copied()
-        .filter(|e| e.is_open(now) && e.covers(&write, user, groups))
-        .collect();
-    open.sort_by(|a, b| a.name.cmp(&b.name));
-    match open.first() {
-        Some(e) => Decision::Allow(Allowed::Excepted {
-            release: l.release.clone(),
-            exception: e.name.clone(),
-            user: user.to_string(),
-            reason: e.reason.clone(),
-            until: e.until,
-        }),
-        None => decision,
-    }
-}
-
-/// Writer rules ([`crate::writer_rule`]) on a denial, warning or repair: when active rules
-/// that name this writer and this object cover every changed path ([`Locked::keyed_paths`]), the
-/// write is allowed, with a warning naming the rules ([`Allowed::ByRule`]); when they cover
-/// some, the decision stands for the others only, and its message names only those (a message
-/// of its own, [`Locked::wording`] `None`, stands whole). A delete, and a co-owner's or
-/// creator's denial (no changed value: the harm is the next `helm upgrade`'s conflict, which no
-/// rule prevents), are never covered. `labels`: the release's newest revision's; `now` in Unix
-/// seconds.
-pub fn allow_by_rules(
-    decision: Decision,
-    rules: &[&crate::writer_rule::WriterRule],
-    writer: &crate::writer_rule::RuleWriter<'_>,
-    labels: &std::collections::BTreeMap<String, String>,
-    now: i64,
-) -> Decision {
-    let (Decision::Deny(l) | Decision::Warn(l) | Decision::Repair(l, _)) = &decision else {
-        return decision;
-    };
-    if l.delete || l.changes.is_empty() || l.keyed_paths.len() != l.changes.len() {
-        return decision;
-    }
-    let group = l
-        .target
-        .api_version
-        .rsplit_once('/')
-        .map_or("", |(group, _)| group);
-    let object = crate::writer_rule::RuleObject {
-        release: &l.release,
-        labels,
-        group,
-        kind: &l.target.kind,
-        name: &l.target.name,
-    };
-    let mut matching: Vec<&crate::writer_rule::WriterRule> = rules
-        .iter()
-        .copied()
-        .filter(|r| r.is_active(now) && r.matches_writer(writer) && r.matches_object(&object))
-        .collect();
-    if matching.is_empty() {
-        return decision;
-    }
-    matching.sort_by(|a, b| a.id.cmp(&b.id));
-    let covering: Vec<Option<&crate::writer_rule::WriterRule>> = l
-        .keyed_paths
-        .iter()
-        .map(|p| matching.iter().copied().find(|r| r.covers_path(p)))
-        .collect();
-    if covering.iter().all(Option::is_some) {
-        let mut used: Vec<&crate::writer_rule::WriterRule> =
-            covering.into_iter().flatten().collect();
-        used.dedup_by(|a, b| a.id == b.id);
-        let mut ids: Vec<String> = used.iter().map(|r| r.id.clone()).collect();
-        ids.sort();
-        ids.dedup();
-        let why: Vec<String> = matching
-            .iter()
-            .filter(|r| ids.contains(&r.id))
-            .map(|r| format!("{}: {}", r.id, r.reason))
-            .collect();
-        let warning = format!(
-            "{} belongs to Helm release {}; writer rule {} lets {} change {} ({}). The next helm upgrade may set them back.",
-            l.object,
-            l.release,
-            ids.join(", "),
-            writer.username,
-            l.keyed_paths.join(", "),
-            why.join("; ")
-        );
-        return Decision::Allow(Allowed::ByRule {
-            release: l.release.clone(),
-            rules: ids,
-            user: writer.username.to_string(),
-            paths: l.keyed_paths.clone(),
-            warning,
-        });
-    }
-    let Some(wording) = l.wording else {
-        return decision;
-    };
-    if covering.iter().all(Option::is_none) {
-        return decision;
-    }
-    let narrow = |l: &Locked| {
-        let (changes, keyed_paths): (Vec<Change>, Vec<String>) = l
-            .changes
-            .iter()
-            .zip(&l.keyed_paths)
-            .zip(&covering)
-            .filter(|(_, rule)| rule.is_none())
-            .map(|((c, k), _)| (c.clone(), k.clone()))
-            .unzip();
-        let message = message(
-            &l.object, &l.release, l.revision, l.status, false, &changes, wording,
-        );
-        Locked {
-            changes,
-            keyed_paths,
-            message,
-            ..l.clone()
-        }
-    };
-    match &decision {
-        Decision::Deny(l) => Decision::Deny(narrow(l)),
-        Decision::Warn(l) => Decision::Warn(narrow(l)),
-        Decision::Repair(l, _) => {
-            let l = narrow(l);
-            let patch = repair_patch(&l.changes);
-            Decision::Repair(l, patch)
-        }
-        Decision::Allow(_) => decision,
     }
 }
 

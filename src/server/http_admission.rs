@@ -57,12 +57,16 @@ impl hyper::service::Service<Request<Incoming>> for Webhook {
             };
             Ok(match (route, parts.method == Method::POST) {
                 (Some(Route::Admit(endpoint)), true) => {
-                    // Every log line of one review carries its uid, operation and object.
+                    // Every log line of one review carries its uid, operation and object, and
+                    // once decided, the decision and what decided it (`record_decision`).
                     let span = tracing::info_span!(
                         "admission",
                         uid = tracing::field::Empty,
                         operation = tracing::field::Empty,
                         object = tracing::field::Empty,
+                        decision = tracing::field::Empty,
+                        reason = tracing::field::Empty,
+                        by = tracing::field::Empty,
                     );
                     admit(&state, endpoint, &parts.headers, body)
                         .instrument(span)
@@ -218,11 +222,13 @@ async fn admit(
         name_span(request);
         let mut at = find(&index, &schema, request);
         if let Some(decision) = at.answer(&index, request) {
+            record_decision(&decision);
             return respond(state, endpoint, &head.review, &decision, started);
         }
         if head.read_user() {
             let request = &head.review.request;
             if let Some(decision) = at.check_user(&index, &config, request) {
+                record_decision(&decision);
                 tracing::debug!("{}", decision.explain());
                 return respond(state, endpoint, &head.review, &decision, started);
             }
@@ -268,6 +274,7 @@ async fn admit(
     let decision = prove_if_needed(state, request, decision).await;
     let decision = hand_over_if_allowed(state, taking, decision).await;
     let decision = with_values_advice(state, decision).await;
+    record_decision(&decision);
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
         let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
@@ -314,6 +321,23 @@ fn name_span(request: &crate::core::Request<'_>) {
         ),
     };
     span.record("object", object.as_str());
+}
+
+/// Records on the current span (an admission) what was decided and what decided it: `decision`
+/// (allow, deny, warn, repair), `reason` (the rule that allowed, or `locked`) and `by` (whom or
+/// what it names: the exempt user, the LockException, the writer rules, the release), for every
+/// line logged after.
+fn record_decision(decision: &Decision) {
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let (reason, by) = decision.decided_by();
+    span.record("decision", decision.label());
+    span.record("reason", reason);
+    if let Some(by) = by {
+        span.record("by", by.as_str());
+    }
 }
 
 /// Writer rules: a denial, warning or repair whose changed paths rules give this writer is

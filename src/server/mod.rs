@@ -6,6 +6,7 @@ pub(crate) mod listen;
 pub(crate) mod pending_clock;
 pub mod self_managed;
 pub mod state;
+mod supervisor;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use crate::readiness;
 use crate::source;
 pub use crate::source::initial_list::InitialList;
 use state::{AppState, HttpSettings};
+use supervisor::Supervisor;
 
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug)]
@@ -129,45 +131,6 @@ pub enum ServeError {
     TaskEnded(String),
 }
 
-/// The server's long-running tasks (watches, the schema refresher, controllers, certificate
-/// renewal). None may end before shutdown: when one does, returning or panicking, the server
-/// stops serving and exits non-zero, so Kubernetes restarts it instead of keeping a pod that
-/// answers from an index nobody updates.
-#[derive(Default)]
-struct Supervisor {
-    tasks: tokio::task::JoinSet<()>,
-    names: std::collections::HashMap<tokio::task::Id, &'static str>,
-}
-
-impl Supervisor {
-    fn spawn(
-        &mut self,
-        name: &'static str,
-        task: impl std::future::Future<Output = ()> + Send + 'static,
-    ) {
-        let handle = self.tasks.spawn(task);
-        self.names.insert(handle.id(), name);
-    }
-
-    /// Completes when a task ends, saying which and how; never when there are none.
-    async fn first_exit(&mut self) -> String {
-        match self.tasks.join_next_with_id().await {
-            None => std::future::pending().await,
-            Some(Ok((id, ()))) => {
-                format!("{} ended", self.names.get(&id).copied().unwrap_or("a task"))
-            }
-            Some(Err(e)) => {
-                let name = self.names.get(&e.id()).copied().unwrap_or("a task");
-                if e.is_panic() {
-                    format!("{name} panicked")
-                } else {
-                    format!("{name} was cancelled")
-                }
-            }
-        }
-    }
-}
-
 /// A server whose ports are bound (so tests and callers know the addresses) but not yet
 /// serving.
 pub struct BoundServer {
@@ -207,46 +170,112 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Bind { addr, source })
 }
 
+/// The serving certificate's files, the CA's PEM when the server made or keeps it, and the
+/// client and place of a self-managed certificate (renewed by a task).
+async fn serving_certificate(
+    certificate: &Certificate,
+) -> Result<
+    (
+        (PathBuf, PathBuf),
+        Option<String>,
+        Option<(kube::Client, self_managed::SelfManaged)>,
+    ),
+    ServeError,
+> {
+    let mut managed = None;
+    let (cert_files, ca_pem) = match certificate {
+        Certificate::SelfManaged(wanted) => {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(ServeError::Kubernetes)?;
+            self_managed::reconcile(&client, wanted).await?;
+            let ca = std::fs::read_to_string(wanted.dir.join("ca.crt")).ok();
+            managed = Some((client, wanted.clone()));
+            ((wanted.dir.join("tls.crt"), wanted.dir.join("tls.key")), ca)
+        }
+        Certificate::Files { cert, key } => ((cert.clone(), key.clone()), None),
+        Certificate::SelfSigned { names, dir } => {
+            let pki = certs_gen::generate("helm-locker", names, &Default::default())
+                .map_err(|e| ServeError::SelfSigned(e.to_string()))?;
+            let write = |name: &str, text: &str| {
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(dir.join(name), text))
+                    .map_err(|e| {
+                        ServeError::SelfSigned(format!("{}: {e}", dir.join(name).display()))
+                    })
+            };
+            write("ca.crt", &pki.ca_pem)?;
+            write("tls.crt", &pki.cert_pem)?;
+            write("tls.key", &pki.key_pem)?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(
+                    dir.join("tls.key"),
+                    std::fs::Permissions::from_mode(0o600),
+                );
+            }
+            tracing::info!(ca = %dir.join("ca.crt").display(), names = ?names, "self-signed certificate generated; give the CA to clients (curl --cacert)");
+            ((dir.join("tls.crt"), dir.join("tls.key")), Some(pki.ca_pem))
+        }
+    };
+    Ok((cert_files, ca_pem, managed))
+}
+
+/// Where a denial's chart files are read: the release objects in the cluster, or the folder.
+fn chart_reader(
+    kube: Option<&kube::Client>,
+    source: &ReleaseSource,
+    drivers: &[crate::core::ReleaseDriver],
+) -> Box<dyn crate::chart_files::ReadChartFiles> {
+    match (kube, source) {
+        (Some(client), _) => Box::new(crate::chart_files::KubeChartFiles {
+            client: client.clone(),
+            drivers: drivers.to_vec(),
+        }),
+        (None, ReleaseSource::Folder { dir, .. }) => {
+            Box::new(crate::chart_files::FolderChartFiles { dir: dir.clone() })
+        }
+        (None, ReleaseSource::Kubernetes) => {
+            unreachable!("a Kubernetes source has a client")
+        }
+    }
+}
+
+/// With `--learn` (a ConfigMap name `prefix`), the recorder of would-be denials, and with a
+/// cluster the writer of what it learned into ConfigMaps of the locker's `namespace`.
+fn learning(
+    kube: Option<&kube::Client>,
+    prefix: Option<&str>,
+    namespace: &str,
+    metrics: &Arc<Metrics>,
+) -> (
+    Option<Arc<crate::learning::Recorder>>,
+    Option<crate::learning::Flusher>,
+) {
+    // Without a cluster (--releases-dir) what is learned stays in memory, bounded as ever.
+    let recorder = prefix
+        .is_some()
+        .then(|| Arc::new(crate::learning::Recorder::new()));
+    let learned = match (kube, prefix, &recorder) {
+        (Some(client), Some(prefix), Some(recorder)) => Some(crate::learning::Flusher::new(
+            recorder.clone(),
+            crate::learning::LearnedConfigMaps {
+                client: client.clone(),
+                namespace: namespace.to_string(),
+                prefix: prefix.to_string(),
+            },
+            metrics.clone(),
+        )),
+        _ => None,
+    };
+    (recorder, learned)
+}
+
 impl BoundServer {
     pub async fn bind(settings: Settings) -> Result<BoundServer, ServeError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut managed = None;
-        let (cert_files, ca_pem) = match &settings.certificate {
-            Certificate::SelfManaged(wanted) => {
-                let client = kube::Client::try_default()
-                    .await
-                    .map_err(ServeError::Kubernetes)?;
-                self_managed::reconcile(&client, wanted).await?;
-                let ca = std::fs::read_to_string(wanted.dir.join("ca.crt")).ok();
-                managed = Some((client, wanted.clone()));
-                ((wanted.dir.join("tls.crt"), wanted.dir.join("tls.key")), ca)
-            }
-            Certificate::Files { cert, key } => ((cert.clone(), key.clone()), None),
-            Certificate::SelfSigned { names, dir } => {
-                let pki = certs_gen::generate("helm-locker", names, &Default::default())
-                    .map_err(|e| ServeError::SelfSigned(e.to_string()))?;
-                let write = |name: &str, text: &str| {
-                    std::fs::create_dir_all(dir)
-                        .and_then(|()| std::fs::write(dir.join(name), text))
-                        .map_err(|e| {
-                            ServeError::SelfSigned(format!("{}: {e}", dir.join(name).display()))
-                        })
-                };
-                write("ca.crt", &pki.ca_pem)?;
-                write("tls.crt", &pki.cert_pem)?;
-                write("tls.key", &pki.key_pem)?;
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::PermissionsExt;
-                    let _ = std::fs::set_permissions(
-                        dir.join("tls.key"),
-                        std::fs::Permissions::from_mode(0o600),
-                    );
-                }
-                tracing::info!(ca = %dir.join("ca.crt").display(), names = ?names, "self-signed certificate generated; give the CA to clients (curl --cacert)");
-                ((dir.join("tls.crt"), dir.join("tls.key")), Some(pki.ca_pem))
-            }
-        };
+        let (cert_files, ca_pem, managed) = serving_certificate(&settings.certificate).await?;
         let metrics = Arc::new(Metrics::new());
         let resolver = Arc::new(tls::ReloadingCert::new(
             cert_files.0,
@@ -278,20 +307,11 @@ impl BoundServer {
                     drivers: settings.release_drivers.clone(),
                 }) as Arc<dyn Confirm>
             });
-        let chart_files = Arc::new(crate::chart_files::ChartFilesCache::new(
-            match (&kube, &settings.source) {
-                (Some(client), _) => Box::new(crate::chart_files::KubeChartFiles {
-                    client: client.clone(),
-                    drivers: settings.release_drivers.clone(),
-                }),
-                (None, ReleaseSource::Folder { dir, .. }) => {
-                    Box::new(crate::chart_files::FolderChartFiles { dir: dir.clone() })
-                }
-                (None, ReleaseSource::Kubernetes) => {
-                    unreachable!("a Kubernetes source has a client")
-                }
-            },
-        ));
+        let chart_files = Arc::new(crate::chart_files::ChartFilesCache::new(chart_reader(
+            kube.as_ref(),
+            &settings.source,
+            &settings.release_drivers,
+        )));
         let scopes = source_scopes(
             &settings.source,
             &settings.config,
@@ -307,23 +327,12 @@ impl BoundServer {
             }
             _ => (None, None),
         };
-        // Without a cluster (--releases-dir) what is learned stays in memory, bounded as ever.
-        let recorder = settings
-            .learned_configmap_prefix
-            .is_some()
-            .then(|| Arc::new(crate::learning::Recorder::new()));
-        let learned = match (&kube, &settings.learned_configmap_prefix, &recorder) {
-            (Some(client), Some(prefix), Some(recorder)) => Some(crate::learning::Flusher::new(
-                recorder.clone(),
-                crate::learning::LearnedConfigMaps {
-                    client: client.clone(),
-                    namespace: settings.author_key.namespace.clone(),
-                    prefix: prefix.clone(),
-                },
-                metrics.clone(),
-            )),
-            _ => None,
-        };
+        let (recorder, learned) = learning(
+            kube.as_ref(),
+            settings.learned_configmap_prefix.as_deref(),
+            &settings.author_key.namespace,
+            &metrics,
+        );
         let listener = bind(settings.addr).await?;
         let admin_listener = bind(settings.admin_addr).await?;
         let state = Arc::new(AppState {
@@ -388,10 +397,21 @@ impl BoundServer {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let state = self.state;
         let mut tasks = Supervisor::default();
         // Shutdown has begun: the leader hands its Lease over at once.
         let (leaving_tx, leaving_rx) = tokio::sync::watch::channel(false);
+        let serving = self.start_tasks(&mut tasks, leaving_rx);
+        serving.serve(tasks, shutdown, leaving_tx).await
+    }
+
+    /// Starts the long-running tasks of the release source (a folder, or the API server's
+    /// watches, readers and controllers) under `tasks`; what is left serves.
+    fn start_tasks(
+        self,
+        tasks: &mut Supervisor,
+        leaving_rx: tokio::sync::watch::Receiver<bool>,
+    ) -> Serving {
+        let state = self.state;
         if let Some((client, wanted)) = self.self_managed {
             tasks.spawn("the certificate renewal", self_managed::run(client, wanted));
         }
@@ -408,70 +428,18 @@ impl BoundServer {
             ),
             ReleaseSource::Kubernetes => {
                 let client = self.kube.expect("a client for the Kubernetes source");
-                tasks.spawn(
-                    "the author key loader",
-                    source::author_key::AuthorKeySecret {
-                        client: client.clone(),
-                        namespace: self.author_key.namespace.clone(),
-                        name: self.author_key.name.clone(),
-                    }
-                    .run(self.stamping),
+                spawn_own_namespace_watches(
+                    tasks,
+                    &client,
+                    &state,
+                    &self.author_key,
+                    self.stamping,
+                    self.switches_configmap.clone(),
+                    self.writers_configmap.clone(),
                 );
-                if let Some(name) = self.switches_configmap.clone() {
-                    tasks.spawn(
-                        "the switches watch",
-                        source::switches::SwitchesConfigMap {
-                            client: client.clone(),
-                            namespace: self.author_key.namespace.clone(),
-                            name,
-                            config: state.config.clone(),
-                            metrics: state.metrics.clone(),
-                            readiness: state.readiness.clone(),
-                        }
-                        .run(),
-                    );
-                }
-                if let Some(name) = self.writers_configmap.clone() {
-                    tasks.spawn(
-                        "the writer rules watch",
-                        source::writer_rules::WriterRulesConfigMap {
-                            client: client.clone(),
-                            namespace: self.author_key.namespace.clone(),
-                            name,
-                            config: state.config.clone(),
-                            metrics: state.metrics.clone(),
-                        }
-                        .run(),
-                    );
-                }
                 let gate = self.gate.clone().expect("a gate for the Kubernetes source");
                 let drivers = self.release_drivers.clone();
-                let initial_list = self.initial_list;
-                for ns in watch_scopes(&state.config.load()) {
-                    for driver in &drivers {
-                        let watch = source::release_secrets::ReleaseObjectsWatch {
-                            client: client.clone(),
-                            namespace: ns.clone(),
-                            index: state.index.clone(),
-                            metrics: state.metrics.clone(),
-                            readiness: state.readiness.clone(),
-                            stamping: state.stamping.clone(),
-                            gate: gate.clone(),
-                            drivers: drivers.clone(),
-                            initial_list,
-                        };
-                        use crate::core::ReleaseDriver;
-                        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-                        match driver {
-                            ReleaseDriver::Secret => {
-                                tasks.spawn("a release Secret watch", watch.run::<Secret>())
-                            }
-                            ReleaseDriver::ConfigMap => {
-                                tasks.spawn("a release ConfigMap watch", watch.run::<ConfigMap>())
-                            }
-                        }
-                    }
-                }
+                spawn_release_watches(tasks, &client, &state, &gate, &drivers, self.initial_list);
                 tasks.spawn(
                     "the schema refresher",
                     source::openapi::run(
@@ -506,23 +474,16 @@ impl BoundServer {
                     );
                 }
                 if let Some(max) = self.lock_exceptions {
-                    for namespace in watch_scopes(&state.config.load()) {
-                        tasks.spawn(
-                            "a LockException watch",
-                            source::lock_exceptions::LockExceptions {
-                                client: client.clone(),
-                                namespace,
-                                index: state.index.clone(),
-                                metrics: state.metrics.clone(),
-                                max,
-                                end_on_upgrade: self.exceptions_end_on_upgrade,
-                            }
-                            .run(),
-                        );
-                    }
+                    spawn_lock_exception_watches(
+                        tasks,
+                        &client,
+                        &state,
+                        max,
+                        self.exceptions_end_on_upgrade,
+                    );
                 }
                 start_controllers(
-                    &mut tasks,
+                    tasks,
                     client,
                     &state,
                     self.controller,
@@ -532,6 +493,40 @@ impl BoundServer {
                 );
             }
         }
+        Serving {
+            state,
+            listener: self.listener,
+            admin_listener: self.admin_listener,
+            tls: self.tls,
+            grace: self.grace,
+            delay: self.delay,
+            learned: self.learned,
+        }
+    }
+}
+
+/// What serves once the tasks are started: the two ports and what shutdown finishes.
+struct Serving {
+    state: Arc<AppState>,
+    listener: TcpListener,
+    admin_listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    grace: Duration,
+    delay: Duration,
+    learned: Option<crate::learning::Flusher>,
+}
+
+impl Serving {
+    /// Serves the webhook and the admin port until `shutdown` completes or a task ends first
+    /// (`leaving` tells the leader), turns unready, drains, writes what was learned and stops
+    /// the tasks.
+    async fn serve(
+        self,
+        mut tasks: Supervisor,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        leaving_tx: tokio::sync::watch::Sender<bool>,
+    ) -> Result<(), ServeError> {
+        let state = self.state;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|stop| *stop).await;
@@ -566,8 +561,131 @@ impl BoundServer {
         if let Some(learned) = &self.learned {
             let _ = tokio::time::timeout(Duration::from_secs(5), learned.flush()).await;
         }
-        tasks.tasks.shutdown().await;
+        tasks.shutdown().await;
         failure.map_or(Ok(()), |why| Err(ServeError::TaskEnded(why)))
+    }
+}
+
+/// The watches of the locker's own namespace: the author key's Secret, and the switches and
+/// writer rules ConfigMaps when configured.
+fn spawn_own_namespace_watches(
+    tasks: &mut Supervisor,
+    client: &kube::Client,
+    state: &AppState,
+    author_key: &AuthorKeyPlace,
+    stamping: tokio::sync::watch::Sender<Option<Arc<crate::core::Stamping>>>,
+    switches_configmap: Option<String>,
+    writers_configmap: Option<String>,
+) {
+    tasks.spawn(
+        "the author key loader",
+        source::author_key::AuthorKeySecret {
+            client: client.clone(),
+            namespace: author_key.namespace.clone(),
+            name: author_key.name.clone(),
+        }
+        .run(stamping),
+    );
+    if let Some(name) = switches_configmap {
+        tasks.spawn(
+            "the switches watch",
+            source::switches::SwitchesConfigMap {
+                client: client.clone(),
+                namespace: author_key.namespace.clone(),
+                name,
+                config: state.config.clone(),
+                metrics: state.metrics.clone(),
+                readiness: state.readiness.clone(),
+            }
+            .run(),
+        );
+    }
+    if let Some(name) = writers_configmap {
+        tasks.spawn(
+            "the writer rules watch",
+            source::writer_rules::WriterRulesConfigMap {
+                client: client.clone(),
+                namespace: author_key.namespace.clone(),
+                name,
+                config: state.config.clone(),
+                metrics: state.metrics.clone(),
+            }
+            .run(),
+        );
+    }
+}
+
+/// One release watch per namespace scope and driver, each in a span naming both (its task's
+/// span inside it names the kind).
+fn spawn_release_watches(
+    tasks: &mut Supervisor,
+    client: &kube::Client,
+    state: &AppState,
+    gate: &Arc<source::storage_gate::StorageGate>,
+    drivers: &[crate::core::ReleaseDriver],
+    initial_list: source::initial_list::InitialList,
+) {
+    let drivers = drivers.to_vec();
+    for ns in watch_scopes(&state.config.load()) {
+        for driver in &drivers {
+            // Entered only while the watch is spawned: its task's span is a child of this one.
+            let _scope = tracing::info_span!(
+                "release_watch",
+                namespace = ns.as_deref().unwrap_or("(all)"),
+                driver = ?driver,
+            )
+            .entered();
+            let watch = source::release_secrets::ReleaseObjectsWatch {
+                client: client.clone(),
+                namespace: ns.clone(),
+                index: state.index.clone(),
+                metrics: state.metrics.clone(),
+                readiness: state.readiness.clone(),
+                stamping: state.stamping.clone(),
+                gate: gate.clone(),
+                drivers: drivers.clone(),
+                initial_list,
+            };
+            use crate::core::ReleaseDriver;
+            use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+            match driver {
+                ReleaseDriver::Secret => {
+                    tasks.spawn("a release Secret watch", watch.run::<Secret>())
+                }
+                ReleaseDriver::ConfigMap => {
+                    tasks.spawn("a release ConfigMap watch", watch.run::<ConfigMap>())
+                }
+            }
+        }
+    }
+}
+
+/// One LockException watch per namespace scope, each in a span naming its namespace.
+fn spawn_lock_exception_watches(
+    tasks: &mut Supervisor,
+    client: &kube::Client,
+    state: &AppState,
+    max: Duration,
+    end_on_upgrade: bool,
+) {
+    for namespace in watch_scopes(&state.config.load()) {
+        let _scope = tracing::info_span!(
+            "lock_exception_watch",
+            namespace = namespace.as_deref().unwrap_or("(all)"),
+        )
+        .entered();
+        tasks.spawn(
+            "a LockException watch",
+            source::lock_exceptions::LockExceptions {
+                client: client.clone(),
+                namespace,
+                index: state.index.clone(),
+                metrics: state.metrics.clone(),
+                max,
+                end_on_upgrade,
+            }
+            .run(),
+        );
     }
 }
 
@@ -729,23 +847,5 @@ pub(crate) async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_supervisor_names_the_task_that_ended_or_panicked() {
-        let mut tasks = Supervisor::default();
-        tasks.spawn("a watch that runs", std::future::pending());
-        tasks.spawn("a release Secret watch", async {});
-        assert_eq!(tasks.first_exit().await, "a release Secret watch ended");
-        tasks.spawn("the schema refresher", async { panic!("bug") });
-        assert_eq!(tasks.first_exit().await, "the schema refresher panicked");
-        // The one still running never completes first_exit.
-        let waited = tokio::time::timeout(Duration::from_millis(50), tasks.first_exit()).await;
-        assert!(waited.is_err());
     }
 }

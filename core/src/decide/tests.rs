@@ -2706,3 +2706,54 @@ fn a_rule_made_from_a_denials_keyed_paths_lets_that_write_through() {
         Decision::Allow(Allowed::ByRule { .. })
     ));
 }
+
+#[test]
+fn what_decided_names_the_lock_or_the_rule_that_allowed() {
+    let deny = decide_json(
+        &index(Status::Deployed),
+        &Config::default(),
+        &deploy_update(
+            "oncall",
+            deployment(7, "nginx:1.25"),
+            deployment(3, "nginx:1.25"),
+        ),
+    );
+    assert_eq!(deny.decided_by(), ("locked", Some("shop/shop".to_string())));
+    let exception = crate::exception::Exception {
+        name: "shop/oncall".into(),
+        release: ReleaseKey::new("shop", "shop"),
+        users: vec!["oncall".into()],
+        groups: vec![],
+        objects: vec![],
+        paths: vec![],
+        reason: "INC-42".into(),
+        opened: 100,
+        until: 200,
+    };
+    let no_groups: [&str; 0] = [];
+    let excused = excuse(deny, &[&exception], "oncall", &no_groups, 150);
+    assert_eq!(
+        excused.decided_by(),
+        ("lock_exception", Some("shop/oncall".to_string()))
+    );
+    let exempt = Decision::Allow(Allowed::Exempt {
+        release: ReleaseKey::new("shop", "shop"),
+        user: "ci-bot".into(),
+    });
+    assert_eq!(exempt.decided_by(), ("exempt", Some("ci-bot".to_string())));
+    let ruled = Decision::Allow(Allowed::ByRule {
+        release: ReleaseKey::new("shop", "shop"),
+        rules: vec!["hpa".into(), "oncall".into()],
+        user: "hpa-controller".into(),
+        paths: vec!["/spec/replicas".into()],
+        warning: String::new(),
+    });
+    assert_eq!(
+        ruled.decided_by(),
+        ("writer_rule", Some("hpa,oncall".to_string()))
+    );
+    assert_eq!(
+        Decision::Allow(Allowed::NotOwned).decided_by(),
+        ("not_owned", None)
+    );
+}

@@ -57,6 +57,7 @@ use std::sync::Arc;
 use kube::runtime::events::Recorder;
 use kube::Client;
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument as _;
 
 use crate::confirm::Confirm;
 use crate::metrics::Metrics;
@@ -135,7 +136,8 @@ impl Reverter {
     /// Runs until aborted: watches follow the index; one worker reverts.
     pub(crate) async fn run(self: Arc<Self>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let follow = tokio::spawn(self.clone().follow_index(tx.clone()));
+        // In the reverter's span, as are the per-kind watches it starts (each in its own).
+        let follow = tokio::spawn(self.clone().follow_index(tx.clone()).in_current_span());
         work::work(self.reconcile(), &self.metrics, rx, tx).await;
         follow.abort();
     }

@@ -12,6 +12,7 @@ use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::core::{drift, helm_attribution, helm_writer, ownership_return, Index, LockedObject};
 use crate::index_store::IndexStore;
@@ -52,9 +53,12 @@ impl Reverter {
             for (kind, version) in wanted {
                 if let std::collections::hash_map::Entry::Vacant(slot) = watches.entry(kind) {
                     let (group, kind) = slot.key().clone();
+                    // Each kind's log lines say which kind they are about.
+                    let span = tracing::info_span!("kind_watch", group = %group, kind = %kind);
                     let task = tokio::spawn(
                         self.clone()
-                            .watch_kind(GroupVersionKind::gvk(&group, &version, &kind), tx.clone()),
+                            .watch_kind(GroupVersionKind::gvk(&group, &version, &kind), tx.clone())
+                            .instrument(span),
                     );
                     slot.insert((version, task));
                 }
