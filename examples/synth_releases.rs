@@ -8,46 +8,8 @@
 
 use serde_json::{json, Value};
 
-/// One object of release `rel` (namespace `ns`), the `j`th of its chart: the kinds a typical
-/// chart has, in the sizes they usually are.
-fn object(rel: &str, j: usize) -> (String, String) {
-    let name = format!("{rel}-{j}");
-    let labels = format!(
-        "  labels:\n    app.kubernetes.io/name: {rel}\n    app.kubernetes.io/instance: {rel}\n    app.kubernetes.io/version: \"1.{j}.0\"\n    app.kubernetes.io/managed-by: Helm\n    helm.sh/chart: {rel}-1.0.{j}\n"
-    );
-    let yaml = match j % 6 {
-        0 => format!(
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n{labels}spec:\n  replicas: 2\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: {rel}\n      app.kubernetes.io/component: c{j}\n  template:\n    metadata:\n      labels:\n        app.kubernetes.io/name: {rel}\n        app.kubernetes.io/component: c{j}\n      annotations:\n        checksum/config: 0f{j:062x}\n    spec:\n      serviceAccountName: {rel}-{sa}\n      securityContext:\n        runAsNonRoot: true\n        fsGroup: 2000\n      containers:\n      - name: app\n        image: \"registry.example.com/{rel}/app:1.{j}.3\"\n        imagePullPolicy: IfNotPresent\n        args: [\"--port=8080\", \"--log-level=info\"]\n        ports:\n        - name: http\n          containerPort: 8080\n          protocol: TCP\n        env:\n        - name: RELEASE\n          value: {rel}\n        - name: CONFIG\n          valueFrom:\n            configMapKeyRef: {{name: {rel}-{cm}, key: settings}}\n        livenessProbe:\n          httpGet: {{path: /healthz, port: http}}\n        readinessProbe:\n          httpGet: {{path: /readyz, port: http}}\n        resources:\n          limits: {{cpu: \"1\", memory: 512Mi}}\n          requests: {{cpu: 100m, memory: 128Mi}}\n",
-            sa = j + 3,
-            cm = j + 1
-        ),
-        1 => format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{labels}data:\n  settings: |\n    listen = \":8080\"\n    upstream = \"http://{rel}-{up}:8080\"\n    timeout = \"30s\"\n    release = \"{rel}\"\n  feature-flags: \"a,b,c{j}\"\n",
-            up = j + 1
-        ),
-        2 => format!(
-            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n{labels}spec:\n  type: ClusterIP\n  ports:\n  - port: 80\n    targetPort: http\n    protocol: TCP\n    name: http\n  selector:\n    app.kubernetes.io/name: {rel}\n    app.kubernetes.io/component: c{c}\n",
-            c = j - 2
-        ),
-        3 => format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n{labels}automountServiceAccountToken: false\n"),
-        4 => format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n{labels}rules:\n- apiGroups: [\"\"]\n  resources: [configmaps, secrets]\n  verbs: [get, list, watch]\n- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [get]\n"
-        ),
-        _ => format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {name}\n{labels}roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {rel}-{role}\nsubjects:\n- kind: ServiceAccount\n  name: {rel}-{sa}\n",
-            role = j - 1,
-            sa = j - 2
-        ),
-    };
-    (format!("templates/object-{j}.yaml"), yaml)
-}
-
 fn release_secret(rel: &str, ns: &str, objects: usize, manifest_bytes: &mut usize) -> Value {
-    let mut manifest = String::new();
-    for j in 0..objects {
-        let (source, yaml) = object(rel, j);
-        manifest.push_str(&format!("---\n# Source: {rel}/{source}\n{yaml}"));
-    }
+    let manifest = helm_locker_core::test_util::synthetic_manifest(rel, objects);
     *manifest_bytes += manifest.len();
     let release = json!({
         "name": rel, "namespace": ns, "version": 1,
@@ -126,7 +88,7 @@ fn main() {
 
     // Reviews for release app-0 (namespace team-0): a controller-style write that changes no
     // chart field (allowed after the full comparison), and a user's change (denied).
-    let mut configmap: Value = serde_saphyr::from_str(&object("app-0", 1).1).expect("the template");
+    let mut configmap: Value = serde_saphyr::from_str(&helm_locker_core::test_util::synthetic_object("app-0", 1).1).expect("the template");
     configmap["metadata"]["namespace"] = json!("team-0");
     configmap["metadata"]["annotations"] =
         json!({"meta.helm.sh/release-name": "app-0", "meta.helm.sh/release-namespace": "team-0"});

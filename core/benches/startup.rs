@@ -1,0 +1,117 @@
+//! What start-up costs a replica, per release, without an API server: `cargo bench --bench startup`.
+//!
+//! A replica is ready when it has read every release Secret of the cluster and indexed it. The
+//! API server's part (listing, the transfer) is the same for every locker; this is the locker's
+//! part, done on every core as the watch does it (`src/source/release_secrets.rs`):
+//!
+//! - **decode**: a Secret's `data.release` (as a Kubernetes client returns it, the Secret's own
+//!   base64 already undone) to a release: base64, gunzip, the release JSON;
+//! - **parse**: its manifest to the objects the index keeps ([`Index::prepare`]): YAML to a field
+//!   tree per object, then each tree packed (compact JSON, zstd);
+//! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]);
+//! - **all three**, the figure to compare builds by.
+//!
+//! The releases are `scripts/scale.sh`'s (1,000 of 30 objects, [`synthetic_manifest`], 21 kB
+//! each). Read a figure against `decode` in the same run: the machine's speed cancels out.
+//! Printed once: the index's packed trees against the manifests' bytes (what the index keeps at
+//! rest). `STARTUP_RELEASES=N` sets the count.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use helm_locker_core::test_util::{helm_payload, release_json, synthetic_manifest};
+use helm_locker_core::{parallel_map, Index, ReleaseSecret, SecretRef, Status};
+
+/// One release's `data.release` as a client hands it over, and its Secret.
+struct Listed {
+    secret: SecretRef,
+    helm_payload: Vec<u8>,
+}
+
+fn listed(releases: usize) -> (Vec<Listed>, usize) {
+    let mut manifest_bytes = 0;
+    let listed = (0..releases)
+        .map(|i| {
+            let (ns, name) = (format!("ns{}", i % 100), format!("app-{i}"));
+            let manifest = synthetic_manifest(&name, 30);
+            manifest_bytes += manifest.len();
+            let release = release_json(&ns, &name, 1, Status::Deployed, &manifest);
+            Listed {
+                secret: SecretRef::secret(&ns, format!("sh.helm.release.v1.{name}.v1")),
+                helm_payload: helm_payload(&release).into_bytes(),
+            }
+        })
+        .collect();
+    (listed, manifest_bytes)
+}
+
+fn decode(listed: &[Listed]) -> Vec<ReleaseSecret> {
+    parallel_map(
+        listed.iter().collect(),
+        4,
+        || (),
+        |_, l| {
+            helm_locker_core::release_secret_from_parts(
+                l.secret.clone(),
+                Default::default(),
+                &l.helm_payload,
+            )
+            .expect("a synthetic release decodes")
+        },
+    )
+}
+
+fn startup(c: &mut Criterion) {
+    let releases = std::env::var("STARTUP_RELEASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000);
+    let (listed, manifest_bytes) = listed(releases);
+    let decoded = decode(&listed);
+
+    let index = {
+        let mut index = Index::new();
+        index.upsert_prepared(Index::prepare(decoded.clone()));
+        index
+    };
+    let packed: usize = index
+        .releases()
+        .iter()
+        .flat_map(|s| s.objects.iter().flatten())
+        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
+        .sum();
+    println!(
+        "{releases} releases x 30 objects: manifests {manifest_bytes} bytes; packed trees in the index {packed} bytes ({:.3}x)",
+        packed as f64 / manifest_bytes as f64
+    );
+
+    let mut group = c.benchmark_group(format!("startup {releases} releases x 30"));
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(releases as u64));
+    group.bench_function("decode", |b| b.iter(|| decode(black_box(&listed))));
+    group.bench_function("parse", |b| {
+        b.iter_batched(
+            || decoded.clone(),
+            |d| Index::prepare(black_box(d)),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("index", |b| {
+        b.iter_batched(
+            || Index::prepare(decoded.clone()),
+            |p| Index::new().upsert_prepared(black_box(p)).len(),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("all three", |b| {
+        b.iter(|| {
+            let mut index = Index::new();
+            index.upsert_prepared(Index::prepare(decode(black_box(&listed))));
+            index.object_count()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, startup);
+criterion_main!(benches);
