@@ -88,7 +88,9 @@ fn main() {
 
     // Reviews for release app-0 (namespace team-0): a controller-style write that changes no
     // chart field (allowed after the full comparison), and a user's change (denied).
-    let mut configmap: Value = serde_saphyr::from_str(&helm_locker_core::test_util::synthetic_object("app-0", 1).1).expect("the template");
+    let mut configmap: Value =
+        serde_saphyr::from_str(&helm_locker_core::test_util::synthetic_object("app-0", 1).1)
+            .expect("the template");
     configmap["metadata"]["namespace"] = json!("team-0");
     configmap["metadata"]["annotations"] =
         json!({"meta.helm.sh/release-name": "app-0", "meta.helm.sh/release-namespace": "team-0"});
