@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::{Api, Client};
+use kube::Client;
 
 use crate::confirm::BoxFuture;
 use crate::core::{ChartFiles, Locked, ReleaseKey};
@@ -50,24 +49,16 @@ impl KubeChartFiles {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Vec<u8>>, kube::Error> {
-        use crate::core::ReleaseDriver;
-        for driver in &self.drivers {
-            let payload = match driver {
-                ReleaseDriver::Secret => {
-                    let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                    // A client hands `data` over with the Secret's base64 undone: Helm's layer
-                    // remains.
-                    api.get_opt(name)
-                        .await?
-                        .and_then(|secret| Some(secret.data?.remove("release")?.0))
-                }
-                ReleaseDriver::ConfigMap => {
-                    let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-                    api.get_opt(name)
-                        .await?
-                        .and_then(|map| Some(map.data?.remove("release")?.into_bytes()))
-                }
+        for &driver in &self.drivers {
+            let place = crate::core::SecretRef {
+                driver,
+                ..crate::core::SecretRef::secret(namespace, name)
             };
+            // A client hands a Secret's `data` over with its base64 undone: Helm's layer
+            // remains.
+            let payload = crate::source::release_object::read_stored(&self.client, &place)
+                .await?
+                .and_then(|stored| stored.payload);
             if payload.is_some() {
                 return Ok(payload);
             }

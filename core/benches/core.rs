@@ -434,12 +434,7 @@ fn benches(c: &mut Criterion) {
     let manifest_bytes: usize = (0..1_000)
         .map(|i| manifest(&format!("r{i}"), 30).len())
         .sum();
-    let tree_bytes: usize = index
-        .releases()
-        .iter()
-        .flat_map(|s| s.objects.iter().flatten())
-        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
-        .sum();
+    let tree_bytes = helm_locker_core::test_util::packed_tree_bytes(&index);
     println!("manifests: {manifest_bytes} bytes decompressed; chart trees in the index: {tree_bytes} bytes ({:.2}x)", tree_bytes as f64 / manifest_bytes as f64);
 }
 

@@ -74,12 +74,7 @@ fn startup(c: &mut Criterion) {
         index.upsert_prepared(Index::prepare(decoded.clone()));
         index
     };
-    let packed: usize = index
-        .releases()
-        .iter()
-        .flat_map(|s| s.objects.iter().flatten())
-        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
-        .sum();
+    let packed = helm_locker_core::test_util::packed_tree_bytes(&index);
     println!(
         "{releases} releases x 30 objects: manifests {manifest_bytes} bytes; packed trees in the index {packed} bytes ({:.3}x)",
         packed as f64 / manifest_bytes as f64

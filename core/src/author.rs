@@ -110,12 +110,7 @@ impl AuthorKey {
         let mut message = Vec::with_capacity(96 + namespace.len() + name.len() + author_json.len());
         let time = stamped_at.map(|t| t.to_string());
         let mut parts = vec![
-            match (stamped_at, driver) {
-                (Some(_), Driver::Secret) => b"helm-locker.io/author v2".as_slice(),
-                (None, Driver::Secret) => b"helm-locker.io/author v1".as_slice(),
-                (Some(_), Driver::ConfigMap) => b"helm-locker.io/author v2 ConfigMap".as_slice(),
-                (None, Driver::ConfigMap) => b"helm-locker.io/author v1 ConfigMap".as_slice(),
-            },
+            driver.stamp_domain(stamped_at.is_some()),
             namespace.as_bytes(),
             name.as_bytes(),
             author_json.as_bytes(),

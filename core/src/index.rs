@@ -7,16 +7,24 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::interning::Interner;
-use crate::kinds::{canonical_group, same_group, scope_of, Scope};
 pub use crate::locked::LockedObject;
-use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
+use crate::manifest::SkippedDocument;
 use crate::policy::Registration;
 pub use crate::release::ReleaseKey;
-use crate::release::{Driver, Release, ReleaseSecret, SecretRef, Status};
+use crate::release::{Driver, ReleaseSecret, SecretRef, Status};
+
+mod claims;
+mod namespace_bound;
+mod objects;
+use claims::ClaimSet;
+pub use claims::Claims;
+use namespace_bound::NamespaceOrder;
+pub use namespace_bound::Refused;
+pub use objects::PreparedSecret;
+use objects::{first_created, revision_of, Objects};
 
 /// What the index keeps of a revision: everything but the manifest text.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,38 +75,6 @@ impl ReleaseState {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Claim {
-    object: Arc<LockedObject>,
-    /// Registered under "no namespace" too because the kind's scope is unknown (a custom
-    /// resource, a kind newer than [`crate::kinds`]): matches a cluster-scoped request, whatever
-    /// namespace the chart gives.
-    alias: bool,
-}
-
-/// The claims on one identity hash: nearly always one, kept without an allocation of its own.
-#[derive(Clone, Debug)]
-enum ClaimSet {
-    One(Claim),
-    Many(Arc<[Claim]>),
-}
-
-impl ClaimSet {
-    fn from_vec(claims: Vec<Claim>) -> ClaimSet {
-        match <[Claim; 1]>::try_from(claims) {
-            Ok([claim]) => ClaimSet::One(claim),
-            Err(claims) => ClaimSet::Many(claims.into()),
-        }
-    }
-
-    fn as_slice(&self) -> &[Claim] {
-        match self {
-            ClaimSet::One(claim) => std::slice::from_ref(claim),
-            ClaimSet::Many(claims) => claims,
-        }
-    }
-}
-
 /// Two releases render the same object. The release the live object's Helm annotations name
 /// owns it (decided per request); `winner`, when they name neither: the release of the
 /// object's own namespace, else the smaller (namespace, name) ([`Claims::owner`]).
@@ -128,26 +104,6 @@ pub struct UpdateReport {
     /// shrank): read each again ([`Index::upsert`] its newest revision) to index it.
     pub room_for: Vec<ReleaseKey>,
 }
-
-/// A release not indexed because the releases stored in its namespace would keep more objects
-/// than the bound (`--max-namespace-objects`). Which releases are kept is decided by when the
-/// API server created each one's earliest revision held (a time no tenant can forge; then by
-/// namespace and name): the earliest-created that fit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refused {
-    pub release: ReleaseKey,
-    /// Its newest revision's object (to report on).
-    pub secret: SecretRef,
-    /// The objects its newest revision renders.
-    pub objects: usize,
-    /// The objects kept in the namespace by releases created before it.
-    pub before: usize,
-    pub limit: usize,
-}
-
-/// A storage namespace's releases by (when the earliest revision held was created, key), with
-/// the objects each renders.
-type NamespaceOrder = imbl::OrdMap<(i64, ReleaseKey), usize>;
 
 #[derive(Clone, Default)]
 pub struct Index {
@@ -354,53 +310,6 @@ impl Index {
                 secret,
             }
         })
-    }
-
-    /// Drops the objects of the releases in a list under way (`prepared`, its parts so far)
-    /// that their namespace's bound will not keep (counting only what the list holds), so that
-    /// a list holds at most a bound's worth of parsed objects per namespace, not all a tenant
-    /// wrote. The index decides again when the list is upserted: a release dropped here that
-    /// fits there is named to be read again ([`UpdateReport::room_for`]).
-    pub fn bound_listing(&self, prepared: &mut [PreparedSecret]) {
-        let bound = self.namespace_bound();
-        // The newest revision of each release, and when its earliest one was created.
-        let mut releases: BTreeMap<ReleaseKey, (u64, i64, usize, usize)> = BTreeMap::new();
-        for (i, p) in prepared.iter().enumerate() {
-            let key = p.secret.key();
-            let created = p.secret.created.unwrap_or(i64::MAX);
-            let count = p.objects.dropped.unwrap_or(p.objects.objects.len());
-            let entry =
-                releases
-                    .entry(key)
-                    .or_insert((p.secret.release.revision, created, count, i));
-            entry.1 = entry.1.min(created);
-            if p.secret.release.revision > entry.0 {
-                (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
-            }
-        }
-        let mut by_namespace: BTreeMap<String, Vec<(i64, ReleaseKey, usize, usize)>> =
-            BTreeMap::new();
-        for (key, (_, created, count, at)) in releases {
-            by_namespace
-                .entry(key.storage_namespace().to_string())
-                .or_default()
-                .push((created, key, count, at));
-        }
-        for (_, mut order) in by_namespace {
-            order.sort();
-            let mut before = 0usize;
-            for (_, _, count, at) in order {
-                if before.saturating_add(count) <= bound {
-                    before += count;
-                } else if prepared[at].objects.dropped.is_none() {
-                    prepared[at].objects = Objects {
-                        objects: Vec::new(),
-                        skipped: Vec::new(),
-                        dropped: Some(count),
-                    };
-                }
-            }
-        }
     }
 
     /// [`upsert_many`](Self::upsert_many) for a list read as [`prepare`](Self::prepare)d parts.
@@ -801,148 +710,10 @@ impl Index {
         report
     }
 
-    /// The bound on the objects kept per storage namespace in force.
-    fn namespace_bound(&self) -> usize {
-        self.namespace_bound.unwrap_or_else(|| {
-            usize::try_from(crate::limits::max_namespace_objects()).unwrap_or(usize::MAX)
-        })
-    }
-
-    /// This index with its own bound on the objects kept per storage namespace (rather than
-    /// `--max-namespace-objects`).
-    pub fn with_namespace_bound(mut self, objects: usize) -> Self {
-        self.namespace_bound = Some(objects.max(1));
-        self
-    }
-
-    /// Puts `key` at its place in its storage namespace's order (again).
-    fn place(&mut self, key: &ReleaseKey, created: i64, count: usize) {
-        self.unplace(key);
-        let namespace = key.storage_namespace().to_string();
-        let (mut order, mut total) = self.order.get(&namespace).cloned().unwrap_or_default();
-        order.insert((created, key.clone()), count);
-        total += count;
-        self.order.insert(namespace, (order, total));
-        self.placed.insert(key.clone(), (created, count));
-    }
-
-    /// Takes `key` out of its storage namespace's order.
-    fn unplace(&mut self, key: &ReleaseKey) {
-        let Some((created, count)) = self.placed.remove(key) else {
-            return;
-        };
-        let namespace = key.storage_namespace();
-        if let Some((order, total)) = self.order.get(namespace) {
-            let mut order = order.clone();
-            order.remove(&(created, key.clone()));
-            let total = total.saturating_sub(count);
-            if order.is_empty() {
-                self.order.remove(namespace);
-            } else {
-                self.order.insert(namespace.to_string(), (order, total));
-            }
-        }
-    }
-
-    /// Which releases of `namespace` fit under the bound, in the order they are kept in: each
-    /// with the objects kept before it, and whether it fits. The earliest-created are kept;
-    /// one that would take the namespace over the bound is not, and one created after it may
-    /// still fit.
-    fn verdicts(&self, namespace: &str) -> Vec<(ReleaseKey, usize, bool)> {
-        let bound = self.namespace_bound();
-        let Some((order, total)) = self.order.get(namespace) else {
-            return Vec::new();
-        };
-        let everyone_fits = *total <= bound;
-        let mut before = 0usize;
-        order
-            .iter()
-            .map(|((_, key), &count)| {
-                let fits = everyone_fits || before.saturating_add(count) <= bound;
-                let at = before;
-                if fits {
-                    before += count;
-                }
-                (key.clone(), at, fits)
-            })
-            .collect()
-    }
-
-    /// `Some(objects kept before it)` when `key` does not fit under its namespace's bound.
-    fn refusal(&self, key: &ReleaseKey) -> Option<usize> {
-        let (total, bound) = (
-            self.order
-                .get(key.storage_namespace())
-                .map_or(0, |&(_, total)| total),
-            self.namespace_bound(),
-        );
-        if total <= bound {
-            return None;
-        }
-        self.verdicts(key.storage_namespace())
-            .into_iter()
-            .find(|(held, _, _)| held == key)
-            .and_then(|(_, before, fits)| (!fits).then_some(before))
-    }
-
-    /// After a change in `namespace`: a release kept that no longer fits (one created before it
-    /// grew, or arrived) is pushed out, and one refused that fits now is named to be read again.
-    fn settle(&mut self, namespace: &str, report: &mut UpdateReport) {
-        let bound = self.namespace_bound();
-        let over = self
-            .order
-            .get(namespace)
-            .is_some_and(|&(_, total)| total > bound);
-        let any_refused = || {
-            self.order.get(namespace).is_some_and(|(order, _)| {
-                order.keys().any(|(_, key)| {
-                    self.releases
-                        .get(key)
-                        .is_some_and(|state| state.refused.is_some())
-                })
-            })
-        };
-        if !over && !any_refused() {
-            return;
-        }
-        for (key, before, fits) in self.verdicts(namespace) {
-            let Some(state) = self.releases.get(&key).cloned() else {
-                continue;
-            };
-            match (fits, state.refused, &state.objects) {
-                (true, Some(_), _) => report.room_for.push(key),
-                (false, None, Some(objects)) => {
-                    let count = objects.len();
-                    self.unclaim(&state);
-                    if let Some(newest) = state.newest() {
-                        report.refused.push(Refused {
-                            release: key.clone(),
-                            secret: newest.secret.clone(),
-                            objects: count,
-                            before,
-                            limit: bound,
-                        });
-                    }
-                    self.releases.insert(
-                        key.clone(),
-                        Arc::new(ReleaseState {
-                            key,
-                            revisions: state.revisions.clone(),
-                            objects: None,
-                            skipped: Vec::new(),
-                            refused: Some(count),
-                        }),
-                    );
-                }
-                _ => {}
-            }
-        }
-    }
-
     /// Forgets the revision a Secret held (the Secret was deleted).
     ///
-    /// When the object of the other kind of the same namespace and name (its [`Driver`] twin:
-    /// the same revision kept by both drivers, as while a release is moved from one to the
+    /// When an object of another kind of the same namespace and name (its [`Driver`] twin:
+    /// the same revision kept by two drivers, as while a release is moved from one to the
     /// other) still holds the same revision, the revision stays, as that object holds it.
     /// If what the index read of it was the removed object's, it is read again from the twin
     /// (`needs_reload`, the release open meanwhile, as when a newest revision is deleted):
@@ -957,14 +728,15 @@ impl Index {
         };
         let mut revisions = previous.revisions.clone();
         let was_newest = previous.newest().map(|r| r.revision) == Some(revision);
-        let twin = SecretRef {
-            driver: match secret.driver {
-                Driver::Secret => Driver::ConfigMap,
-                Driver::ConfigMap => Driver::Secret,
-            },
-            ..secret.clone()
-        };
-        if self.secrets.get(&twin) == Some(&(key.clone(), revision)) {
+        let twin = Driver::ALL
+            .iter()
+            .filter(|&&driver| driver != secret.driver)
+            .map(|&driver| SecretRef {
+                driver,
+                ..secret.clone()
+            })
+            .find(|twin| self.secrets.get(twin) == Some(&(key.clone(), revision)));
+        if let Some(twin) = twin {
             let Some(kept) = revisions.get_mut(&revision) else {
                 return report;
             };
@@ -1043,510 +815,6 @@ impl Index {
             for place in held {
                 self.secrets.remove(&place);
             }
-        }
-    }
-
-    fn claim(&mut self, state: &ReleaseState) -> Vec<Conflict> {
-        let mut conflicts = Vec::new();
-        for object in state.objects.iter().flatten() {
-            let ns = object.namespace.as_deref();
-            self.add_claim(
-                object_hash(&object.group, &object.kind, ns, &object.name),
-                Claim {
-                    object: object.clone(),
-                    alias: false,
-                },
-            );
-            if ns.is_some() && scope_of(&object.group, &object.kind) == Scope::Unknown {
-                self.add_claim(
-                    object_hash(&object.group, &object.kind, None, &object.name),
-                    Claim {
-                        object: object.clone(),
-                        alias: true,
-                    },
-                );
-            }
-            self.object_count += 1;
-            if let Some(ns) = &object.namespace {
-                let held = self.per_namespace.get(ns).copied().unwrap_or(0);
-                self.per_namespace.insert(ns.clone(), held + 1);
-            }
-            let (winner, losers) = self.claimants(&object.group, &object.kind, ns, &object.name);
-            if !losers.is_empty() {
-                conflicts.push(Conflict {
-                    object: object.describe(),
-                    winner: winner.clone(),
-                    losers,
-                });
-            }
-        }
-        conflicts
-    }
-
-    fn add_claim(&mut self, hash: u64, claim: Claim) {
-        let mut claims: Vec<Claim> = self
-            .objects
-            .get(&hash)
-            .map(|c| c.as_slice().to_vec())
-            .unwrap_or_default();
-        claims.push(claim);
-        claims.sort_by(|a, b| (a.alias, &a.object.release).cmp(&(b.alias, &b.object.release)));
-        self.objects.insert(hash, ClaimSet::from_vec(claims));
-    }
-
-    fn unclaim(&mut self, state: &ReleaseState) {
-        for object in state.objects.iter().flatten() {
-            let ns = object.namespace.as_deref();
-            let mut hashes = vec![object_hash(&object.group, &object.kind, ns, &object.name)];
-            if ns.is_some() {
-                hashes.push(object_hash(&object.group, &object.kind, None, &object.name));
-            }
-            for hash in hashes {
-                if let Some(claims) = self.objects.get(&hash) {
-                    let kept: Vec<Claim> = claims
-                        .as_slice()
-                        .iter()
-                        .filter(|c| !Arc::ptr_eq(&c.object, object))
-                        .cloned()
-                        .collect();
-                    if kept.is_empty() {
-                        self.objects.remove(&hash);
-                    } else if kept.len() != claims.as_slice().len() {
-                        self.objects.insert(hash, ClaimSet::from_vec(kept));
-                    }
-                }
-            }
-            self.object_count -= 1;
-            if let Some(ns) = &object.namespace {
-                match self.per_namespace.get(ns).copied().unwrap_or(0) {
-                    0 | 1 => {
-                        self.per_namespace.remove(ns);
-                    }
-                    held => {
-                        self.per_namespace.insert(ns.clone(), held - 1);
-                    }
-                }
-            }
-        }
-    }
-
-    fn claimants(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> (&ReleaseKey, Vec<ReleaseKey>) {
-        let mut owners = self
-            .objects
-            .get(&object_hash(group, kind, namespace, name))
-            .into_iter()
-            .flat_map(|c| c.as_slice())
-            .filter(|c| !c.alias && c.object.matches(group, kind, namespace, name))
-            .map(|c| &*c.object.release);
-        let all: Vec<&ReleaseKey> = owners.by_ref().collect();
-        // The owner when the annotations name none ([`Claims::owner`]): the release of the
-        // object's own namespace, else the first.
-        let at = all
-            .iter()
-            .position(|r| namespace.is_some_and(|ns| ns == r.namespace))
-            .unwrap_or(0);
-        let winner = all[at];
-        let losers = all
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != at)
-            .map(|(_, r)| (*r).clone())
-            .collect();
-        (winner, losers)
-    }
-
-    /// Every object claimed by more than one release.
-    pub fn conflicts(&self) -> Vec<Conflict> {
-        let mut out = Vec::new();
-        for state in self.releases() {
-            for object in state.objects.iter().flatten() {
-                let (winner, losers) = self.claimants(
-                    &object.group,
-                    &object.kind,
-                    object.namespace.as_deref(),
-                    &object.name,
-                );
-                if !losers.is_empty() && *winner == state.key {
-                    out.push(Conflict {
-                        object: object.describe(),
-                        winner: winner.clone(),
-                        losers,
-                    });
-                }
-            }
-        }
-        out
-    }
-
-    /// The locked object with this identity, held by the release [`Claims::owner`] picks when
-    /// the object's annotations are not at hand: the release of the object's own namespace, else
-    /// the sole claim, else the index's first (only among claims from other namespaces, none of
-    /// which is proven without the annotations). The API version does not matter; `namespace`
-    /// is the request's (`None` for cluster-scoped objects). This is the hot path: no
-    /// allocation.
-    pub fn lookup(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<&Arc<LockedObject>> {
-        self.find(group, kind, namespace, name)
-            .map(|claims| claims.owner(|| None))
-    }
-
-    /// The locked object with this identity held by its owner ([`Claims::owner`]) as the live
-    /// object's Helm annotations (`annotated`, read only when two releases claim it) decide.
-    pub fn owned(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-        annotated: impl FnOnce() -> Option<ReleaseKey>,
-    ) -> Option<&Arc<LockedObject>> {
-        self.find(group, kind, namespace, name)
-            .map(|claims| claims.owner(annotated))
-    }
-
-    /// Every release's claim on the object with this identity, found with one lookup; `None`
-    /// when no release renders it. Allocates only when two releases claim it.
-    pub fn find(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Claims<'_>> {
-        let mut matching = self
-            .objects
-            .get(&object_hash(group, kind, namespace, name))?
-            .as_slice()
-            .iter()
-            .filter(|c| {
-                c.object
-                    .matches_request(group, kind, namespace, name, c.alias)
-            })
-            .map(|c| &c.object);
-        let first = matching.next()?;
-        Some(Claims {
-            first,
-            others: matching.collect(),
-            namespaced: namespace.is_some(),
-        })
-    }
-}
-
-/// Every release's claim on one object: nearly always one. Two releases render it after
-/// `helm install --take-ownership`, or when a release Secret of another namespace names the
-/// object (anyone who may write Secrets there can); which of them holds it is decided here,
-/// once, for the webhook, the reverter and `kubectl locker` alike ([`Claims::owner`]).
-#[derive(Clone, Debug)]
-pub struct Claims<'i> {
-    first: &'i Arc<LockedObject>,
-    others: Vec<&'i Arc<LockedObject>>,
-    /// The object is looked up in a namespace (its request's): a claim of a release of that
-    /// namespace is the release of the object's own namespace.
-    namespaced: bool,
-}
-
-impl<'i> Claims<'i> {
-    /// Whether more than one release claims the object: then the object's own annotations say
-    /// which holds it, and a review's head alone cannot tell.
-    pub fn contested(&self) -> bool {
-        !self.others.is_empty()
-    }
-
-    /// The claim of the release that holds the object; the one owner rule (docs/security.md,
-    /// "One owner per object"). When two releases or more claim it:
-    ///
-    /// 1. the release its Helm annotations name (`annotated`, read only then), when it claims
-    ///    the object: Helm's own rule for adoption, which only those who may write the object
-    ///    can change;
-    ///    (of two of that namespace and name, the one stored in its own namespace);
-    /// 2. else the release of the object's own namespace stored there (the smallest name,
-    ///    should several there claim it): a claim from another namespace, or of a release
-    ///    stored in another (Flux's storage namespace), never outranks it, since whoever may
-    ///    write Secrets in any namespace can make one;
-    /// 3. else the index's first (smallest namespace and name). Only claims from other
-    ///    namespaces are left then: when the annotations were at hand and named none of them,
-    ///    none is proven and each decision frees the write ([`crate::Allowed::Unproven`]);
-    ///    when they were not (a `scale` of a cluster-scoped object), they must be read first
-    ///    ([`Claims::unresolved`]).
-    ///
-    /// The owner is all that decides: a claim whose release is not the owner never opens the
-    /// object (its pending status, its mode) and is never followed by the reverter.
-    pub fn owner(&self, annotated: impl FnOnce() -> Option<ReleaseKey>) -> &'i Arc<LockedObject> {
-        if !self.contested() {
-            return self.first;
-        }
-        if let Some(named) = annotated() {
-            // The annotations name a release by namespace and name; one stored in its own
-            // namespace before one of that name stored elsewhere.
-            let mut claims = self.all().filter(|c| c.release.is(&named));
-            let first = claims.next();
-            if let Some(claim) = first
-                .into_iter()
-                .chain(claims)
-                .find(|c| c.release.stored_in.is_none())
-                .or(first)
-            {
-                return claim;
-            }
-        }
-        self.own_namespace().unwrap_or(self.first)
-    }
-
-    /// Whether [`owner`](Self::owner) needs the object's annotations to decide: two releases or
-    /// more claim it, and none is of the object's own namespace (a cluster-scoped object, or a
-    /// namespaced one that only releases of other namespaces render). A write whose request
-    /// holds no metadata of the object (a `scale`) reads the stored object's then.
-    pub fn unresolved(&self) -> bool {
-        self.contested() && self.own_namespace().is_none()
-    }
-
-    /// The claim of a release of the object's own namespace, the smallest name first.
-    fn own_namespace(&self) -> Option<&'i Arc<LockedObject>> {
-        if !self.namespaced {
-            return None;
-        }
-        self.all().find(|c| {
-            c.release.stored_in.is_none()
-                && c.namespace
-                    .as_deref()
-                    .is_some_and(|ns| ns == c.release.namespace)
-        })
-    }
-
-    /// Every claim, the owner's first (as [`owner`](Self::owner) decides), then the index's order.
-    pub fn by_owner(
-        &self,
-        annotated: impl FnOnce() -> Option<ReleaseKey>,
-    ) -> Vec<&'i Arc<LockedObject>> {
-        let owner = self.owner(annotated);
-        std::iter::once(owner)
-            .chain(self.all().filter(|c| !Arc::ptr_eq(c, owner)))
-            .collect()
-    }
-
-    /// Every claim, in the index's order.
-    pub fn all(&self) -> impl Iterator<Item = &'i Arc<LockedObject>> + '_ {
-        std::iter::once(self.first).chain(self.others.iter().copied())
-    }
-}
-
-impl LockedObject {
-    fn matches(&self, group: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
-        &*self.name == name
-            && same_group(&self.group, group, kind)
-            && self.kind.eq_ignore_ascii_case(kind)
-            && self.namespace.as_deref() == namespace
-    }
-
-    fn matches_request(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-        alias: bool,
-    ) -> bool {
-        if alias {
-            namespace.is_none()
-                && &*self.name == name
-                && same_group(&self.group, group, kind)
-                && self.kind.eq_ignore_ascii_case(kind)
-        } else {
-            self.matches(group, kind, namespace, name)
-        }
-    }
-}
-
-/// When the earliest of `revisions` was created (`i64::MAX` when none says): a release's place
-/// in the order its storage namespace's releases are kept in.
-fn first_created(revisions: &BTreeMap<u64, Box<Revision>>) -> i64 {
-    revisions
-        .values()
-        .filter_map(|r| r.created)
-        .min()
-        .unwrap_or(i64::MAX)
-}
-
-fn revision_of(
-    release: &Release,
-    secret: SecretRef,
-    labels: BTreeMap<String, String>,
-    author: crate::author::Authorship,
-    created: Option<i64>,
-) -> Revision {
-    Revision {
-        revision: release.revision,
-        author,
-        status: release.status,
-        description: release.description.clone(),
-        notes: release.notes.clone(),
-        chart: release.chart.clone(),
-        apply_method: release.apply_method.clone(),
-        secret,
-        labels,
-        created,
-    }
-}
-
-fn locked_object(
-    object: ManifestObject,
-    release: &Arc<ReleaseKey>,
-    strings: &mut Interner,
-) -> LockedObject {
-    let namespace = match scope_of(&object.group, &object.kind) {
-        Scope::Cluster => None,
-        Scope::Namespaced | Scope::Unknown => {
-            Some(strings.intern(object.namespace.as_deref().unwrap_or(&release.namespace)))
-        }
-    };
-    LockedObject {
-        group: strings.intern(&object.group),
-        version: strings.intern(&object.version),
-        kind: strings.intern(&object.kind),
-        namespace,
-        name: object.name.into_boxed_str(),
-        packed: object.content,
-        release: release.clone(),
-        scaled_by: None,
-    }
-}
-
-/// Marks each object that a HorizontalPodAutoscaler of the same release targets
-/// (`spec.scaleTargetRef`: apiVersion's group, kind and name, in the autoscaler's namespace):
-/// the autoscaler owns its `spec.replicas` by design (docs/reliability.md, "The reverter never
-/// fights a controller").
-fn mark_scaled(objects: &mut [LockedObject]) {
-    let targets: Vec<(
-        String,
-        String,
-        String,
-        Option<crate::interning::SharedStr>,
-        crate::interning::SharedStr,
-    )> = objects
-        .iter()
-        .filter(|o| {
-            o.kind.as_ref() == "HorizontalPodAutoscaler" && o.group.as_ref() == "autoscaling"
-        })
-        .filter_map(|hpa| {
-            let content = hpa.content().to_json();
-            let target = content.pointer("/spec/scaleTargetRef")?;
-            let api_version = target
-                .get("apiVersion")
-                .and_then(|v| v.as_str())
-                .unwrap_or("v1");
-            let group = api_version
-                .rsplit_once('/')
-                .map_or("", |(g, _)| g)
-                .to_string();
-            Some((
-                group,
-                target.get("kind")?.as_str()?.to_string(),
-                target.get("name")?.as_str()?.to_string(),
-                hpa.namespace.clone(),
-                hpa.name.as_ref().into(),
-            ))
-        })
-        .collect();
-    for (group, kind, name, namespace, hpa) in targets {
-        for object in objects.iter_mut() {
-            if *object.name == *name
-                && object.kind.as_ref() == kind
-                && same_group(&object.group, &group, &kind)
-                && object.namespace == namespace
-            {
-                object.scaled_by = Some(hpa.clone());
-            }
-        }
-    }
-}
-
-/// Hashes an object identity; kind is case-insensitive (a `scale` request names the resource)
-/// and the group is the one every group serving the kind shares.
-fn object_hash(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> u64 {
-    use std::hash::BuildHasher;
-    // Faster than SipHash on these short keys, which need no DoS resistance (an object
-    // is indexed only from a release's manifest, and equal hashes only share a claim list).
-    let mut h = foldhash::fast::FixedState::with_seed(0).build_hasher();
-    h.write(canonical_group(group, kind).as_bytes());
-    h.write_u8(0xff);
-    for b in kind.bytes() {
-        h.write_u8(b.to_ascii_lowercase());
-    }
-    h.write_u8(0xff);
-    namespace.hash(&mut h);
-    h.write(name.as_bytes());
-    h.finish()
-}
-
-/// A release Secret whose manifest is parsed into what it locks ([`Index::prepare`]); its
-/// manifest text is gone.
-pub struct PreparedSecret {
-    secret: ReleaseSecret,
-    objects: Objects,
-}
-
-impl PreparedSecret {
-    /// The storage namespace of its release.
-    pub fn storage_namespace(&self) -> String {
-        self.secret.key().storage_namespace().to_string()
-    }
-
-    /// How many objects its manifest renders (also once dropped).
-    pub fn object_count(&self) -> usize {
-        self.objects.dropped.unwrap_or(self.objects.objects.len())
-    }
-
-    /// Lets its parsed objects go, as more than its namespace's bound keeps; the index decides
-    /// again from the count ([`Index::bound_listing`]).
-    pub fn drop_objects(&mut self) {
-        if self.objects.dropped.is_none() {
-            self.objects = Objects {
-                objects: Vec::new(),
-                skipped: Vec::new(),
-                dropped: Some(self.objects.objects.len()),
-            };
-        }
-    }
-}
-
-/// What a release's manifest locks, ready for the index.
-#[derive(Default)]
-struct Objects {
-    objects: Vec<Arc<LockedObject>>,
-    skipped: Vec<SkippedDocument>,
-    /// The objects were dropped before the index saw them, as more than its namespace's bound
-    /// keeps ([`Index::bound_listing`]): how many there were.
-    dropped: Option<usize>,
-}
-
-impl Objects {
-    fn of(key: &ReleaseKey, manifest: &str, strings: &mut Interner) -> Objects {
-        let Manifest { objects, skipped } = parse_manifest(manifest);
-        let key = Arc::new(key.clone());
-        let mut objects: Vec<LockedObject> = objects
-            .into_iter()
-            .map(|o| locked_object(o, &key, strings))
-            .collect();
-        mark_scaled(&mut objects);
-        // Collected in place, the list would keep the room of the `LockedObject`s it was made
-        // from (128 bytes each) for 8-byte pointers: 3.6 kB of nothing per release of 30.
-        let mut objects: Vec<Arc<LockedObject>> = objects.into_iter().map(Arc::new).collect();
-        objects.shrink_to_fit();
-        Objects {
-            objects,
-            skipped,
-            dropped: None,
         }
     }
 }
@@ -1925,6 +1193,62 @@ mod tests {
                 .map(|r| r.revisions.keys().copied().collect::<Vec<_>>()),
             Some(vec![1, 3])
         );
+    }
+
+    /// A third driver (the tests' `Driver::Fake`): its object and a Secret of one namespace
+    /// and name are two places, and when the Secret goes, the revision stays, held by its twin
+    /// of the third kind, named for a reload, with no author until read again.
+    #[test]
+    fn a_third_drivers_twin_keeps_a_revision_when_the_secret_of_its_name_is_removed() {
+        let in_fake = |mut s: ReleaseSecret| {
+            s.secret.driver = Driver::Fake;
+            s
+        };
+        let mut index = Index::new();
+        let shop = secret("shop", "shop", 1, Status::Deployed, APP);
+        index.upsert(shop.clone());
+        assert!(
+            index
+                .clone()
+                .upsert(in_fake(shop.clone()))
+                .recheck_drivers
+                .is_some(),
+            "not asked about, the third kind's twin is rechecked"
+        );
+        index.upsert(ReleaseSecret {
+            counts_beside: true,
+            ..in_fake(shop.clone())
+        });
+        let as_fake = SecretRef {
+            driver: Driver::Fake,
+            ..SecretRef::secret("shop", "sh.helm.release.v1.shop.v1")
+        };
+        let as_secret = SecretRef::secret("shop", "sh.helm.release.v1.shop.v1");
+        assert!(index.holds_secret(&as_secret) && index.holds_secret(&as_fake));
+        assert_eq!(
+            as_fake.to_string(),
+            "shop/sh.helm.release.v1.shop.v1 (FakeStore)"
+        );
+        let report = index.remove_secret(&as_fake);
+        let key = ReleaseKey::new("shop", "shop");
+        assert_eq!(report.needs_reload.as_ref(), Some(&key));
+        let kept = index.release(&key).and_then(|r| r.newest()).expect("kept");
+        assert_eq!(kept.secret, as_secret);
+        assert_eq!(
+            kept.author,
+            crate::author::Authorship::Unknown(crate::author::Unknown::NotRead)
+        );
+        // Open until read again; the reload locks it again.
+        assert!(index
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_none());
+        index.upsert(shop);
+        assert!(index
+            .lookup("apps", "Deployment", Some("shop"), "web")
+            .is_some());
+        // The control: without a twin, removing the Secret removes the release.
+        index.remove_secret(&as_secret);
+        assert!(index.release(&key).is_none());
     }
 
     #[test]
@@ -2401,214 +1725,4 @@ mod tests {
     }
 
     const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-}
-
-/// The bound on the objects kept per storage namespace (`--max-namespace-objects`).
-#[cfg(test)]
-mod namespace_bound_tests {
-    use super::*;
-
-    /// `count` ConfigMaps named `<prefix>-<i>`.
-    fn configmaps(prefix: &str, count: usize) -> String {
-        (0..count)
-            .map(|i| {
-                format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n")
-            })
-            .collect()
-    }
-
-    /// Revision `revision` of `name` in `ns`, of `count` ConfigMaps, its Secret created at `at`.
-    fn release(ns: &str, name: &str, revision: u64, count: usize, at: i64) -> ReleaseSecret {
-        let mut secret = crate::test_util::release_secret(
-            ns,
-            name,
-            revision,
-            Status::Deployed,
-            &configmaps(name, count),
-        );
-        secret.created = Some(at);
-        secret
-    }
-
-    fn locked(index: &Index, ns: &str, name: &str) -> bool {
-        index
-            .lookup("", "ConfigMap", Some(ns), &format!("{name}-0"))
-            .is_some()
-    }
-
-    fn key(ns: &str, name: &str) -> ReleaseKey {
-        ReleaseKey::new(ns.to_string(), name.to_string())
-    }
-
-    #[test]
-    fn the_earliest_created_releases_are_kept_whatever_the_order_they_are_seen_in() {
-        // The admin's release "zz-app" was created first; the tenant's "aa-*" later, named to
-        // be listed first. Every order they arrive in keeps the admin's.
-        let all = vec![
-            release("t", "zz-app", 1, 30, 100),
-            release("t", "aa-1", 1, 40, 200),
-            release("t", "aa-2", 1, 40, 300),
-            release("t", "aa-3", 1, 10, 400),
-        ];
-        for order in [[0, 1, 2, 3], [1, 2, 3, 0], [3, 2, 1, 0], [2, 0, 3, 1]] {
-            let mut index = Index::new().with_namespace_bound(100);
-            let mut refused = Vec::new();
-            for i in order {
-                refused.extend(index.upsert(all[i].clone()).refused);
-            }
-            assert!(locked(&index, "t", "zz-app"), "order {order:?}");
-            assert!(locked(&index, "t", "aa-1"), "order {order:?}");
-            // aa-2 would take the namespace to 110; aa-3, created after it, still fits.
-            assert!(!locked(&index, "t", "aa-2"), "order {order:?}");
-            assert!(locked(&index, "t", "aa-3"), "order {order:?}");
-            assert_eq!(index.object_count(), 80);
-            let state = index.release(&key("t", "aa-2")).unwrap();
-            assert_eq!((state.objects.is_none(), state.refused), (true, Some(40)));
-            // Reported, whether refused on arrival or pushed out by an earlier-created one.
-            assert!(refused
-                .iter()
-                .any(|r| r.release == key("t", "aa-2") && r.objects == 40 && r.limit == 100));
-        }
-        // The same as a list (upsert_many) in name order.
-        let mut index = Index::new().with_namespace_bound(100);
-        index.upsert_many(all.clone());
-        assert!(locked(&index, "t", "zz-app") && !locked(&index, "t", "aa-2"));
-        // Another namespace has its own bound.
-        index.upsert(release("u", "other", 1, 90, 500));
-        assert!(locked(&index, "u", "other"));
-    }
-
-    #[test]
-    fn a_refused_release_is_named_to_be_read_again_once_an_earlier_one_leaves() {
-        let mut index = Index::new().with_namespace_bound(100);
-        index.upsert(release("t", "first", 1, 60, 100));
-        let report = index.upsert(release("t", "second", 1, 60, 200));
-        assert_eq!(report.refused.len(), 1);
-        assert!(!locked(&index, "t", "second"));
-        // Removing "first" makes room: "second" is named, and indexed once read again.
-        let gone = index.remove_secret(&SecretRef::secret("t", "sh.helm.release.v1.first.v1"));
-        assert_eq!(gone.room_for, vec![key("t", "second")]);
-        assert!(!locked(&index, "t", "second"), "not until it is read again");
-        let report = index.upsert(release("t", "second", 1, 60, 200));
-        assert!(report.refused.is_empty() && report.room_for.is_empty());
-        assert!(locked(&index, "t", "second"));
-        assert_eq!(index.object_count(), 60);
-    }
-
-    #[test]
-    fn an_upgrade_that_grows_keeps_its_place_and_pushes_out_a_later_release() {
-        let mut index = Index::new().with_namespace_bound(100);
-        index.upsert(release("t", "admin", 1, 30, 100));
-        index.upsert(release("t", "tenant", 1, 60, 200));
-        assert!(locked(&index, "t", "admin") && locked(&index, "t", "tenant"));
-        // The admin's upgrade to 50 objects: still created first, so kept; the tenant's goes.
-        let report = index.upsert(release("t", "admin", 2, 50, 300));
-        assert!(locked(&index, "t", "admin"));
-        assert!(!locked(&index, "t", "tenant"));
-        assert_eq!(report.refused.len(), 1);
-        assert_eq!(report.refused[0].release, key("t", "tenant"));
-        assert_eq!(report.refused[0].before, 50);
-        // Upgraded past the bound on its own: refused (open, reported), never the old
-        // revision's objects kept (the reverter would write them back over the upgrade).
-        let report = index.upsert(release("t", "admin", 3, 120, 400));
-        assert!(!locked(&index, "t", "admin"));
-        assert_eq!(report.refused[0].release, key("t", "admin"));
-        assert_eq!(report.refused[0].objects, 120);
-        // Then the tenant's fits again, and is named to be read again.
-        assert_eq!(report.room_for, vec![key("t", "tenant")]);
-        // A rollback to a smaller revision takes its place back.
-        let report = index.upsert(release("t", "admin", 4, 30, 500));
-        assert!(locked(&index, "t", "admin"));
-        assert!(report.refused.is_empty());
-    }
-
-    #[test]
-    fn counts_are_restored_when_releases_leave() {
-        let mut index = Index::new().with_namespace_bound(100);
-        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            index.upsert(release("t", name, 1, 50, 100 + i as i64));
-        }
-        assert!(locked(&index, "t", "a") && locked(&index, "t", "b") && !locked(&index, "t", "c"));
-        for name in ["a", "b", "c"] {
-            index.remove_secret(&SecretRef::secret(
-                "t",
-                format!("sh.helm.release.v1.{name}.v1"),
-            ));
-        }
-        assert_eq!(index.object_count(), 0);
-        // Nothing left of them: the namespace takes the bound again.
-        index.upsert(release("t", "d", 1, 100, 900));
-        assert!(locked(&index, "t", "d"));
-        // A release deleted and created again takes a new place: after what is kept.
-        index.upsert(release("t", "e", 1, 10, 950));
-        assert!(!locked(&index, "t", "e"));
-        let mut whole = Index::new().with_namespace_bound(100);
-        whole.upsert(release("t", "d", 1, 100, 900));
-        assert_eq!(whole.object_count(), index.object_count());
-    }
-
-    #[test]
-    fn a_list_holds_at_most_a_bound_of_parsed_objects_per_namespace_and_loses_nothing() {
-        let index = Index::new().with_namespace_bound(100);
-        let mut listed = Index::prepare(vec![
-            release("t", "a-tenant", 1, 80, 200),
-            release("t", "b-tenant", 1, 80, 300),
-            release("t", "z-admin", 1, 80, 100),
-            release("u", "other", 1, 80, 400),
-        ]);
-        index.bound_listing(&mut listed);
-        let held: usize = listed.iter().map(|p| p.objects.objects.len()).sum();
-        assert_eq!(held, 160, "the admin's and the other namespace's");
-        let mut index = index;
-        let reports = index.upsert_prepared(listed);
-        assert!(locked(&index, "t", "z-admin") && locked(&index, "u", "other"));
-        assert!(!locked(&index, "t", "a-tenant") && !locked(&index, "t", "b-tenant"));
-        let refused: Vec<_> = reports.iter().flat_map(|r| &r.refused).collect();
-        assert_eq!(refused.len(), 2, "{refused:?}");
-        // The index knew of a release the list did not: the list dropped one that fits.
-        let mut index = Index::new().with_namespace_bound(100);
-        let mut listed = Index::prepare(vec![
-            release("t", "a", 1, 60, 100),
-            release("t", "b", 1, 60, 200),
-        ]);
-        index.bound_listing(&mut listed);
-        listed.remove(0);
-        let reports = index.upsert_prepared(listed);
-        assert!(!locked(&index, "t", "b"));
-        assert!(
-            reports.iter().all(|r| r.refused.is_empty()),
-            "not a refusal"
-        );
-        assert!(reports.iter().any(|r| r.room_for == vec![key("t", "b")]));
-    }
-
-    #[test]
-    fn a_relist_keeps_the_earliest_created_and_names_what_fits_after_a_deletion() {
-        let mut index = Index::new().with_namespace_bound(100);
-        let listed = |secrets: Vec<ReleaseSecret>| Index::prepare(secrets);
-        let reports = index.relist(
-            None,
-            Driver::Secret,
-            &Default::default(),
-            listed(vec![
-                release("t", "b-tenant", 1, 80, 200),
-                release("t", "z-admin", 1, 80, 100),
-            ]),
-        );
-        assert!(locked(&index, "t", "z-admin") && !locked(&index, "t", "b-tenant"));
-        assert!(reports
-            .iter()
-            .any(|r| r.refused.iter().any(|r| r.release == key("t", "b-tenant"))));
-        // The admin's release is uninstalled while the watch is down: the list again names
-        // the tenant's to be read again.
-        let reports = index.relist(
-            None,
-            Driver::Secret,
-            &Default::default(),
-            listed(vec![release("t", "b-tenant", 1, 80, 200)]),
-        );
-        // Listed again, it is indexed by the list itself.
-        assert!(locked(&index, "t", "b-tenant"));
-        assert!(reports.iter().all(|r| r.refused.is_empty()));
-    }
 }

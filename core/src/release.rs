@@ -7,6 +7,7 @@
 
 use crate::author::{Authorship, Unknown};
 pub use crate::driver::Driver;
+use crate::driver::Payload;
 pub use crate::limits::{
     max_namespace_objects, max_release_bytes, max_release_objects, set_max_namespace_objects,
     set_max_release_bytes, set_max_release_objects, DEFAULT_MAX_NAMESPACE_OBJECTS,
@@ -122,7 +123,6 @@ pub fn manifest_documents(manifest: &str) -> usize {
 /// them in every replica for as long as it is the newest.
 pub const NOTES_KEPT_BYTES: usize = 64 * 1024;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
-pub(crate) const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
 
 /// Helm's release statuses (`helm.sh/helm/v3/pkg/release/status.go`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -503,7 +503,7 @@ impl SecretRef {
 impl fmt::Display for SecretRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)?;
-        if self.driver != Driver::Secret {
+        if self.driver != Driver::default() {
             write!(f, " ({})", self.driver.kind())?;
         }
         Ok(())
@@ -645,17 +645,19 @@ pub fn release_data(text: &str) -> Vec<ReleaseData> {
                     .and_then(|d| d.get("release"))
                     .and_then(Value::as_str)
                 {
-                    let config_map = map.get("kind").and_then(Value::as_str) == Some("ConfigMap");
+                    let driver = map
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .and_then(Driver::of_kind)
+                        .unwrap_or_default();
                     out.push(ReleaseData {
-                        secret: Some(if config_map {
-                            SecretRef::config_map(field("namespace"), field("name"))
-                        } else {
-                            SecretRef::secret(field("namespace"), field("name"))
+                        secret: Some(SecretRef {
+                            driver,
+                            ..SecretRef::secret(field("namespace"), field("name"))
                         }),
-                        data: if config_map {
-                            base64::engine::general_purpose::STANDARD.encode(data)
-                        } else {
-                            data.to_string()
+                        data: match driver.spec().payload {
+                            Payload::Base64 => data.to_string(),
+                            Payload::Text => base64::engine::general_purpose::STANDARD.encode(data),
                         },
                     });
                 }
@@ -778,29 +780,24 @@ pub fn decode_secret(secret: &Value) -> SecretResult {
             .to_string()
     };
     let (kind, secret_type) = (text("/kind"), text("/type"));
-    let driver = match kind.as_str() {
-        "ConfigMap" => Driver::ConfigMap,
-        _ => Driver::Secret,
-    };
+    let of_kind = Driver::of_kind(&kind);
+    let driver = of_kind.unwrap_or_default();
     let secret_ref = SecretRef {
         driver,
         ..SecretRef::secret(text("/metadata/namespace"), text("/metadata/name"))
     };
     let fail = |e: SecretError| Err((Some(secret_ref.clone()), e));
-    let a_release_secret =
-        kind == "Secret" && (secret_type.is_empty() || secret_type == RELEASE_SECRET_TYPE);
     // A ConfigMap has no type: one is a release when it carries one.
-    let a_release_config_map =
-        driver == Driver::ConfigMap && secret.pointer("/data/release").is_some();
-    if !a_release_secret && !a_release_config_map {
+    let has_data = secret.pointer("/data/release").is_some();
+    if !of_kind.is_some_and(|d| d.reads_as_revision(&secret_type, has_data)) {
         return fail(SecretError::NotAReleaseSecret { kind, secret_type });
     }
     let Some(data) = secret.pointer("/data/release").and_then(Value::as_str) else {
         return fail(SecretError::NoReleaseData);
     };
-    let decoded = match driver {
-        Driver::Secret => decode_data_release(data),
-        Driver::ConfigMap => decode_helm_payload(data.as_bytes()),
+    let decoded = match driver.spec().payload {
+        Payload::Base64 => decode_data_release(data),
+        Payload::Text => decode_helm_payload(data.as_bytes()),
     };
     let mut release = match decoded {
         Ok(release) => release,
@@ -872,16 +869,20 @@ mod tests {
             )
         };
         let text = format!(
-            "{}---\n{}",
+            "{}---\n{}---\n{}",
             meta("ConfigMap", &helm_layer),
-            meta("Secret", &secret_data)
+            meta("Secret", &secret_data),
+            meta("FakeStore", &helm_layer)
         );
         let read: Vec<ReleaseSecret> = parse_release_file(&text)
             .unwrap()
             .into_iter()
             .map(|r| r.unwrap())
             .collect();
-        assert_eq!(read.len(), 2);
+        assert_eq!(read.len(), 3);
+        // The tests' third driver is read by its spec alone.
+        assert_eq!(read[2].secret.driver, Driver::Fake);
+        assert_eq!(read[2].release, read[1].release);
         assert_eq!(
             read[0].secret,
             SecretRef::config_map("shop", "sh.helm.release.v1.web.v3")

@@ -258,6 +258,38 @@ mod tests {
         assert_eq!(question.namespace.as_deref(), Some("apps"));
     }
 
+    /// (f) A third driver (the tests' `Driver::Fake`) goes through the same gate by its spec
+    /// alone: the earliest revision makes it the release's, a Secret written beside it is asked
+    /// about its resource, and a refusal names its kind.
+    #[test]
+    fn a_third_drivers_release_asks_a_revision_of_another_driver_about_its_own_resource() {
+        let admin = kept(Driver::Fake, 1, 100, by("admin"));
+        let alice = kept(Driver::Secret, 2, 200, by("alice"));
+        let driver = of(&[&alice, &admin]).expect("a driver");
+        assert_eq!(driver, Driver::Fake);
+        assert_eq!(driver_question(&admin, driver), None);
+        let question = driver_question(&alice, driver).expect("a question");
+        assert_eq!(
+            (question.verb.as_str(), question.resource.as_str()),
+            ("create", "fakestores")
+        );
+        let message = counts_beside_its_release(&alice, driver, &[], Some(false))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("FakeStores"), "{message}");
+        assert!(counts_beside_its_release(&alice, driver, &[], Some(true)).is_ok());
+        let trusted = [TrustedStorage::parse("team/fakestore").unwrap()];
+        let mut unknown = kept(
+            Driver::Fake,
+            3,
+            300,
+            Authorship::Unknown(Unknown::NotStamped),
+        );
+        assert!(counts_beside_its_release(&unknown, Driver::Secret, &trusted, None).is_ok());
+        unknown.secret.namespace = "other".into();
+        assert!(counts_beside_its_release(&unknown, Driver::Secret, &trusted, None).is_err());
+    }
+
     #[test]
     fn the_release_driver_is_the_earliest_created_revisions_then_by_number_then_secrets() {
         assert_eq!(release_driver([]), None);

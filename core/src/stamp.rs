@@ -18,14 +18,13 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde::Deserialize;
 
 use crate::author::{
     authorship, stamp_annotations, unix_seconds, Author, AuthorKey, Authorship, Stamping,
     StoredSecret, AUTHOR_ANNOTATION, PROOF_ANNOTATION,
 };
-use crate::release::{Driver, RELEASE_SECRET_TYPE};
+use crate::release::Driver;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -83,29 +82,21 @@ impl StampObject {
     /// or a ConfigMap labelled `owner=helm` that carries `data.release` (a ConfigMap has no
     /// type to say so).
     fn is_release(&self, driver: Driver) -> bool {
-        match driver {
-            Driver::Secret => self.type_.as_deref() == Some(RELEASE_SECRET_TYPE),
-            Driver::ConfigMap => {
-                self.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("owner"))
-                    .map(String::as_str)
-                    == Some("helm")
-                    && self.data_release().is_some()
-            }
-        }
+        let owner = self
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("owner"))
+            .map(String::as_str);
+        driver.stamps_as_revision(self.type_.as_deref(), owner, self.data_release().is_some())
     }
 
     /// Helm's layer of `data.release` (empty when absent): a Secret's after its own base64
     /// (`None`: not base64), a ConfigMap's as it is.
     fn release(&self, driver: Driver) -> Option<Vec<u8>> {
-        match (self.data_release(), driver) {
-            (None, _) => Some(Vec::new()),
-            (Some(b64), Driver::Secret) => {
-                base64::engine::general_purpose::STANDARD.decode(b64).ok()
-            }
-            (Some(text), Driver::ConfigMap) => Some(text.as_bytes().to_vec()),
+        match self.data_release() {
+            None => Some(Vec::new()),
+            Some(data) => driver.spec().payload.helm_layer(data),
         }
     }
 }
@@ -236,10 +227,11 @@ pub fn stamp(
         return Err(ReviewError::UnsupportedVersion(api_version));
     }
     let request = review.request.ok_or(ReviewError::NoRequest)?;
-    let driver = match request.kind.as_ref().map(|k| k.kind.as_str()) {
-        Some("ConfigMap") => Driver::ConfigMap,
-        _ => Driver::Secret,
-    };
+    let driver = request
+        .kind
+        .as_ref()
+        .and_then(|k| Driver::of_kind(&k.kind))
+        .unwrap_or_default();
     let Some(object) = request.object.filter(|o| o.is_release(driver)) else {
         return Ok(render_response(&api_version, &request.uid, Verdict::Allow));
     };
@@ -346,6 +338,8 @@ pub fn stamp(
 mod tests {
     use super::*;
     use crate::author::{Authorship, Stamping, StoredSecret, Unknown, STAMP_WINDOW_SECONDS};
+    use crate::driver::RELEASE_SECRET_TYPE;
+    use base64::Engine as _;
     use serde_json::{json, Value};
     use std::io::Write as _;
     use std::sync::Arc;
@@ -564,8 +558,13 @@ mod tests {
     /// `object` as the API server stores a ConfigMap once `user` wrote it (CREATE when `old`
     /// is null) at `now`: the request names its kind.
     fn written_config_map(object: Value, old: Value, user: Value, now: i64) -> Value {
+        written_kind("ConfigMap", object, old, user, now)
+    }
+
+    /// `object` as the API server stores an object of `kind` once `user` wrote it.
+    fn written_kind(kind: &str, object: Value, old: Value, user: Value, now: i64) -> Value {
         let mut review: Value = serde_json::from_slice(&update(object.clone(), old, user)).unwrap();
-        review["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+        review["request"]["kind"] = json!({"group": "", "version": "v1", "kind": kind});
         let body = stamp(&key(), &serde_json::to_vec(&review).unwrap(), now).unwrap();
         applied(&body, object)
     }
@@ -574,12 +573,7 @@ mod tests {
     fn author_as(object: &Value, driver: Driver) -> Authorship {
         let annotations = annotations_of(object);
         let data = object["data"]["release"].as_str().unwrap();
-        let release = match driver {
-            Driver::Secret => base64::engine::general_purpose::STANDARD
-                .decode(data)
-                .unwrap(),
-            Driver::ConfigMap => data.as_bytes().to_vec(),
-        };
+        let release = driver.spec().payload.helm_layer(data).unwrap();
         authorship(
             &stamping(),
             StoredSecret {
@@ -637,6 +631,48 @@ mod tests {
             CREATED + 600,
         );
         assert_eq!(author_as(&after, Driver::ConfigMap), known(admin()));
+    }
+
+    /// A third driver, the tests' own (`Driver::Fake`, a kind of no API server), is stamped
+    /// through its spec alone: its stamp is its writer's and verifies on no other kind's object
+    /// of the same namespace, name and content, nor theirs on it.
+    #[test]
+    fn a_third_drivers_revision_is_stamped_by_its_spec_and_its_stamp_holds_only_on_its_kind() {
+        let content = release("---\nkind: ConfigMap\n", "deployed");
+        let mut fake = config_map(&content, None);
+        fake["kind"] = json!("FakeStore");
+        let stored = written_kind("FakeStore", fake, Value::Null, alice_json(), CREATED);
+        assert!(
+            annotations_of(&stored).contains_key(PROOF_ANNOTATION),
+            "stamped: {stored}"
+        );
+        assert_eq!(author_as(&stored, Driver::Fake), known(alice()));
+        let annotations = stored["metadata"].get("annotations").cloned();
+        for other in [
+            config_map(&content, annotations.clone()),
+            secret(&content, annotations),
+        ] {
+            let driver = Driver::of_kind(other["kind"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                author_as(&other, driver),
+                Authorship::Unknown(Unknown::BadProof),
+                "{driver}"
+            );
+        }
+        let on_config_map = written_config_map(
+            config_map(&content, None),
+            Value::Null,
+            alice_json(),
+            CREATED,
+        );
+        let mut carried = on_config_map.clone();
+        carried["kind"] = json!("FakeStore");
+        assert_eq!(
+            author_as(&carried, Driver::Fake),
+            Authorship::Unknown(Unknown::BadProof)
+        );
+        // The control: the ConfigMap's own stamp holds on it.
+        assert_eq!(author_as(&on_config_map, Driver::ConfigMap), known(alice()));
     }
 
     #[test]

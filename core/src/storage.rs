@@ -43,7 +43,7 @@ impl TrustedStorage {
     pub fn parse(text: &str) -> Option<TrustedStorage> {
         let (namespace, driver) = match text.split_once('/') {
             Some((namespace, driver)) => (namespace, Driver::parse(driver)?),
-            None => (text, Driver::Secret),
+            None => (text, Driver::default()),
         };
         let valid = !namespace.is_empty()
             && namespace.len() <= 63

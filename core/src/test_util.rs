@@ -134,6 +134,17 @@ pub struct ReviewBuilder {
     request: Value,
 }
 
+/// The bytes the index keeps of its objects' packed field trees (with each tree's own size):
+/// what the benchmarks compare with the manifests' bytes.
+pub fn packed_tree_bytes(index: &crate::index::Index) -> usize {
+    index
+        .releases()
+        .iter()
+        .flat_map(|s| s.objects.iter().flatten())
+        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
+        .sum()
+}
+
 /// Starts a review of `operation` on `group/version` `kind`, whose resource is `resource`.
 pub fn review(operation: &str, api_version: &str, kind: &str, resource: &str) -> ReviewBuilder {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

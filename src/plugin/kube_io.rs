@@ -6,24 +6,24 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{pinned_kind, Discovery, Scope};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use serde::Serialize;
 
 use super::{diff, vouch, Format, Live, LiveObjects, ObjectId};
 use crate::core::{
-    release_secret_from_parts, Index, LockedObject, ReleaseSecret, Schema, SecretRef,
+    release_secret_from_parts, Index, LockedObject, ReleaseDriver, ReleaseSecret, Schema, SecretRef,
 };
+use crate::events::Reason;
+use crate::source::release_object::{list_stored, merge_patch_stored, read_stored, StoredRevision};
 
 mod commands;
 pub(crate) use commands::run;
 
 const LABELS: &str = "owner=helm";
-const FIELDS: &str = "type=helm.sh/release.v1";
 /// Live objects read at once.
 const CONCURRENT_READS: usize = 16;
 
@@ -72,39 +72,11 @@ async fn read_candidate(
     secret: &SecretRef,
 ) -> Result<Option<vouch::Candidate>, PluginError> {
     let what = || format!("read the release {} {secret}", secret.driver.kind());
-    let (meta, payload) = match secret.driver {
-        crate::core::ReleaseDriver::Secret => {
-            let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
-            let Some(found) = api
-                .get_opt(&secret.name)
-                .await
-                .map_err(PluginError::api(what()))?
-            else {
-                return Ok(None);
-            };
-            let payload = found
-                .data
-                .as_ref()
-                .and_then(|d| d.get("release"))
-                .map(|p| p.0.clone());
-            (found.metadata, payload)
-        }
-        crate::core::ReleaseDriver::ConfigMap => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &secret.namespace);
-            let Some(found) = api
-                .get_opt(&secret.name)
-                .await
-                .map_err(PluginError::api(what()))?
-            else {
-                return Ok(None);
-            };
-            let payload = found
-                .data
-                .as_ref()
-                .and_then(|d| d.get("release"))
-                .map(|p| p.as_bytes().to_vec());
-            (found.metadata, payload)
-        }
+    let Some(StoredRevision { meta, payload, .. }) = read_stored(client, secret)
+        .await
+        .map_err(PluginError::api(what()))?
+    else {
+        return Ok(None);
     };
     let labels = meta.labels.clone().unwrap_or_default();
     let Some(revision) = decode(secret.clone(), &labels, payload.as_deref()) else {
@@ -138,31 +110,6 @@ async fn write_vouch(
     candidate: &vouch::Candidate,
     reason: &str,
 ) -> Result<Vouched, PluginError> {
-    async fn annotate<K: crate::source::release_object::ReleaseObject>(
-        client: &Client,
-        secret: &SecretRef,
-        patch: &serde_json::Value,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, PluginError> {
-        let api: Api<K> = Api::namespaced(client.clone(), &secret.namespace);
-        let written = api
-            .patch(
-                &secret.name,
-                &kube::api::PatchParams {
-                    field_manager: Some("kubectl-locker".into()),
-                    ..Default::default()
-                },
-                &kube::api::Patch::Merge(patch),
-            )
-            .await;
-        match written {
-            Ok(written) => Ok(Some(written.annotations().clone())),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
-            Err(e) => Err(PluginError::Api {
-                what: format!("write the release {} {secret}", secret.driver.kind()),
-                source: e,
-            }),
-        }
-    }
     let secret = &candidate.revision.secret;
     let patch = serde_json::json!({"metadata": {
         "resourceVersion": candidate.resource_version,
@@ -171,12 +118,12 @@ async fn write_vouch(
             crate::core::VOUCH_CONTENT_ANNOTATION: candidate.content,
         },
     }});
-    let annotations = match secret.driver {
-        crate::core::ReleaseDriver::Secret => annotate::<Secret>(client, secret, &patch).await?,
-        crate::core::ReleaseDriver::ConfigMap => {
-            annotate::<ConfigMap>(client, secret, &patch).await?
-        }
-    };
+    let annotations = merge_patch_stored(client, secret, "kubectl-locker", &patch)
+        .await
+        .map_err(|source| PluginError::Api {
+            what: format!("write the release {} {secret}", secret.driver.kind()),
+            source,
+        })?;
     let Some(annotations) = annotations else {
         return Ok(Vouched::Changed);
     };
@@ -204,7 +151,8 @@ async fn lock_exceptions(client: &Client, namespace: Option<&str>) -> Vec<crate:
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let params = ListParams::default().fields("reason=LockExceptionOpen");
+    let params =
+        ListParams::default().fields(&format!("reason={}", Reason::LockExceptionOpen.as_str()));
     let honoured: BTreeMap<String, i64> = events
         .list(&params)
         .await
@@ -296,7 +244,7 @@ const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 /// The locker's answer to a LockException just created: the reason and note of its
 /// `LockExceptionOpen` or `LockExceptionInvalid` Event, once one is there (within
 /// [`ANSWER_WAIT`]).
-async fn locker_answer(client: &Client, namespace: &str, name: &str) -> Option<(String, String)> {
+async fn locker_answer(client: &Client, namespace: &str, name: &str) -> Option<(Reason, String)> {
     let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
     let params = ListParams::default().fields(&format!(
         "involvedObject.kind=LockException,involvedObject.name={name}"
@@ -305,10 +253,10 @@ async fn locker_answer(client: &Client, namespace: &str, name: &str) -> Option<(
     loop {
         if let Ok(list) = api.list(&params).await {
             let answer = list.items.into_iter().find_map(|e| {
-                let reason = e.reason.unwrap_or_default();
+                let reason = Reason::named(e.reason.as_deref()?)?;
                 matches!(
-                    reason.as_str(),
-                    "LockExceptionOpen" | "LockExceptionInvalid"
+                    reason,
+                    Reason::LockExceptionOpen | Reason::LockExceptionInvalid
                 )
                 .then(|| (reason, e.message.unwrap_or_default()))
             });
@@ -334,7 +282,13 @@ async fn reverter_events(
         None => Api::all(client.clone()),
     };
     let mut events = Vec::new();
-    for reason in ["AuthorLacksRights", "UnknownAuthor", "RevertFight"] {
+    for reason in [
+        Reason::AuthorLacksRights,
+        Reason::UnknownAuthor,
+        Reason::RevertFight,
+    ]
+    .map(Reason::as_str)
+    {
         let params = ListParams::default().fields(&format!("reason={reason},type=Warning"));
         match api.list(&params).await {
             Ok(list) => events.extend(list.items),
@@ -354,48 +308,33 @@ pub(crate) async fn releases(
     name: Option<&str>,
     registrations: Option<&str>,
 ) -> Result<Index, PluginError> {
-    let api: Api<Secret> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
     let labels = match name {
         Some(name) => format!("{LABELS},name={name}"),
         None => LABELS.to_string(),
     };
-    let list = api
-        .list(&ListParams::default().labels(&labels).fields(FIELDS))
-        .await
-        .map_err(PluginError::api("list Helm's release Secrets"))?;
-    let mut secrets: Vec<ReleaseSecret> = list
-        .items
-        .iter()
-        .filter_map(|s| {
-            decode(
-                SecretRef::secret(s.namespace().unwrap_or_default(), s.name_any()),
-                s.labels(),
-                s.data
-                    .as_ref()
-                    .and_then(|d| d.get("release"))
-                    .map(|p| p.0.as_slice()),
-            )
-        })
-        .collect();
-    let api: Api<ConfigMap> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    match api.list(&ListParams::default().labels(&labels)).await {
-        Ok(list) => secrets.extend(list.items.iter().filter_map(|c| {
-            decode(
-                SecretRef::config_map(c.namespace().unwrap_or_default(), c.name_any()),
-                c.labels(),
-                c.data
-                    .as_ref()
-                    .and_then(|d| d.get("release"))
-                    .map(String::as_bytes),
-            )
-        })),
-        Err(e) => eprintln!("kubectl-locker: cannot list Helm's release ConfigMaps: {e}"),
+    let mut secrets: Vec<ReleaseSecret> = Vec::new();
+    for &driver in ReleaseDriver::ALL {
+        let listed = match list_stored(client, driver, namespace, &labels).await {
+            Ok(listed) => listed,
+            // Helm's default driver must be readable; another may not be granted.
+            Err(e) if driver != ReleaseDriver::default() => {
+                eprintln!(
+                    "kubectl-locker: cannot list Helm's release {}s: {e}",
+                    driver.kind()
+                );
+                continue;
+            }
+            Err(e) => {
+                return Err(PluginError::api(format!(
+                    "list Helm's release {}s",
+                    driver.kind()
+                ))(e))
+            }
+        };
+        secrets.extend(listed.into_iter().filter_map(|stored| {
+            let labels = stored.meta.labels.unwrap_or_default();
+            decode(stored.place, &labels, stored.payload.as_deref())
+        }));
     }
     let mut index = Index::from_secrets(secrets);
     if let Some(ns) = registrations {

@@ -646,16 +646,8 @@ fn spawn_release_watches(
                 drivers: drivers.clone(),
                 initial_list,
             };
-            use crate::core::ReleaseDriver;
-            use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-            match driver {
-                ReleaseDriver::Secret => {
-                    tasks.spawn("a release Secret watch", watch.run::<Secret>())
-                }
-                ReleaseDriver::ConfigMap => {
-                    tasks.spawn("a release ConfigMap watch", watch.run::<ConfigMap>())
-                }
-            }
+            let (name, task) = source::release_object::with_kind(*driver, watch);
+            tasks.spawn(name, task);
         }
     }
 }

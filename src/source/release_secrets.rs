@@ -2,265 +2,46 @@
 //! `helm.sh/release.v1` (all namespaces, or the configured ones), and the fresh read of rule 7.
 //! Helm's ConfigMap driver keeps the same revisions in `owner=helm` ConfigMaps: the same watch
 //! runs over them ([`ReleaseObject`], one watch per kind and scope, `--release-drivers`), and
-//! every read of a release reads both kinds.
+//! every read of a release reads every kind on ([`StoredRevisions`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-use kube::runtime::events::{Recorder, Reporter};
 
-use crate::events::Reason;
 use kube::runtime::watcher::{self, Event as WatchEvent};
 use kube::runtime::WatchStreamExt;
-use kube::{Client, ResourceExt};
+use kube::Client;
 
-use crate::confirm::{BoxFuture, Confirm, ConfirmError, StoredObject};
+use crate::confirm::BoxFuture;
 use crate::core::{
-    authorship_seen, release_secret_from_parts, storage_question, Authorship, DecodeError, Index,
-    PreparedSecret, ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError, SecretRef, Stamping,
-    Status, StoredSecret, UpdateReport,
+    storage_question, Index, PreparedSecret, ReleaseDriver, ReleaseKey, ReleaseSecret, SecretError,
+    SecretRef, Stamping, UpdateReport,
 };
 use crate::index_store::IndexStore;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::source::author_key::StampingRx;
 use crate::source::initial_list::{self, InitialList};
-use crate::source::release_object::{list_params, resource_version, secret_ref, ReleaseObject};
+use crate::source::release_object::{
+    resource_version, secret_ref, KindVisitor, ReleaseObject, StoredRevision,
+};
 use crate::source::release_watch::{ListedPart, ReleaseIndexWriter, ReleaseWatch, Step};
 use crate::source::storage_gate::StorageGate;
 
-const LABELS: &str = "owner=helm";
+mod decode;
+mod fresh_read;
+use decode::{decode, decode_or_foreign, spend_stamp, ForeignWarnings};
+pub(crate) use fresh_read::{KubeConfirm, StoredRevisions};
+
 /// What the watch lists: Helm keeps up to `--history-max` (10) revisions of each release, all
 /// but the newest few `superseded`, and only the newest revision (with any pending or failed
 /// one) decides what is locked. A revision Helm supersedes leaves the watch as a delete, which
 /// removes only that revision; when the newest revision's Secret goes, the release is read
 /// again in full ([`IndexWriter::reload`]).
 const WATCHED_LABELS: &str = "owner=helm,status!=superseded";
-
-/// Decodes a watched Secret; failures are logged by name only, never with content.
-fn decode<K: ReleaseObject>(
-    secret: &K,
-    stamping: &Stamping,
-    metrics: &Metrics,
-) -> Option<ReleaseSecret> {
-    decode_or_foreign(secret, stamping, metrics).ok().flatten()
-}
-
-/// [`decode`], but a Secret whose release is too large is returned as the error, to warn
-/// about it on the Secret.
-fn decode_or_foreign<K: ReleaseObject>(
-    secret: &K,
-    stamping: &Stamping,
-    metrics: &Metrics,
-) -> Result<Option<ReleaseSecret>, SecretError> {
-    let reference = secret_ref(secret);
-    metrics.release_secrets_decoded.inc();
-    let labels: BTreeMap<String, String> = secret.labels().clone();
-    let Some(payload) = secret.payload() else {
-        metrics.release_decode_errors.inc();
-        tracing::warn!(secret = %reference, "release Secret has no data.release; skipped");
-        return Ok(None);
-    };
-    match release_secret_from_parts(reference.clone(), labels, payload) {
-        Ok(mut decoded) => {
-            read_author(secret, &mut decoded, stamping, payload);
-            if let Authorship::Unknown(why) = &decoded.author {
-                tracing::debug!(secret = %reference, why = why.as_str(), "release revision has no known author");
-            }
-            Ok(Some(decoded))
-        }
-        Err(e @ SecretError::Decode(DecodeError::TooLarge { .. })) => {
-            // Bounded before decoded: never decompressed past the limit (by name, no content).
-            metrics.release_decode_errors.inc();
-            metrics.releases_too_large.inc();
-            tracing::warn!(secret = %reference, error = %e, "release Secret too large; skipped, no revision: it opens and locks nothing (--max-release-bytes)");
-            Err(e)
-        }
-        Err(e @ SecretError::Decode(DecodeError::TooManyObjects { .. })) => {
-            // Bounded in objects before the index is built (by name and count, no content).
-            metrics.release_decode_errors.inc();
-            metrics.releases_too_many_objects.inc();
-            tracing::warn!(secret = %reference, error = %e, "release Secret renders too many objects; skipped, no revision: it opens and locks nothing (--max-release-objects)");
-            Err(e)
-        }
-        Err(e) => {
-            metrics.release_decode_errors.inc();
-            tracing::warn!(secret = %reference, error = %e, "release Secret does not decode; skipped (its release keeps its other revisions)");
-            Ok(None)
-        }
-    }
-}
-
-/// Sets who wrote `decoded` (and when its Secret was created) from `secret`'s stamp.
-fn read_author<K: ReleaseObject>(
-    secret: &K,
-    decoded: &mut ReleaseSecret,
-    stamping: &Stamping,
-    payload: &[u8],
-) {
-    let metadata = secret.meta();
-    decoded.created = metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second());
-    decoded.author = authorship_seen(
-        stamping,
-        StoredSecret {
-            driver: K::DRIVER,
-            namespace: &decoded.secret.namespace,
-            name: &decoded.secret.name,
-            annotations: metadata.annotations.as_ref(),
-            resource_version: metadata.resource_version.as_deref(),
-            created: decoded.created,
-            release: payload,
-        },
-        metadata.uid.as_deref().unwrap_or_default(),
-        unix_now(),
-    );
-}
-
-/// Binds the stamp of a release object the watch saw go (deleted, or out of the watch as
-/// `superseded`) to it, so that a copy created again carrying it names nobody
-/// ([`authorship_seen`]). No decoding: the stamp is over Helm's layer as it is.
-fn spend_stamp<K: ReleaseObject>(secret: &K, stamping: &Stamping) {
-    let metadata = secret.meta();
-    let Some(payload) = secret.payload() else {
-        return;
-    };
-    let reference = secret_ref(secret);
-    authorship_seen(
-        stamping,
-        StoredSecret {
-            driver: K::DRIVER,
-            namespace: &reference.namespace,
-            name: &reference.name,
-            annotations: metadata.annotations.as_ref(),
-            resource_version: metadata.resource_version.as_deref(),
-            created: metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second()),
-            release: payload,
-        },
-        metadata.uid.as_deref().unwrap_or_default(),
-        unix_now(),
-    );
-}
-
-/// The locker's clock, in Unix seconds.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-/// Warning Events on release Secrets that are not indexed: a release stored in another
-/// namespace that may not speak for its own ([`StorageGate`]), a release too large to decode.
-/// One per Secret (by uid) for the life of the process.
-struct ForeignWarnings {
-    recorder: Recorder,
-    warned: HashSet<String>,
-}
-
-impl ForeignWarnings {
-    fn new(client: &Client) -> Self {
-        ForeignWarnings {
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: "helm-locker".into(),
-                    instance: std::env::var("HOSTNAME").ok(),
-                },
-            ),
-            warned: HashSet::new(),
-        }
-    }
-
-    /// Decodes `secret` and passes it through the storage gate; warns once on it when it is
-    /// too large or its release may not speak for its namespace.
-    async fn decode<K: ReleaseObject>(
-        &mut self,
-        secret: &K,
-        stamping: &Stamping,
-        gate: &StorageGate,
-        metrics: &Metrics,
-    ) -> Option<ReleaseSecret> {
-        match decode_or_foreign(secret, stamping, metrics) {
-            Ok(Some(decoded)) => self.admit(secret, decoded, gate, metrics).await,
-            Ok(None) => None,
-            Err(note) => {
-                self.warn(secret, note).await;
-                None
-            }
-        }
-    }
-
-    /// `decoded` when its release may speak for its namespace; else reported (log, metric,
-    /// an Event on the Secret) and `None`.
-    async fn admit<K: ReleaseObject>(
-        &mut self,
-        secret: &K,
-        decoded: ReleaseSecret,
-        gate: &StorageGate,
-        metrics: &Metrics,
-    ) -> Option<ReleaseSecret> {
-        match gate.admit(&decoded).await {
-            Ok(()) => Some(decoded),
-            Err(note) => {
-                metrics.foreign_release_secrets.inc();
-                tracing::warn!(secret = %decoded.secret, error = %note, "release Secret ignored");
-                self.warn(secret, note).await;
-                None
-            }
-        }
-    }
-
-    /// Warns once on the Secret (or ConfigMap) of a release refused by its namespace's bound.
-    async fn warn_over_bound(&mut self, refused: &crate::core::Refused) {
-        let secret = &refused.secret;
-        if !self
-            .warned
-            .insert(format!("bound/{secret}/{}", refused.objects))
-        {
-            return;
-        }
-        let note = crate::core::notes::release_ignored(
-            secret.driver.kind(),
-            format!(
-                "its release renders {} objects and the releases of this namespace created before it keep {}: more than {} (--max-namespace-objects); not indexed, it locks nothing",
-                refused.objects, refused.before, refused.limit
-            ),
-        );
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some(secret.driver.kind().into()),
-            namespace: Some(secret.namespace.clone()),
-            name: Some(secret.name.clone()),
-            ..Default::default()
-        };
-        crate::events::publish(&self.recorder, &reference, Reason::ReleaseTooLarge, note).await;
-    }
-
-    /// Warns once on `secret`, which names another namespace's release, or whose release is
-    /// too large to decode (`note`).
-    async fn warn<K: ReleaseObject>(&mut self, secret: &K, note: SecretError) {
-        let uid = secret.uid().unwrap_or_default();
-        if self.warned.insert(uid) {
-            let reason = match note {
-                SecretError::Decode(
-                    DecodeError::TooLarge { .. } | DecodeError::TooManyObjects { .. },
-                ) => Reason::ReleaseTooLarge,
-                _ => Reason::ForeignRelease,
-            };
-            let note = crate::core::notes::release_ignored(K::DRIVER.kind(), note);
-            crate::events::publish(&self.recorder, &secret.object_ref(&()), reason, note).await;
-        }
-    }
-}
 
 /// A manifest longer than this is parsed into what it locks as soon as its Secret is decoded;
 /// shorter ones (a 30-object release is about 18 kB) a part at a time, on every core. What a
@@ -298,7 +79,11 @@ async fn decode_part<K: ReleaseObject>(
     if secrets.is_empty() {
         return DecodedPart::default();
     }
+    // The watch's span (its namespace, driver and kind) over what is logged while decoding,
+    // on the blocking pool and on every core.
+    let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         // The objects parsed so far in this part per storage namespace: past the bound
         // (--max-namespace-objects) a large manifest's are let go as soon as parsed, so a part
         // of one tenant's releases holds about a bound's worth, not all she wrote. Which of
@@ -312,6 +97,7 @@ async fn decode_part<K: ReleaseObject>(
             4,
             || (),
             |_, secret| {
+                let _entered = span.enter();
                 let decoded = decode_or_foreign(&secret, &stamping, &metrics);
                 // A large manifest is parsed as soon as it is decoded, and its text let go: a
                 // part of 256 small Secrets of 16 MiB releases each is not 4 GiB at once.
@@ -476,6 +262,14 @@ impl ReleaseObjectsWatch {
     }
 }
 
+/// The watch of a driver's kind, as a supervised task: its name and its future.
+impl KindVisitor for ReleaseObjectsWatch {
+    type Output = (&'static str, futures::future::BoxFuture<'static, ()>);
+    fn visit<K: ReleaseObject>(self) -> Self::Output {
+        (K::WATCH_TASK, Box::pin(self.run::<K>()))
+    }
+}
+
 /// The watcher on `K`'s release objects in `namespace` (all when `None`), its lists streamed
 /// when `streaming`.
 fn start<K: ReleaseObject>(
@@ -488,8 +282,8 @@ fn start<K: ReleaseObject>(
         None => Api::all(client.clone()),
     };
     let config = watcher::Config::default().labels(WATCHED_LABELS);
-    let config = match K::FIELDS {
-        Some(fields) => config.fields(fields),
+    let config = match K::DRIVER.field_selector() {
+        Some(fields) => config.fields(&fields),
         None => config,
     };
     let config = if streaming {
@@ -728,43 +522,24 @@ impl IndexWriter {
                 return;
             }
         };
-        let secrets = self.admitted_revisions(key, &read.secrets).await;
-        let config_maps = self.admitted_revisions(key, &read.config_maps).await;
+        let revisions = self.admitted_revisions(key, &read.0).await;
         let Some(release_driver) = crate::core::release_driver(
-            secrets
+            revisions
                 .iter()
-                .chain(&config_maps)
                 .map(|s| (s.secret.driver, s.created, s.release.revision)),
         ) else {
             return;
         };
         let mut counted = Vec::new();
-        for mut revision in secrets.into_iter().chain(config_maps) {
+        for mut revision in revisions {
             let Err(note) = self.gate.admit_beside(&mut revision, release_driver).await else {
                 counted.push(revision);
                 continue;
             };
             self.metrics.foreign_release_secrets.inc();
             tracing::warn!(secret = %revision.secret, error = %note, "release revision of another driver than its release's ignored");
-            match revision.secret.driver {
-                ReleaseDriver::Secret => {
-                    if let Some(object) = read
-                        .secrets
-                        .iter()
-                        .find(|s| secret_ref(*s) == revision.secret)
-                    {
-                        self.foreign.warn(object, note).await;
-                    }
-                }
-                ReleaseDriver::ConfigMap => {
-                    if let Some(object) = read
-                        .config_maps
-                        .iter()
-                        .find(|c| secret_ref(*c) == revision.secret)
-                    {
-                        self.foreign.warn(object, note).await;
-                    }
-                }
+            if let Some(object) = read.at(&revision.secret) {
+                self.foreign.warn(object, note).await;
             }
         }
         let key = key.clone();
@@ -779,10 +554,10 @@ impl IndexWriter {
     }
 
     /// The revisions of release `key` among `objects` that decode and pass the storage gate.
-    async fn admitted_revisions<K: ReleaseObject>(
+    async fn admitted_revisions(
         &self,
         key: &ReleaseKey,
-        objects: &[K],
+        objects: &[StoredRevision],
     ) -> Vec<ReleaseSecret> {
         let mut admitted = Vec::new();
         for object in objects {
@@ -794,259 +569,5 @@ impl IndexWriter {
             }
         }
         admitted
-    }
-}
-
-/// A release's revisions as the API server stores them now, in each kind read (the drivers
-/// on): a release may be kept by either driver, so both are read and both count.
-#[derive(Default)]
-pub(crate) struct StoredRevisions {
-    pub(crate) secrets: Vec<Secret>,
-    pub(crate) config_maps: Vec<ConfigMap>,
-}
-
-impl StoredRevisions {
-    /// The revisions of release `name` stored in `namespace`, in each of `drivers` (the kinds
-    /// are listed together: a fresh read before a denial takes one round trip, not two). The
-    /// label selector only narrows what is read; every payload read is decoded.
-    pub(crate) async fn read(
-        client: &Client,
-        namespace: &str,
-        name: &str,
-        drivers: &[ReleaseDriver],
-    ) -> Result<StoredRevisions, kube::Error> {
-        async fn list<K: ReleaseObject>(
-            client: &Client,
-            namespace: &str,
-            labels: &str,
-            on: bool,
-        ) -> Result<Vec<K>, kube::Error> {
-            if !on {
-                return Ok(Vec::new());
-            }
-            let api: Api<K> = Api::namespaced(client.clone(), namespace);
-            Ok(api.list(&list_params::<K>(labels)).await?.items)
-        }
-        let labels = format!("{LABELS},name={name}");
-        let (secrets, config_maps) = futures::try_join!(
-            list::<Secret>(
-                client,
-                namespace,
-                &labels,
-                drivers.contains(&ReleaseDriver::Secret)
-            ),
-            list::<ConfigMap>(
-                client,
-                namespace,
-                &labels,
-                drivers.contains(&ReleaseDriver::ConfigMap)
-            ),
-        )?;
-        Ok(StoredRevisions {
-            secrets,
-            config_maps,
-        })
-    }
-
-    /// Every revision that decodes, of both kinds.
-    fn decoded(&self, stamping: &Stamping, metrics: &Metrics) -> Vec<ReleaseSecret> {
-        let secrets = self
-            .secrets
-            .iter()
-            .filter_map(|s| decode(s, stamping, metrics));
-        let config_maps = self
-            .config_maps
-            .iter()
-            .filter_map(|c| decode(c, stamping, metrics));
-        secrets.chain(config_maps).collect()
-    }
-}
-
-/// Rule 7 against the API server: the newest revision and its status as the release Secrets'
-/// payloads say ([`crate::core::newest_revision`]); their labels are the writer's word and are
-/// not read. A Secret whose payload does not decode counts for nothing. With the ConfigMap
-/// driver on, the release's ConfigMaps are read too and count as its Secrets do: whoever may
-/// write a release's ConfigMaps may open it with a pending revision, as whoever may write its
-/// Secrets may.
-pub(crate) struct KubeConfirm {
-    pub client: Client,
-    /// The author key, to tell who wrote each revision of a release stored in another
-    /// namespace.
-    pub stamping: StampingRx,
-    pub gate: Arc<StorageGate>,
-    /// The kinds a release's revisions are read from (`--release-drivers`).
-    pub drivers: Vec<ReleaseDriver>,
-}
-
-impl KubeConfirm {
-    /// The payloads of `secrets` that may speak for `release`: all of them for a release stored
-    /// in its own namespace; for one stored elsewhere, only those whose author passes the
-    /// storage gate, as the watch admits them (a tenant who may write Secrets in the storage
-    /// namespace cannot open the release with a pending revision of her own).
-    async fn admitted<'s, K: ReleaseObject>(
-        &self,
-        release: &ReleaseKey,
-        secrets: &'s [K],
-    ) -> Vec<(SecretRef, &'s [u8])> {
-        let payloads = secrets
-            .iter()
-            .filter_map(|s| Some((s, secret_ref(s), s.payload()?)));
-        if release.stored_in.is_none() {
-            return payloads.map(|(_, r, p)| (r, p)).collect();
-        }
-        let stamping = self.stamping.borrow().clone();
-        let mut admitted = Vec::new();
-        for (secret, reference, payload) in payloads {
-            let Ok(mut decoded) =
-                release_secret_from_parts(reference.clone(), BTreeMap::new(), payload)
-            else {
-                continue;
-            };
-            if let Some(stamping) = &stamping {
-                read_author(secret, &mut decoded, stamping, payload);
-            }
-            if decoded.key() == *release && self.gate.admit(&decoded).await.is_ok() {
-                admitted.push((reference, payload));
-            }
-        }
-        admitted
-    }
-}
-
-impl KubeConfirm {
-    /// The revisions of `release` in `read` that count by the driver rule
-    /// ([`crate::core::counts_beside_its_release`]): those of the release's driver, and those
-    /// of the other whose author may create the release's driver's kind in its namespace.
-    async fn beside_its_release(
-        &self,
-        release: &ReleaseKey,
-        read: &StoredRevisions,
-    ) -> std::collections::HashSet<SecretRef> {
-        fn decoded<K: ReleaseObject>(
-            objects: &[K],
-            release: &ReleaseKey,
-            stamping: Option<&Stamping>,
-        ) -> Vec<ReleaseSecret> {
-            objects
-                .iter()
-                .filter_map(|object| {
-                    let payload = object.payload()?;
-                    let mut decoded =
-                        release_secret_from_parts(secret_ref(object), BTreeMap::new(), payload)
-                            .ok()?;
-                    decoded.created = object
-                        .meta()
-                        .creation_timestamp
-                        .as_ref()
-                        .map(|t| t.0.as_second());
-                    if let Some(stamping) = stamping {
-                        read_author(object, &mut decoded, stamping, payload);
-                    }
-                    (decoded.key() == *release).then_some(decoded)
-                })
-                .collect()
-        }
-        let stamping = self.stamping.borrow().clone();
-        let mut revisions = decoded(&read.secrets, release, stamping.as_deref());
-        revisions.extend(decoded(&read.config_maps, release, stamping.as_deref()));
-        let mut counted = std::collections::HashSet::new();
-        let Some(release_driver) = crate::core::release_driver(
-            revisions
-                .iter()
-                .map(|s| (s.secret.driver, s.created, s.release.revision)),
-        ) else {
-            return counted;
-        };
-        for mut revision in revisions {
-            if self
-                .gate
-                .admit_beside(&mut revision, release_driver)
-                .await
-                .is_ok()
-            {
-                counted.insert(revision.secret);
-            }
-        }
-        counted
-    }
-}
-
-impl Confirm for KubeConfirm {
-    fn newest_revision<'a>(
-        &'a self,
-        release: &'a ReleaseKey,
-    ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
-        Box::pin(async move {
-            let read = StoredRevisions::read(
-                &self.client,
-                release.storage_namespace(),
-                &release.name,
-                &self.drivers,
-            )
-            .await
-            .map_err(|source| ConfirmError::Revisions {
-                release: release.clone(),
-                source,
-            })?;
-            let mut payloads = self.admitted(release, &read.secrets).await;
-            payloads.extend(self.admitted(release, &read.config_maps).await);
-            if !read.secrets.is_empty() && !read.config_maps.is_empty() {
-                // Kept by both drivers: one is the release's, and a revision of the other
-                // counts only as its author's answer says (as the watch admits it).
-                let counted = self.beside_its_release(release, &read).await;
-                payloads.retain(|(reference, _)| counted.contains(reference));
-            }
-            Ok(crate::core::newest_revision(release, payloads))
-        })
-    }
-
-    fn author_may<'a>(
-        &'a self,
-        author: &'a crate::core::Author,
-        access: &'a crate::core::AuthorAccess,
-    ) -> BoxFuture<'a, Result<bool, ConfirmError>> {
-        Box::pin(async move {
-            let authorship = Authorship::Known(Arc::new(author.clone()));
-            self.gate
-                .author_checks()
-                .may(&authorship, access)
-                .await
-                .map(|answer| answer.unwrap_or(false))
-                .map_err(|source| ConfirmError::Authorize {
-                    author: author.username.clone(),
-                    verb: access.verb.clone(),
-                    resource: access.resource.clone(),
-                    source,
-                })
-        })
-    }
-
-    fn owner_of<'a>(
-        &'a self,
-        object: &'a StoredObject,
-    ) -> BoxFuture<'a, Result<Option<ReleaseKey>, ConfirmError>> {
-        Box::pin(async move {
-            let resource = kube::core::ApiResource {
-                group: object.group.clone(),
-                version: object.version.clone(),
-                api_version: crate::core::api_version(&object.group, &object.version),
-                kind: String::new(),
-                plural: object.resource.clone(),
-            };
-            let api: Api<kube::core::DynamicObject> = match &object.namespace {
-                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-                None => Api::all_with(self.client.clone(), &resource),
-            };
-            let meta =
-                api.get_metadata_opt(&object.name)
-                    .await
-                    .map_err(|source| ConfirmError::Owner {
-                        resource: object.resource.clone(),
-                        name: object.name.clone(),
-                        source,
-                    })?;
-            Ok(meta
-                .and_then(|m| crate::core::annotated_release_key(m.metadata.annotations.as_ref()?)))
-        })
     }
 }

@@ -271,15 +271,13 @@ mod tests {
 
         fn holds(&self, name: &str) -> bool {
             let index = self.index.lock().unwrap();
-            [ReleaseDriver::Secret, ReleaseDriver::ConfigMap]
-                .into_iter()
-                .any(|driver| {
-                    index.holds_secret(&SecretRef {
-                        namespace: "apps".into(),
-                        name: name.into(),
-                        driver,
-                    })
+            ReleaseDriver::ALL.iter().any(|&driver| {
+                index.holds_secret(&SecretRef {
+                    namespace: "apps".into(),
+                    name: name.into(),
+                    driver,
                 })
+            })
         }
 
         fn decode<K: ReleaseObject>(&mut self, secret: &K) -> Option<crate::core::ReleaseSecret> {

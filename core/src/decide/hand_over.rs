@@ -85,7 +85,7 @@ pub fn hand_over_question(
     let holder_kept_in = index
         .release(&locked.release)
         .and_then(|s| s.newest())
-        .map_or(crate::release::Driver::Secret, |r| r.secret.driver);
+        .map_or(crate::release::Driver::default(), |r| r.secret.driver);
     Some(HandOver {
         from: locked.release.clone(),
         to: (*claim.release).clone(),

@@ -273,7 +273,7 @@ async fn unlock(at: &At<'_>, asked: Unlock) -> Result<ExitCode, PluginError> {
     );
     // The end is the locker's to say: its --exception-max-duration may be shorter.
     match locker_answer(client, namespace, &created_name).await {
-        Some((reason, note)) if reason == "LockExceptionOpen" => {
+        Some((crate::events::Reason::LockExceptionOpen, note)) => {
             println!("{note}.");
             Ok(ExitCode::SUCCESS)
         }

@@ -1,0 +1,426 @@
+//! The bound on the objects kept per storage namespace (`--max-namespace-objects`): which
+//! releases of a namespace are kept (the earliest created that fit), which are refused, and
+//! which fit again once room is made.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{Index, Objects, PreparedSecret, ReleaseKey, ReleaseState, UpdateReport};
+use crate::release::SecretRef;
+
+/// A release not indexed because the releases stored in its namespace would keep more objects
+/// than the bound (`--max-namespace-objects`). Which releases are kept is decided by when the
+/// API server created each one's earliest revision held (a time no tenant can forge; then by
+/// namespace and name): the earliest-created that fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub release: ReleaseKey,
+    /// Its newest revision's object (to report on).
+    pub secret: SecretRef,
+    /// The objects its newest revision renders.
+    pub objects: usize,
+    /// The objects kept in the namespace by releases created before it.
+    pub before: usize,
+    pub limit: usize,
+}
+
+/// A storage namespace's releases by (when the earliest revision held was created, key), with
+/// the objects each renders.
+pub(super) type NamespaceOrder = imbl::OrdMap<(i64, ReleaseKey), usize>;
+
+impl Index {
+    /// Drops the objects of the releases in a list under way (`prepared`, its parts so far)
+    /// that their namespace's bound will not keep (counting only what the list holds), so that
+    /// a list holds at most a bound's worth of parsed objects per namespace, not all a tenant
+    /// wrote. The index decides again when the list is upserted: a release dropped here that
+    /// fits there is named to be read again ([`UpdateReport::room_for`]).
+    pub fn bound_listing(&self, prepared: &mut [PreparedSecret]) {
+        let bound = self.namespace_bound();
+        // The newest revision of each release, and when its earliest one was created.
+        let mut releases: BTreeMap<ReleaseKey, (u64, i64, usize, usize)> = BTreeMap::new();
+        for (i, p) in prepared.iter().enumerate() {
+            let key = p.secret.key();
+            let created = p.secret.created.unwrap_or(i64::MAX);
+            let count = p.objects.dropped.unwrap_or(p.objects.objects.len());
+            let entry =
+                releases
+                    .entry(key)
+                    .or_insert((p.secret.release.revision, created, count, i));
+            entry.1 = entry.1.min(created);
+            if p.secret.release.revision > entry.0 {
+                (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
+            }
+        }
+        let mut by_namespace: BTreeMap<String, Vec<(i64, ReleaseKey, usize, usize)>> =
+            BTreeMap::new();
+        for (key, (_, created, count, at)) in releases {
+            by_namespace
+                .entry(key.storage_namespace().to_string())
+                .or_default()
+                .push((created, key, count, at));
+        }
+        for (_, mut order) in by_namespace {
+            order.sort();
+            let mut before = 0usize;
+            for (_, _, count, at) in order {
+                if before.saturating_add(count) <= bound {
+                    before += count;
+                } else if prepared[at].objects.dropped.is_none() {
+                    prepared[at].objects = Objects {
+                        objects: Vec::new(),
+                        skipped: Vec::new(),
+                        dropped: Some(count),
+                    };
+                }
+            }
+        }
+    }
+
+    /// The bound on the objects kept per storage namespace in force.
+    pub(super) fn namespace_bound(&self) -> usize {
+        self.namespace_bound.unwrap_or_else(|| {
+            usize::try_from(crate::limits::max_namespace_objects()).unwrap_or(usize::MAX)
+        })
+    }
+
+    /// This index with its own bound on the objects kept per storage namespace (rather than
+    /// `--max-namespace-objects`).
+    pub fn with_namespace_bound(mut self, objects: usize) -> Self {
+        self.namespace_bound = Some(objects.max(1));
+        self
+    }
+
+    /// Puts `key` at its place in its storage namespace's order (again).
+    pub(super) fn place(&mut self, key: &ReleaseKey, created: i64, count: usize) {
+        self.unplace(key);
+        let namespace = key.storage_namespace().to_string();
+        let (mut order, mut total) = self.order.get(&namespace).cloned().unwrap_or_default();
+        order.insert((created, key.clone()), count);
+        total += count;
+        self.order.insert(namespace, (order, total));
+        self.placed.insert(key.clone(), (created, count));
+    }
+
+    /// Takes `key` out of its storage namespace's order.
+    pub(super) fn unplace(&mut self, key: &ReleaseKey) {
+        let Some((created, count)) = self.placed.remove(key) else {
+            return;
+        };
+        let namespace = key.storage_namespace();
+        if let Some((order, total)) = self.order.get(namespace) {
+            let mut order = order.clone();
+            order.remove(&(created, key.clone()));
+            let total = total.saturating_sub(count);
+            if order.is_empty() {
+                self.order.remove(namespace);
+            } else {
+                self.order.insert(namespace.to_string(), (order, total));
+            }
+        }
+    }
+
+    /// Which releases of `namespace` fit under the bound, in the order they are kept in: each
+    /// with the objects kept before it, and whether it fits. The earliest-created are kept;
+    /// one that would take the namespace over the bound is not, and one created after it may
+    /// still fit.
+    pub(super) fn verdicts(&self, namespace: &str) -> Vec<(ReleaseKey, usize, bool)> {
+        let bound = self.namespace_bound();
+        let Some((order, total)) = self.order.get(namespace) else {
+            return Vec::new();
+        };
+        let everyone_fits = *total <= bound;
+        let mut before = 0usize;
+        order
+            .iter()
+            .map(|((_, key), &count)| {
+                let fits = everyone_fits || before.saturating_add(count) <= bound;
+                let at = before;
+                if fits {
+                    before += count;
+                }
+                (key.clone(), at, fits)
+            })
+            .collect()
+    }
+
+    /// `Some(objects kept before it)` when `key` does not fit under its namespace's bound.
+    pub(super) fn refusal(&self, key: &ReleaseKey) -> Option<usize> {
+        let (total, bound) = (
+            self.order
+                .get(key.storage_namespace())
+                .map_or(0, |&(_, total)| total),
+            self.namespace_bound(),
+        );
+        if total <= bound {
+            return None;
+        }
+        self.verdicts(key.storage_namespace())
+            .into_iter()
+            .find(|(held, _, _)| held == key)
+            .and_then(|(_, before, fits)| (!fits).then_some(before))
+    }
+
+    /// After a change in `namespace`: a release kept that no longer fits (one created before it
+    /// grew, or arrived) is pushed out, and one refused that fits now is named to be read again.
+    pub(super) fn settle(&mut self, namespace: &str, report: &mut UpdateReport) {
+        let bound = self.namespace_bound();
+        let over = self
+            .order
+            .get(namespace)
+            .is_some_and(|&(_, total)| total > bound);
+        let any_refused = || {
+            self.order.get(namespace).is_some_and(|(order, _)| {
+                order.keys().any(|(_, key)| {
+                    self.releases
+                        .get(key)
+                        .is_some_and(|state| state.refused.is_some())
+                })
+            })
+        };
+        if !over && !any_refused() {
+            return;
+        }
+        for (key, before, fits) in self.verdicts(namespace) {
+            let Some(state) = self.releases.get(&key).cloned() else {
+                continue;
+            };
+            match (fits, state.refused, &state.objects) {
+                (true, Some(_), _) => report.room_for.push(key),
+                (false, None, Some(objects)) => {
+                    let count = objects.len();
+                    self.unclaim(&state);
+                    if let Some(newest) = state.newest() {
+                        report.refused.push(Refused {
+                            release: key.clone(),
+                            secret: newest.secret.clone(),
+                            objects: count,
+                            before,
+                            limit: bound,
+                        });
+                    }
+                    self.releases.insert(
+                        key.clone(),
+                        Arc::new(ReleaseState {
+                            key,
+                            revisions: state.revisions.clone(),
+                            objects: None,
+                            skipped: Vec::new(),
+                            refused: Some(count),
+                        }),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Driver, Index, ReleaseSecret, Status};
+
+    /// `count` ConfigMaps named `<prefix>-<i>`.
+    fn configmaps(prefix: &str, count: usize) -> String {
+        (0..count)
+            .map(|i| {
+                format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {prefix}-{i}\n")
+            })
+            .collect()
+    }
+
+    /// Revision `revision` of `name` in `ns`, of `count` ConfigMaps, its Secret created at `at`.
+    fn release(ns: &str, name: &str, revision: u64, count: usize, at: i64) -> ReleaseSecret {
+        let mut secret = crate::test_util::release_secret(
+            ns,
+            name,
+            revision,
+            Status::Deployed,
+            &configmaps(name, count),
+        );
+        secret.created = Some(at);
+        secret
+    }
+
+    fn locked(index: &Index, ns: &str, name: &str) -> bool {
+        index
+            .lookup("", "ConfigMap", Some(ns), &format!("{name}-0"))
+            .is_some()
+    }
+
+    fn key(ns: &str, name: &str) -> ReleaseKey {
+        ReleaseKey::new(ns.to_string(), name.to_string())
+    }
+
+    #[test]
+    fn the_earliest_created_releases_are_kept_whatever_the_order_they_are_seen_in() {
+        // The admin's release "zz-app" was created first; the tenant's "aa-*" later, named to
+        // be listed first. Every order they arrive in keeps the admin's.
+        let all = vec![
+            release("t", "zz-app", 1, 30, 100),
+            release("t", "aa-1", 1, 40, 200),
+            release("t", "aa-2", 1, 40, 300),
+            release("t", "aa-3", 1, 10, 400),
+        ];
+        for order in [[0, 1, 2, 3], [1, 2, 3, 0], [3, 2, 1, 0], [2, 0, 3, 1]] {
+            let mut index = Index::new().with_namespace_bound(100);
+            let mut refused = Vec::new();
+            for i in order {
+                refused.extend(index.upsert(all[i].clone()).refused);
+            }
+            assert!(locked(&index, "t", "zz-app"), "order {order:?}");
+            assert!(locked(&index, "t", "aa-1"), "order {order:?}");
+            // aa-2 would take the namespace to 110; aa-3, created after it, still fits.
+            assert!(!locked(&index, "t", "aa-2"), "order {order:?}");
+            assert!(locked(&index, "t", "aa-3"), "order {order:?}");
+            assert_eq!(index.object_count(), 80);
+            let state = index.release(&key("t", "aa-2")).unwrap();
+            assert_eq!((state.objects.is_none(), state.refused), (true, Some(40)));
+            // Reported, whether refused on arrival or pushed out by an earlier-created one.
+            assert!(refused
+                .iter()
+                .any(|r| r.release == key("t", "aa-2") && r.objects == 40 && r.limit == 100));
+        }
+        // The same as a list (upsert_many) in name order.
+        let mut index = Index::new().with_namespace_bound(100);
+        index.upsert_many(all.clone());
+        assert!(locked(&index, "t", "zz-app") && !locked(&index, "t", "aa-2"));
+        // Another namespace has its own bound.
+        index.upsert(release("u", "other", 1, 90, 500));
+        assert!(locked(&index, "u", "other"));
+    }
+
+    #[test]
+    fn a_refused_release_is_named_to_be_read_again_once_an_earlier_one_leaves() {
+        let mut index = Index::new().with_namespace_bound(100);
+        index.upsert(release("t", "first", 1, 60, 100));
+        let report = index.upsert(release("t", "second", 1, 60, 200));
+        assert_eq!(report.refused.len(), 1);
+        assert!(!locked(&index, "t", "second"));
+        // Removing "first" makes room: "second" is named, and indexed once read again.
+        let gone = index.remove_secret(&SecretRef::secret("t", "sh.helm.release.v1.first.v1"));
+        assert_eq!(gone.room_for, vec![key("t", "second")]);
+        assert!(!locked(&index, "t", "second"), "not until it is read again");
+        let report = index.upsert(release("t", "second", 1, 60, 200));
+        assert!(report.refused.is_empty() && report.room_for.is_empty());
+        assert!(locked(&index, "t", "second"));
+        assert_eq!(index.object_count(), 60);
+    }
+
+    #[test]
+    fn an_upgrade_that_grows_keeps_its_place_and_pushes_out_a_later_release() {
+        let mut index = Index::new().with_namespace_bound(100);
+        index.upsert(release("t", "admin", 1, 30, 100));
+        index.upsert(release("t", "tenant", 1, 60, 200));
+        assert!(locked(&index, "t", "admin") && locked(&index, "t", "tenant"));
+        // The admin's upgrade to 50 objects: still created first, so kept; the tenant's goes.
+        let report = index.upsert(release("t", "admin", 2, 50, 300));
+        assert!(locked(&index, "t", "admin"));
+        assert!(!locked(&index, "t", "tenant"));
+        assert_eq!(report.refused.len(), 1);
+        assert_eq!(report.refused[0].release, key("t", "tenant"));
+        assert_eq!(report.refused[0].before, 50);
+        // Upgraded past the bound on its own: refused (open, reported), never the old
+        // revision's objects kept (the reverter would write them back over the upgrade).
+        let report = index.upsert(release("t", "admin", 3, 120, 400));
+        assert!(!locked(&index, "t", "admin"));
+        assert_eq!(report.refused[0].release, key("t", "admin"));
+        assert_eq!(report.refused[0].objects, 120);
+        // Then the tenant's fits again, and is named to be read again.
+        assert_eq!(report.room_for, vec![key("t", "tenant")]);
+        // A rollback to a smaller revision takes its place back.
+        let report = index.upsert(release("t", "admin", 4, 30, 500));
+        assert!(locked(&index, "t", "admin"));
+        assert!(report.refused.is_empty());
+    }
+
+    #[test]
+    fn counts_are_restored_when_releases_leave() {
+        let mut index = Index::new().with_namespace_bound(100);
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            index.upsert(release("t", name, 1, 50, 100 + i as i64));
+        }
+        assert!(locked(&index, "t", "a") && locked(&index, "t", "b") && !locked(&index, "t", "c"));
+        for name in ["a", "b", "c"] {
+            index.remove_secret(&SecretRef::secret(
+                "t",
+                format!("sh.helm.release.v1.{name}.v1"),
+            ));
+        }
+        assert_eq!(index.object_count(), 0);
+        // Nothing left of them: the namespace takes the bound again.
+        index.upsert(release("t", "d", 1, 100, 900));
+        assert!(locked(&index, "t", "d"));
+        // A release deleted and created again takes a new place: after what is kept.
+        index.upsert(release("t", "e", 1, 10, 950));
+        assert!(!locked(&index, "t", "e"));
+        let mut whole = Index::new().with_namespace_bound(100);
+        whole.upsert(release("t", "d", 1, 100, 900));
+        assert_eq!(whole.object_count(), index.object_count());
+    }
+
+    #[test]
+    fn a_list_holds_at_most_a_bound_of_parsed_objects_per_namespace_and_loses_nothing() {
+        let index = Index::new().with_namespace_bound(100);
+        let mut listed = Index::prepare(vec![
+            release("t", "a-tenant", 1, 80, 200),
+            release("t", "b-tenant", 1, 80, 300),
+            release("t", "z-admin", 1, 80, 100),
+            release("u", "other", 1, 80, 400),
+        ]);
+        index.bound_listing(&mut listed);
+        let held: usize = listed.iter().map(|p| p.objects.objects.len()).sum();
+        assert_eq!(held, 160, "the admin's and the other namespace's");
+        let mut index = index;
+        let reports = index.upsert_prepared(listed);
+        assert!(locked(&index, "t", "z-admin") && locked(&index, "u", "other"));
+        assert!(!locked(&index, "t", "a-tenant") && !locked(&index, "t", "b-tenant"));
+        let refused: Vec<_> = reports.iter().flat_map(|r| &r.refused).collect();
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        // The index knew of a release the list did not: the list dropped one that fits.
+        let mut index = Index::new().with_namespace_bound(100);
+        let mut listed = Index::prepare(vec![
+            release("t", "a", 1, 60, 100),
+            release("t", "b", 1, 60, 200),
+        ]);
+        index.bound_listing(&mut listed);
+        listed.remove(0);
+        let reports = index.upsert_prepared(listed);
+        assert!(!locked(&index, "t", "b"));
+        assert!(
+            reports.iter().all(|r| r.refused.is_empty()),
+            "not a refusal"
+        );
+        assert!(reports.iter().any(|r| r.room_for == vec![key("t", "b")]));
+    }
+
+    #[test]
+    fn a_relist_keeps_the_earliest_created_and_names_what_fits_after_a_deletion() {
+        let mut index = Index::new().with_namespace_bound(100);
+        let listed = |secrets: Vec<ReleaseSecret>| Index::prepare(secrets);
+        let reports = index.relist(
+            None,
+            Driver::Secret,
+            &Default::default(),
+            listed(vec![
+                release("t", "b-tenant", 1, 80, 200),
+                release("t", "z-admin", 1, 80, 100),
+            ]),
+        );
+        assert!(locked(&index, "t", "z-admin") && !locked(&index, "t", "b-tenant"));
+        assert!(reports
+            .iter()
+            .any(|r| r.refused.iter().any(|r| r.release == key("t", "b-tenant"))));
+        // The admin's release is uninstalled while the watch is down: the list again names
+        // the tenant's to be read again.
+        let reports = index.relist(
+            None,
+            Driver::Secret,
+            &Default::default(),
+            listed(vec![release("t", "b-tenant", 1, 80, 200)]),
+        );
+        // Listed again, it is indexed by the list itself.
+        assert!(locked(&index, "t", "b-tenant"));
+        assert!(reports.iter().all(|r| r.refused.is_empty()));
+    }
+}
