@@ -215,20 +215,23 @@ async fn admit(
     let schema = state.schema.load();
     // The policy in force for this request (a switch flipped meanwhile applies to the next).
     let config = state.config.load();
+    let span = tracing::Span::current();
     let mut head = read_head(&body);
     let mut found = None;
     if let Some(head) = &mut head {
         let request = &head.review.request;
-        name_span(request);
         let mut at = find(&index, &schema, request);
+        // Answered from the head (nine reviews in ten: an object no release owns): nothing is
+        // logged between here and the answer, so the span is not named, which would format
+        // its fields for no line.
         if let Some(decision) = at.answer(&index, request) {
-            record_decision(&decision);
             return respond(state, endpoint, &head.review, &decision, started);
         }
+        name_span(&span, request);
         if head.read_user() {
             let request = &head.review.request;
             if let Some(decision) = at.check_user(&index, &config, request) {
-                record_decision(&decision);
+                record_decision(&span, &decision);
                 tracing::debug!("{}", decision.explain());
                 return respond(state, endpoint, &head.review, &decision, started);
             }
@@ -247,7 +250,7 @@ async fn admit(
     let request = &review.request;
     if found.is_none() {
         // The head did not read: the span is named from the whole review.
-        name_span(request);
+        name_span(&span, request);
     }
     let mut found = found.unwrap_or_else(|| find(&index, &schema, request));
     if found.owner_to_read() {
@@ -274,7 +277,7 @@ async fn admit(
     let decision = prove_if_needed(state, request, decision).await;
     let decision = hand_over_if_allowed(state, taking, decision).await;
     let decision = with_values_advice(state, decision).await;
-    record_decision(&decision);
+    record_decision(&span, &decision);
     if let Decision::Deny(locked) | Decision::Warn(locked) | Decision::Repair(locked, _) = &decision
     {
         let paths: Vec<&str> = locked.changes.iter().map(|c| c.path.as_str()).collect();
@@ -302,33 +305,28 @@ async fn admit(
     respond(state, endpoint, &review, &decision, started)
 }
 
-/// Names the current span (an admission) after the review's request: its uid, operation and
-/// object (`Kind namespace/name`, or the resource when the request names no object).
-fn name_span(request: &crate::core::Request<'_>) {
-    let span = tracing::Span::current();
+/// Names `span` (an admission) after the review's request: its uid, operation and object
+/// (`Kind namespace/name`, or `Kind name` when the request names no namespace). Nothing when the
+/// span is off (`--log` above info).
+fn name_span(span: &tracing::Span, request: &crate::core::Request<'_>) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("uid", request.uid.as_ref() as &str);
     span.record("operation", request.operation.as_str());
+    let name = request.name.as_deref().unwrap_or_default();
     let object = match request.namespace() {
-        Some(ns) => format!(
-            "{} {ns}/{}",
-            request.kind.kind,
-            request.name.as_deref().unwrap_or_default()
-        ),
-        None => format!(
-            "{} {}",
-            request.kind.kind,
-            request.name.as_deref().unwrap_or_default()
-        ),
+        Some(ns) => format!("{} {ns}/{name}", request.kind.kind),
+        None => format!("{} {name}", request.kind.kind),
     };
     span.record("object", object.as_str());
 }
 
-/// Records on the current span (an admission) what was decided and what decided it: `decision`
+/// Records on `span` (an admission) what was decided and what decided it: `decision`
 /// (allow, deny, warn, repair), `reason` (the rule that allowed, or `locked`) and `by` (whom or
 /// what it names: the exempt user, the LockException, the writer rules, the release), for every
 /// line logged after.
-fn record_decision(decision: &Decision) {
-    let span = tracing::Span::current();
+fn record_decision(span: &tracing::Span, decision: &Decision) {
     if span.is_disabled() {
         return;
     }
