@@ -62,7 +62,7 @@ fn main() {
         .iter()
         .flat_map(|r| r.objects.iter().flatten().cloned())
         .collect();
-    let content: usize = objects.iter().map(|o| o.packed.heap_bytes()).sum();
+    let content = helm_locker_core::test_util::packed_tree_bytes(&index);
     let objects_list_bytes =
         objects.capacity() * std::mem::size_of::<std::sync::Arc<helm_locker_core::LockedObject>>();
     let held = LIVE.load(Relaxed);
@@ -82,7 +82,7 @@ fn main() {
         mib(whole),
         whole as f64 / manifests as f64
     );
-    println!("  chart content (packed):    {}", mib(content));
+    println!("  chart content (frames):    {}", mib(content));
     println!("  object records, names:     {}", mib(records - content));
     println!("  maps and release states:   {}", mib(maps));
 }

@@ -572,6 +572,16 @@ impl<'a> Lock<'a> {
         door: Door,
         (release, newest, policy): Ruled<'a>,
     ) -> Result<Lock<'a>, Box<Allowed>> {
+        // A document that does not read on first need locks nothing, as one skipped at start.
+        if !matches!(*object.recent_content(), crate::tree::Tree::Map(_)) {
+            return Err(Box::new(Allowed::NotLocked {
+                release,
+                reason: format!(
+                    "its chart document for {} could not be read",
+                    object.describe()
+                ),
+            }));
+        }
         // The object proves its owner: only an object that carries the release's annotations
         // is the release's (Helm's own rule for adoption). A CREATE has no stored object: the
         // new one claims the release, or is made in the release's own namespace, where the

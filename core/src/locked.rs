@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::interning::SharedStr;
-use crate::packed::Packed;
+use crate::object_content::ObjectContent;
 use crate::release::ReleaseKey;
 use crate::tree::Tree;
 
@@ -24,8 +24,9 @@ pub struct LockedObject {
     pub namespace: Option<SharedStr>,
     /// Boxed: no spare capacity to keep for 300,000 names.
     pub name: Box<str>,
-    /// The chart's content, packed; [`content`](Self::content) unpacks it.
-    pub packed: Packed,
+    /// The chart's content: its document in the release's manifest, parsed on first need, or
+    /// its tree packed; [`content`](Self::content) reads it.
+    pub(crate) held: ObjectContent,
     /// Shared by the objects of a release.
     pub release: Arc<ReleaseKey>,
     /// The HorizontalPodAutoscaler of the same release whose `scaleTargetRef` this object is:
@@ -43,9 +44,41 @@ impl LockedObject {
         self.scaled_by.as_ref().map(|_| SCALED_PATH)
     }
 
-    /// The object as the chart renders it.
+    /// The object as the chart renders it; `Tree::Null` when its document cannot be read
+    /// ([`readable_content`](Self::readable_content)).
     pub fn content(&self) -> Tree {
-        self.packed.unpack()
+        self.readable_content().unwrap_or(Tree::Null)
+    }
+
+    /// The object as the chart renders it, or `None` when its document, read on first need,
+    /// does not parse or does not name this object (what the start-up reader read of it): such
+    /// an object is not locked, as a document skipped at start is not.
+    pub fn readable_content(&self) -> Option<Tree> {
+        let tree = self.held.tree()?;
+        if self.held.parsed_at_start() || self.named_by(&tree) {
+            Some(tree)
+        } else {
+            None
+        }
+    }
+
+    /// `tree` names this object: its apiVersion, kind, name, and namespace when it writes one.
+    fn named_by(&self, tree: &Tree) -> bool {
+        let text = |path: &str| tree.pointer(path).and_then(Tree::as_str);
+        let namespace_agrees = match (
+            text("/metadata/namespace").filter(|n| !n.is_empty()),
+            &self.namespace,
+        ) {
+            (Some(written), Some(resolved)) => written == resolved.as_ref(),
+            (Some(_), None) => true,
+            (None, resolved) => resolved
+                .as_deref()
+                .is_none_or(|ns| ns == self.release.namespace),
+        };
+        text("/apiVersion") == Some(self.api_version().as_str())
+            && text("/kind") == Some(self.kind.as_ref())
+            && text("/metadata/name") == Some(&*self.name)
+            && namespace_agrees
     }
 
     /// [`content`](Self::content), kept for the next request on this thread: the objects
@@ -96,7 +129,7 @@ mod tests {
             kind: "Deployment".into(),
             namespace: Some("shop".into()),
             name: name.into(),
-            packed: Packed::pack(&content),
+            held: crate::object_content::parsed(&content),
             release: Arc::new(ReleaseKey::new("shop", "shop")),
             scaled_by: None,
         })

@@ -90,30 +90,103 @@ fn source_comment(doc: &str) -> Option<String> {
 pub fn parse_manifest(manifest: &str) -> Manifest {
     let mut out = Manifest::default();
     for (i, doc) in split_documents(manifest).enumerate() {
-        if doc
-            .lines()
-            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-        {
-            continue;
-        }
-        let skip = |reason: String| SkippedDocument {
-            document: i + 1,
-            source: source_comment(doc),
-            reason,
-        };
-        match crate::yaml::parse_document(doc) {
-            Ok(Tree::Null) => {}
-            Ok(tree) => collect_objects(tree, &mut out, &skip),
-            Err(e) => out.skipped.push(skip(format!(
-                "not valid YAML{}",
-                e.line.map(|l| format!(" (line {l})")).unwrap_or_default()
-            ))),
-        }
+        parse_document_into(i, doc, &mut out, 0);
     }
     out
 }
 
-fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> SkippedDocument) {
+/// Document `i` (0-based) of a manifest into `out`; `counted`: objects of the release
+/// already counted outside `out` (a `List`'s items stop at the release's limit).
+fn parse_document_into(i: usize, doc: &str, out: &mut Manifest, counted: usize) {
+    if doc
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return;
+    }
+    let skip = |reason: String| SkippedDocument {
+        document: i + 1,
+        source: source_comment(doc),
+        reason,
+    };
+    match crate::yaml::parse_document(doc) {
+        Ok(Tree::Null) => {}
+        Ok(tree) => collect_objects(tree, out, counted, &skip),
+        Err(e) => out.skipped.push(skip(format!(
+            "not valid YAML{}",
+            e.line.map(|l| format!(" (line {l})")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// An object of a manifest as the index reads it at start: its identity, and where its
+/// content is ([`crate::object_content`]).
+pub(crate) struct ScannedObject {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub held: crate::object_content::Held,
+}
+
+/// Kinds whose fields the index reads at once: a `List`'s items are objects, an autoscaler's
+/// `scaleTargetRef` frees its target's replicas ([`crate::index`]'s `mark_scaled`).
+fn parsed_at_once(kind: &str) -> bool {
+    kind.ends_with("List") || kind == "HorizontalPodAutoscaler"
+}
+
+/// [`parse_manifest`] for the index: a document whose identity reads on its lines
+/// ([`crate::identity`]) is not parsed (its bytes are kept), any other as `parse_manifest`
+/// does. The objects and skipped documents are those `parse_manifest` gives, in its order
+/// (a document it would skip as invalid YAML is found when first parsed instead).
+pub(crate) fn scan_manifest(manifest: &str) -> (Vec<ScannedObject>, Vec<SkippedDocument>) {
+    use crate::object_content::Held;
+    let mut objects = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, doc) in split_documents(manifest).enumerate() {
+        let start = doc.as_ptr() as usize - manifest.as_ptr() as usize;
+        let range = u32::try_from(start)
+            .ok()
+            .zip(u32::try_from(start + doc.len()).ok());
+        let identity = crate::identity::identity(doc).filter(|id| !parsed_at_once(id.kind));
+        if let (Some(id), Some((start, end))) = (identity, range) {
+            let (group, version) = id
+                .api_version
+                .rsplit_once('/')
+                .unwrap_or(("", id.api_version));
+            objects.push(ScannedObject {
+                group: group.to_string(),
+                version: version.to_string(),
+                kind: id.kind.to_string(),
+                namespace: id.namespace.map(str::to_string),
+                name: id.name.to_string(),
+                held: Held::Document { start, end },
+            });
+            continue;
+        }
+        // Parsed whole, as `parse_manifest` parses it.
+        let mut one = Manifest::default();
+        parse_document_into(i, doc, &mut one, objects.len());
+        objects.extend(one.objects.into_iter().map(|o| ScannedObject {
+            group: o.group,
+            version: o.version,
+            kind: o.kind,
+            namespace: o.namespace,
+            name: o.name,
+            held: Held::Parsed(o.content),
+        }));
+        skipped.extend(one.skipped);
+    }
+    (objects, skipped)
+}
+
+fn collect_objects(
+    tree: Tree,
+    out: &mut Manifest,
+    counted: usize,
+    skip: &dyn Fn(String) -> SkippedDocument,
+) {
     let kind = tree
         .get("kind")
         .and_then(Tree::as_str)
@@ -126,14 +199,14 @@ fn collect_objects(tree: Tree, out: &mut Manifest, skip: &dyn Fn(String) -> Skip
             for item in items.iter() {
                 // A `List` is one document to the count before parsing
                 // ([`crate::release::manifest_documents`]): its items stop at the same limit.
-                if out.objects.len() as u64 >= crate::limits::max_release_objects() {
+                if (counted + out.objects.len()) as u64 >= crate::limits::max_release_objects() {
                     out.skipped.push(skip(format!(
                         "a List with more items than --max-release-objects ({}); the rest is not locked",
                         crate::limits::max_release_objects()
                     )));
                     break;
                 }
-                collect_objects(item.clone(), out, skip);
+                collect_objects(item.clone(), out, counted, skip);
             }
         }
         return;

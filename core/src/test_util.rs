@@ -134,14 +134,24 @@ pub struct ReviewBuilder {
     request: Value,
 }
 
-/// The bytes the index keeps of its objects' packed field trees (with each tree's own size):
-/// what the benchmarks compare with the manifests' bytes.
+/// The bytes the index keeps of its objects' contents (each release's manifest frame and
+/// packed trees, counted once, and each object's place in them): what the benchmarks compare
+/// with the manifests' bytes.
 pub fn packed_tree_bytes(index: &crate::index::Index) -> usize {
+    let mut seen = std::collections::HashSet::new();
     index
         .releases()
         .iter()
         .flat_map(|s| s.objects.iter().flatten())
-        .map(|o| o.packed.heap_bytes() + std::mem::size_of_val(&o.packed))
+        .map(|o| {
+            let shared = o.held.shared();
+            let once = if seen.insert(std::sync::Arc::as_ptr(shared)) {
+                shared.heap_bytes()
+            } else {
+                0
+            };
+            once + std::mem::size_of_val(&o.held)
+        })
         .sum()
 }
 
@@ -271,6 +281,51 @@ pub fn go_escape(json: &str) -> String {
         }
     }
     out
+}
+
+/// An object as a manifest reader saw it: apiVersion, kind, namespace as written, name, and
+/// its content as JSON (`None`: unreadable).
+pub type ObjectSeen = (String, String, Option<String>, String, Option<Value>);
+
+/// The objects of `manifest` as the index reads them at start (identity only where it can,
+/// [`crate::identity`]) and then parses them on first need, beside [`crate::parse_manifest`]'s
+/// whole parse; and how many documents were left unparsed at start.
+pub fn objects_read_lazily_and_whole(manifest: &str) -> (Vec<ObjectSeen>, Vec<ObjectSeen>, usize) {
+    use crate::object_content::{Held, ObjectContent, ReleaseContents};
+    let (mut scanned, _) = crate::manifest::scan_manifest(manifest);
+    let lazy = scanned
+        .iter()
+        .filter(|o| matches!(o.held, Held::Document { .. }))
+        .count();
+    let held = scanned
+        .iter_mut()
+        .map(|o| std::mem::replace(&mut o.held, Held::Document { start: 0, end: 0 }))
+        .collect();
+    let contents = ReleaseContents::new(manifest, held);
+    let read = scanned
+        .into_iter()
+        .enumerate()
+        .map(|(at, o)| {
+            let api_version = crate::manifest::api_version(&o.group, &o.version);
+            let tree = ObjectContent::new(&contents, at).tree();
+            (
+                api_version,
+                o.kind,
+                o.namespace,
+                o.name,
+                tree.map(|t| t.to_json()),
+            )
+        })
+        .collect();
+    let whole = crate::parse_manifest(manifest)
+        .objects
+        .into_iter()
+        .map(|o| {
+            let content = o.content.unpack().to_json();
+            (o.api_version(), o.kind, o.namespace, o.name, Some(content))
+        })
+        .collect();
+    (read, whole, lazy)
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub fn reference(doc: &str) -> Result<Tree, YamlError> {
 }
 
 /// A plain scalar's value where every YAML version agrees on it, else `None`.
-fn plain_scalar(text: &str) -> Option<Tree> {
+pub(crate) fn plain_scalar(text: &str) -> Option<Tree> {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Some(Tree::Null),
         "true" | "True" | "TRUE" => return Some(Tree::Bool(true)),

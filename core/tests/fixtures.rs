@@ -807,3 +807,41 @@ fn owned_fields_equal_what_kube_apiserver_1_36_attributed_to_helm() {
     );
     assert_eq!(compared.len(), 13, "{compared:?}");
 }
+
+/// The index reads a document's identity on its lines at start and parses it on first need
+/// (core/src/identity.rs, core/src/object_content.rs): on every recorded manifest and the
+/// manifest fuzz corpus, what it reads is what the whole parse reads, object for object.
+#[test]
+fn objects_read_on_first_need_are_those_the_whole_parse_reads() {
+    use helm_locker_core::{decode_data_release, release_data};
+    let mut manifests = Vec::new();
+    for dir in [
+        "helm3-style",
+        "cluster-capture/releases",
+        "cluster-capture-1.36/releases",
+    ] {
+        for file in sorted_files(&fixtures().join(dir)) {
+            if file.extension().is_some_and(|e| e == "md") {
+                continue;
+            }
+            for data in release_data(&std::fs::read_to_string(&file).unwrap()) {
+                manifests.push(decode_data_release(&data.data).unwrap().manifest);
+            }
+        }
+    }
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/manifest");
+    for file in sorted_files(&corpus) {
+        manifests.push(String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned());
+    }
+    let mut lazy = 0;
+    for manifest in &manifests {
+        let (read, whole, unparsed) =
+            helm_locker_core::test_util::objects_read_lazily_and_whole(manifest);
+        assert_eq!(read, whole);
+        lazy += unparsed;
+    }
+    assert!(
+        lazy > 100,
+        "most recorded documents are read on first need: {lazy}"
+    );
+}

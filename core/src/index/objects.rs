@@ -8,7 +8,8 @@ use super::{ReleaseKey, Revision};
 use crate::interning::Interner;
 use crate::kinds::{same_group, scope_of, Scope};
 use crate::locked::LockedObject;
-use crate::manifest::{parse_manifest, Manifest, ManifestObject, SkippedDocument};
+use crate::manifest::{scan_manifest, ScannedObject, SkippedDocument};
+use crate::object_content::{ObjectContent, ReleaseContents};
 use crate::release::{Release, ReleaseSecret, SecretRef};
 
 /// When the earliest of `revisions` was created (`i64::MAX` when none says): a release's place
@@ -43,7 +44,8 @@ pub(super) fn revision_of(
 }
 
 pub(super) fn locked_object(
-    object: ManifestObject,
+    object: ScannedObject,
+    held: ObjectContent,
     release: &Arc<ReleaseKey>,
     strings: &mut Interner,
 ) -> LockedObject {
@@ -59,7 +61,7 @@ pub(super) fn locked_object(
         kind: strings.intern(&object.kind),
         namespace,
         name: object.name.into_boxed_str(),
-        packed: object.content,
+        held,
         release: release.clone(),
         scaled_by: None,
     }
@@ -157,11 +159,22 @@ pub(super) struct Objects {
 
 impl Objects {
     pub(super) fn of(key: &ReleaseKey, manifest: &str, strings: &mut Interner) -> Objects {
-        let Manifest { objects, skipped } = parse_manifest(manifest);
+        let (mut scanned, skipped) = scan_manifest(manifest);
+        let held = scanned
+            .iter_mut()
+            .map(|o| {
+                std::mem::replace(
+                    &mut o.held,
+                    crate::object_content::Held::Document { start: 0, end: 0 },
+                )
+            })
+            .collect();
+        let contents = ReleaseContents::new(manifest, held);
         let key = Arc::new(key.clone());
-        let mut objects: Vec<LockedObject> = objects
+        let mut objects: Vec<LockedObject> = scanned
             .into_iter()
-            .map(|o| locked_object(o, &key, strings))
+            .enumerate()
+            .map(|(at, o)| locked_object(o, ObjectContent::new(&contents, at), &key, strings))
             .collect();
         mark_scaled(&mut objects);
         // Collected in place, the list would keep the room of the `LockedObject`s it was made

@@ -67,7 +67,7 @@ pub fn parse(doc: &str) -> Option<Tree> {
 /// No carriage returns, byte-order marks, directives' or documents' markers, and no characters
 /// YAML does not allow in a stream (controls other than tab and newline, C1 controls,
 /// non-characters).
-pub(super) fn plain_characters(doc: &str) -> bool {
+pub(crate) fn plain_characters(doc: &str) -> bool {
     let ascii_ok = doc
         .bytes()
         .all(|b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80);
