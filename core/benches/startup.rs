@@ -6,14 +6,15 @@
 //!
 //! - **decode**: a Secret's `data.release` (as a Kubernetes client returns it, the Secret's own
 //!   base64 already undone) to a release: base64, gunzip, the release JSON;
-//! - **parse**: its manifest to the objects the index keeps ([`Index::prepare`]): YAML to a field
-//!   tree per object, then each tree packed (compact JSON, zstd);
+//! - **parse**: its manifest to the objects the index keeps ([`Index::prepare`]): each document's
+//!   identity read on its lines and the manifest kept as one zstd frame (its documents parsed on
+//!   first need); a document the identity reader gives up on is parsed to a tree and packed;
 //! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]);
 //! - **all three**, the figure to compare builds by.
 //!
 //! The releases are `scripts/scale.sh`'s (1,000 of 30 objects, [`synthetic_manifest`], 21 kB
 //! each). Read a figure against `decode` in the same run: the machine's speed cancels out.
-//! Printed once: the index's packed trees against the manifests' bytes (what the index keeps at
+//! Printed once: the index's contents (frames and packed trees) against the manifests' bytes (what the index keeps at
 //! rest). `STARTUP_RELEASES=N` sets the count.
 
 use std::hint::black_box;
@@ -76,7 +77,7 @@ fn startup(c: &mut Criterion) {
     };
     let packed = helm_locker_core::test_util::packed_tree_bytes(&index);
     println!(
-        "{releases} releases x 30 objects: manifests {manifest_bytes} bytes; packed trees in the index {packed} bytes ({:.3}x)",
+        "{releases} releases x 30 objects: manifests {manifest_bytes} bytes; contents in the index {packed} bytes ({:.3}x)",
         packed as f64 / manifest_bytes as f64
     );
 
