@@ -82,8 +82,8 @@ impl LockedObject {
     }
 
     /// [`content`](Self::content), kept for the next request on this thread: the objects
-    /// written most (a controller's status updates, a rollout) are few, and unpacking parses
-    /// JSON. The last [`RECENT_CONTENTS`] objects' trees are kept per thread, each with its
+    /// written most (a controller's status updates, a rollout) are few, and reading one parses
+    /// YAML or JSON. The last [`RECENT_CONTENTS`] objects' trees are kept per thread, each with its
     /// object, so an object replaced in the index is never mistaken for its successor (its
     /// address cannot be reused while it is held). Uses no lock; the memory is bounded.
     pub(crate) fn recent_content(self: &Arc<Self>) -> Rc<Tree> {

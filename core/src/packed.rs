@@ -1,4 +1,6 @@
-//! A [`Tree`] as the index keeps it until a request needs it: compact JSON, compressed.
+//! A [`Tree`] as the index keeps it until a request needs it: compact JSON, compressed. Used
+//! for the objects parsed at start ([`crate::object_content`]: a document the identity reader
+//! gave up on, a `List`, an autoscaler); the rest are kept as their release's manifest frame.
 //!
 //! The index holds the chart's content of every locked object for as long as its release is
 //! deployed, and reads one only when a request or a drift check touches that object. As JSON
