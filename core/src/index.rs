@@ -93,7 +93,7 @@ pub struct UpdateReport {
     pub conflicts: Vec<Conflict>,
     /// The newest revision disappeared but older ones remain: re-read this release.
     pub needs_reload: Option<ReleaseKey>,
-    /// The revision upserted is of the other driver and older than every revision held, so it
+    /// The revision upserted is of another driver and older than every revision held, so it
     /// is the release's driver now ([`crate::release_driver`]): what was admitted beside the earlier
     /// driver must be asked again. Read every revision and [`Index::replace_release`].
     pub recheck_drivers: Option<ReleaseKey>,

@@ -25,46 +25,50 @@ fn sorted_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Every recorded release file: the Helm 3 style Secrets and both recordings' releases.
+fn release_files() -> Vec<PathBuf> {
+    [
+        "helm3-style",
+        "cluster-capture/releases",
+        "cluster-capture-1.36/releases",
+    ]
+    .iter()
+    .flat_map(|dir| sorted_files(&fixtures().join(dir)))
+    .filter(|file| file.extension().is_none_or(|e| e != "md"))
+    .collect()
+}
+
 #[test]
 fn every_release_fixture_decodes() {
     use helm_locker_core::{decode_data_release, release_data};
     let mut decoded = 0;
-    for dir in [
-        "helm3-style",
-        "cluster-capture/releases",
-        "cluster-capture-1.36/releases",
-    ] {
-        for file in sorted_files(&fixtures().join(dir)) {
-            if file.extension().is_some_and(|e| e == "md") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&file).unwrap();
-            // Every payload decodes and its manifest parses whole.
-            let payloads = release_data(&text);
-            assert!(!payloads.is_empty(), "{}", file.display());
-            for data in &payloads {
-                let release = decode_data_release(&data.data)
-                    .unwrap_or_else(|e| panic!("{}: {:?}: {e}", file.display(), data.secret));
-                let manifest = helm_locker_core::parse_manifest(&release.manifest);
-                assert!(!manifest.objects.is_empty(), "{}", file.display());
-                assert_eq!(manifest.skipped, [], "{}", file.display());
-                decoded += 1;
-            }
-            // Read as Secrets, each is taken, unless its release names another namespace than
-            // the Secret's (namespace-mismatch.yaml): whether that one is taken is the locker's
-            // trust rule, not a decoding question.
-            let entries = parse_release_file(&text).unwrap();
-            assert_eq!(entries.len(), payloads.len(), "{}", file.display());
-            for entry in entries {
-                if let Err((secret, e)) = entry {
-                    let foreign = payloads.iter().any(|d| {
-                        d.secret == secret
-                            && decode_data_release(&d.data).is_ok_and(|r| {
-                                secret.as_ref().is_some_and(|s| s.namespace != r.namespace)
-                            })
-                    });
-                    assert!(foreign, "{}: {secret:?}: {e}", file.display());
-                }
+    for file in release_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Every payload decodes and its manifest parses whole.
+        let payloads = release_data(&text);
+        assert!(!payloads.is_empty(), "{}", file.display());
+        for data in &payloads {
+            let release = decode_data_release(&data.data)
+                .unwrap_or_else(|e| panic!("{}: {:?}: {e}", file.display(), data.secret));
+            let manifest = helm_locker_core::parse_manifest(&release.manifest);
+            assert!(!manifest.objects.is_empty(), "{}", file.display());
+            assert_eq!(manifest.skipped, [], "{}", file.display());
+            decoded += 1;
+        }
+        // Read as Secrets, each is taken, unless its release names another namespace than
+        // the Secret's (namespace-mismatch.yaml): whether that one is taken is the locker's
+        // trust rule, not a decoding question.
+        let entries = parse_release_file(&text).unwrap();
+        assert_eq!(entries.len(), payloads.len(), "{}", file.display());
+        for entry in entries {
+            if let Err((secret, e)) = entry {
+                let foreign = payloads.iter().any(|d| {
+                    d.secret == secret
+                        && decode_data_release(&d.data).is_ok_and(|r| {
+                            secret.as_ref().is_some_and(|s| s.namespace != r.namespace)
+                        })
+                });
+                assert!(foreign, "{}: {secret:?}: {e}", file.display());
             }
         }
     }
@@ -815,18 +819,9 @@ fn owned_fields_equal_what_kube_apiserver_1_36_attributed_to_helm() {
 fn objects_read_on_first_need_are_those_the_whole_parse_reads() {
     use helm_locker_core::{decode_data_release, release_data};
     let mut manifests = Vec::new();
-    for dir in [
-        "helm3-style",
-        "cluster-capture/releases",
-        "cluster-capture-1.36/releases",
-    ] {
-        for file in sorted_files(&fixtures().join(dir)) {
-            if file.extension().is_some_and(|e| e == "md") {
-                continue;
-            }
-            for data in release_data(&std::fs::read_to_string(&file).unwrap()) {
-                manifests.push(decode_data_release(&data.data).unwrap().manifest);
-            }
+    for file in release_files() {
+        for data in release_data(&std::fs::read_to_string(&file).unwrap()) {
+            manifests.push(decode_data_release(&data.data).unwrap().manifest);
         }
     }
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/manifest");

@@ -501,10 +501,11 @@ impl IndexWriter {
         None
     }
 
-    /// A release whose revisions are kept by both drivers, named by the index
+    /// A release whose revisions are kept by more than one driver, named by the index
     /// ([`crate::core::UpdateReport::recheck_drivers`]): every revision of it is read again, in
-    /// both kinds, the release's driver taken from all of them ([`crate::core::release_driver`]),
-    /// and each revision of the other driver admitted only as its author's answer says; the
+    /// every kind watched, the release's driver taken from all of them
+    /// ([`crate::core::release_driver`]), and each revision of another driver admitted only as
+    /// its author's answer says; the
     /// index then holds what counts and nothing else. What is refused is reported (log, metric,
     /// a `ForeignRelease` Warning Event on its object).
     async fn recheck(&mut self, key: &ReleaseKey) {
@@ -518,7 +519,7 @@ impl IndexWriter {
         {
             Ok(read) => read,
             Err(e) => {
-                tracing::warn!(release = %key, error = %e, "could not read a release kept by both drivers again");
+                tracing::warn!(release = %key, error = %e, "could not read a release kept by more than one driver again");
                 return;
             }
         };
