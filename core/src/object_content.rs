@@ -8,11 +8,13 @@
 //! once (an autoscaler's `scaleTargetRef`), is parsed at start and kept packed as before.
 //! The parse on first need is the same parser as at start; a document it cannot read, or that
 //! does not say what its identity read said, is no content (`None`): the object is then not
-//! locked, as a document skipped at start is not.
+//! locked, as a document skipped at start is not. Each thread keeps the manifest text it
+//! decompressed last (`LastText`), so reading a release's objects one after another (the
+//! reverter's comparisons, a rollout's writes) decompresses its frame once.
 
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::packed::Packed;
 use crate::tree::Tree;
@@ -41,7 +43,17 @@ pub(crate) struct ReleaseContents {
 
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
-    static TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static LAST_TEXT: RefCell<LastText> = const { RefCell::new(LastText { of: None, text: Vec::new(), decompressor: None }) };
+}
+
+/// The manifest text this thread decompressed last, and whose it is: the reverter compares a
+/// release's objects one after another, and a rollout writes to a few objects of one release,
+/// so each frame is decompressed once for them all. The [`Weak`] keeps the release's address
+/// from being reused while it names the text (it holds no contents once the release is gone).
+struct LastText {
+    of: Option<Weak<ReleaseContents>>,
+    text: Vec<u8>,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 impl ReleaseContents {
@@ -78,20 +90,31 @@ impl ReleaseContents {
                 .sum::<usize>()
     }
 
-    fn document(&self, start: u32, end: u32) -> Option<Tree> {
+    fn document(this: &Arc<ReleaseContents>, start: u32, end: u32) -> Option<Tree> {
         let (start, end) = (start as usize, end as usize);
-        if !self.compressed {
-            let text = std::str::from_utf8(self.manifest.get(start..end)?).ok()?;
+        if !this.compressed {
+            let text = std::str::from_utf8(this.manifest.get(start..end)?).ok()?;
             return crate::yaml::parse_document(text).ok();
         }
-        TEXT.with_borrow_mut(|text| {
-            text.clear();
-            text.reserve(self.len as usize);
-            zstd::bulk::Decompressor::new()
-                .ok()?
-                .decompress_to_buffer(&self.manifest, text)
-                .ok()?;
-            let doc = std::str::from_utf8(text.get(start..end)?).ok()?;
+        LAST_TEXT.with_borrow_mut(|last| {
+            let held = last
+                .of
+                .as_ref()
+                .is_some_and(|of| std::ptr::eq(of.as_ptr(), Arc::as_ptr(this)));
+            if !held {
+                last.of = None;
+                last.text.clear();
+                last.text.reserve(this.len as usize);
+                if last.decompressor.is_none() {
+                    last.decompressor = Some(zstd::bulk::Decompressor::new().ok()?);
+                }
+                last.decompressor
+                    .as_mut()?
+                    .decompress_to_buffer(&this.manifest, &mut last.text)
+                    .ok()?;
+                last.of = Some(Arc::downgrade(this));
+            }
+            let doc = std::str::from_utf8(last.text.get(start..end)?).ok()?;
             crate::yaml::parse_document(doc).ok()
         })
     }
@@ -134,7 +157,7 @@ impl ObjectContent {
     pub(crate) fn tree(&self) -> Option<Tree> {
         match self.release.held.get(self.at as usize)? {
             Held::Parsed(packed) => Some(packed.unpack()),
-            Held::Document { start, end } => self.release.document(*start, *end),
+            Held::Document { start, end } => ReleaseContents::document(&self.release, *start, *end),
         }
     }
 
@@ -194,6 +217,29 @@ mod tests {
         assert_eq!(at(2), Some(tree));
         assert_eq!(at(3), None, "no such object");
         assert!(contents.compressed);
+    }
+
+    #[test]
+    fn documents_of_releases_read_in_turn_are_each_their_own() {
+        // The thread keeps the text it decompressed last: reading another release's document,
+        // then the first's again, and a release made where a dropped one was, reads each
+        // release's own text.
+        let document = |text: &str| {
+            let len = u32::try_from(text.len()).unwrap();
+            ReleaseContents::new(text, vec![Held::Document { start: 0, end: len }])
+        };
+        let value = |contents: &Arc<ReleaseContents>| ObjectContent::new(contents, 0).tree();
+        let (a, b) = (document("a: 1\n"), document("b: 2\n"));
+        for _ in 0..2 {
+            assert_eq!(value(&a), Some(Tree::from(&serde_json::json!({"a": 1}))));
+            assert_eq!(value(&b), Some(Tree::from(&serde_json::json!({"b": 2}))));
+        }
+        drop(b);
+        for n in 0..50 {
+            let c = document(&format!("c: {n}\n"));
+            assert_eq!(value(&c), Some(Tree::from(&serde_json::json!({"c": n}))));
+        }
+        assert_eq!(value(&a), Some(Tree::from(&serde_json::json!({"a": 1}))));
     }
 
     #[test]
