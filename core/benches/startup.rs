@@ -10,7 +10,10 @@
 //!   identity read on its lines and the manifest kept as one zstd frame (its documents parsed on
 //!   first need); a document the identity reader gives up on is parsed to a tree and packed;
 //! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]);
-//! - **all three**, the figure to compare builds by.
+//! - **all three**, the figure to compare builds by;
+//! - **first read of every object**: after start, each object's content read once (its
+//!   document decompressed and parsed), in the order each kind's list gives them, as the
+//!   reverter's first comparison of every live object reads them. Not part of being ready.
 //!
 //! The releases are `scripts/scale.sh`'s (1,000 of 30 objects, [`synthetic_manifest`], 21 kB
 //! each). Read a figure against `decode` in the same run: the machine's speed cancels out.
@@ -98,6 +101,23 @@ fn startup(c: &mut Criterion) {
             |p| Index::new().upsert_prepared(black_box(p)).len(),
             criterion::BatchSize::LargeInput,
         )
+    });
+    // The reverter's first pass after start: every object's content read once, in the order
+    // its kind's list gives them (kind, namespace, name), as drift() reads them.
+    let mut in_list_order: Vec<_> = index
+        .releases()
+        .into_iter()
+        .flat_map(|state| state.objects.iter().flatten())
+        .collect();
+    in_list_order
+        .sort_by(|a, b| (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name)));
+    group.bench_function("first read of every object", |b| {
+        b.iter(|| {
+            in_list_order
+                .iter()
+                .filter(|o| !matches!(black_box(o.content()), helm_locker_core::Tree::Null))
+                .count()
+        })
     });
     group.bench_function("all three", |b| {
         b.iter(|| {
