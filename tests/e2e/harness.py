@@ -171,8 +171,11 @@ class ControlPlane:
 class Locker:
     """One `helm-locker serve` process against the control plane."""
 
-    def __init__(self, plane, name, *flags, env=None):
+    def __init__(self, plane, name, *flags, env=None, binary=None):
+        """`binary`: another helm-locker build than HELM_LOCKER_BIN (a previous build, to
+        compare in the same run)."""
         self.plane, self.name, self.flags = plane, name, flags
+        self.binary = binary or BIN
         self.env = env or plane.env
         # The author webhook (webhook-config/author.yaml) of this locker is registered once it
         # is ready, and removed when it stops: without it, a release written meanwhile has no
@@ -185,11 +188,11 @@ class Locker:
     def start(self):
         """Starts the process on two free ports. A port free when picked can be taken before the
         locker binds it (an outgoing connection's ephemeral port): wait_ready starts again then."""
-        plane, name, flags = self.plane, self.name, self.flags
+        name, flags = self.name, self.flags
         self.port, self.admin = free_port(), free_port()
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [BIN, "serve", "--self-signed", "--self-signed-dir", self.certs,
+            [self.binary, "serve", "--self-signed", "--self-signed-dir", self.certs,
              "--self-signed-name", WEBHOOK_HOST,
              "--addr", f"{'127.0.0.1' if WEBHOOK_HOST == '127.0.0.1' else '0.0.0.0'}:{self.port}", "--admin-addr", f"127.0.0.1:{self.admin}",
              # No shutdown delay unless asked: these lockers are reached by URL, not through a

@@ -19,14 +19,19 @@ the newest `superseded`. On a real control plane, releases with their history:
   watch expiry, and `auto` streams there and lists before: the time to ready, the RSS and the
   peaks of each are printed (docs/performance.md's table).
 
+With E2E_HISTORY_BEFORE set to another helm-locker binary (a previous build), the sixth test
+starts it too, listed, one at a time with the others, and prints its figures beside them.
+
 Size: E2E_HISTORY_RELEASES releases (default 200) of E2E_HISTORY_REVISIONS revisions each
 (default 10), each revision of E2E_HISTORY_OBJECTS objects (default 1: a ~2 kB ConfigMap; each
 further one a ~0.6 kB ConfigMap); at full size by hand (`E2E_HISTORY_RELEASES=10000`,
 docs/performance.md).
 """
 
+import http.client
 import json
 import os
+import ssl
 import time
 import unittest
 
@@ -36,6 +41,7 @@ RELEASES = int(os.environ.get("E2E_HISTORY_RELEASES", "200"))
 REVISIONS = int(os.environ.get("E2E_HISTORY_REVISIONS", "10"))
 OBJECTS = int(os.environ.get("E2E_HISTORY_OBJECTS", "1"))
 NAMESPACE = "fleet"
+BEFORE = os.environ.get("E2E_HISTORY_BEFORE")
 
 
 def config_map(name, revision):
@@ -49,6 +55,48 @@ def manifest(name, revision):
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-part-{i}", "namespace": NAMESPACE},
          "data": {"revision": str(revision), "part": f"{name}/{i}", "padding": "x" * 500}}
         for i in range(1, OBJECTS)]
+
+
+def first_writes(locker, releases):
+    """The latency (ms) of the first write to one locked ConfigMap of each of `releases`, sent
+    to the locker straight (no API server in between) on one HTTPS connection: an UPDATE that
+    adds a label (allowed: the chart's content is read and compared) and, to another release's
+    ConfigMap, one that changes the chart's data (denied, after the fresh read of the release a
+    denial waits for). Returns (allowed, denied), each sorted."""
+    context = ssl.create_default_context(cafile=os.path.join(locker.certs, "ca.crt"))
+    context.check_hostname = False
+    connection = http.client.HTTPSConnection("127.0.0.1", locker.port, context=context, timeout=30)
+    allowed, denied = [], []
+    try:
+        for i, release in enumerate(releases):
+            name = f"app{release:05d}"
+            old = {**config_map(name, REVISIONS), "metadata": {
+                "name": f"{name}-config", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": NAMESPACE}}}
+            new = json.loads(json.dumps(old))
+            deny = i % 2 == 1
+            if deny:
+                new["data"]["revision"] = "changed"
+            else:
+                new["metadata"]["labels"]["team"] = "payments"
+            review = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+                "uid": f"first-{i}", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "name": f"{name}-config", "namespace": NAMESPACE, "operation": "UPDATE",
+                "userInfo": {"username": "admin"}, "object": new, "oldObject": old}}).encode()
+            started = time.perf_counter()
+            connection.request("POST", "/validate", body=review, headers={"Content-Type": "application/json"})
+            answer = json.loads(connection.getresponse().read())
+            took = (time.perf_counter() - started) * 1000
+            assert answer["response"]["allowed"] is not deny, (name, answer["response"])
+            (denied if deny else allowed).append(took)
+    finally:
+        connection.close()
+    return sorted(allowed), sorted(denied)
+
+
+def percentile(sorted_values, p):
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p))]
 
 
 def rss_mib(pid, field="VmRSS"):
@@ -278,25 +326,34 @@ class History(unittest.TestCase):
             self.assertIn("streamed=false", log)
         print(f"\ninitial list: auto on kube-apiserver {self.plane.version}: "
               f"{'streamed' if streams else 'listed'}{' (the stream refused)' if refused else ''}")
-        modes = ["list", "stream"] if streams else ["list"]
+        # (name, list mode, binary): this build in each mode, and the previous build listed.
+        runs = [(mode, mode, None) for mode in (["list", "stream"] if streams else ["list"])]
+        if BEFORE:
+            runs.append(("previous", "list", BEFORE))
         lockers, figures = {}, {}
+        # The first writes go to releases spread over the whole list, 100 allowed and 100 denied.
+        sample = sorted({r * RELEASES // 200 for r in range(200)})
         try:
             # One at a time, so that each start has the machine to itself.
-            for mode in modes:
+            for run, mode, binary in runs:
                 started = time.time()
-                locker = Locker(self.plane, f"initial-{mode}", "--lease-name", f"initial-{mode}", "--revert=false",
-                                f"--initial-list={mode}").wait_ready(timeout=600)
+                locker = Locker(self.plane, f"initial-{run}", "--lease-name", f"initial-{run}", "--revert=false",
+                                f"--initial-list={mode}", binary=binary).wait_ready(timeout=600)
                 ready = time.time() - started
-                lockers[mode] = locker
+                lockers[run] = locker
                 self.assertTrue(eventually(lambda: locker.metric("helm_locker_releases_indexed") >= RELEASES, 30, 0.5))
-                figures[mode] = {"ready": ready, "rss": rss_mib(locker.process.pid),
-                                 "start_peak": rss_mib(locker.process.pid, "VmHWM"),
-                                 "indexed": locker.metric("helm_locker_releases_indexed"),
-                                 "objects": locker.metric("helm_locker_objects_indexed")}
+                figures[run] = {"ready": ready, "rss": rss_mib(locker.process.pid),
+                                "start_peak": rss_mib(locker.process.pid, "VmHWM"),
+                                "indexed": locker.metric("helm_locker_releases_indexed"),
+                                "objects": locker.metric("helm_locker_objects_indexed")}
                 self.assertIn(f"streamed={'true' if mode == 'stream' else 'false'}", locker.log_text())
-                f = figures[mode]
-                print(f"\ninitial list, {mode}: ready in {f['ready']:.1f} s, RSS {f['rss']:.0f} MiB, "
-                      f"start-up peak {f['start_peak']:.0f} MiB", flush=True)
+                allowed, denied = first_writes(locker, sample)
+                figures[run]["first_writes"] = allowed, denied
+                f = figures[run]
+                print(f"\ninitial list, {run}: ready in {f['ready']:.1f} s, RSS {f['rss']:.0f} MiB, "
+                      f"start-up peak {f['start_peak']:.0f} MiB; first write to a locked object: allowed p50 "
+                      f"{percentile(allowed, 0.5):.1f} ms, p99 {percentile(allowed, 0.99):.1f} ms; denied p50 "
+                      f"{percentile(denied, 0.5):.1f} ms, p99 {percentile(denied, 0.99):.1f} ms", flush=True)
             counts = {mode: (f["indexed"], f["objects"]) for mode, f in figures.items()}
             self.assertEqual(len(set(counts.values())), 1, f"the modes index differently: {counts}")
             # A watch expiry: each lists again in its mode (kube-apiserver restarts after a write).
@@ -331,7 +388,7 @@ class History(unittest.TestCase):
             print(f"\ninitial list, {RELEASES} releases x {REVISIONS} revisions (+{self.failed} failed), "
                   f"kube-apiserver {self.plane.version}:")
             for mode, f in figures.items():
-                print(f"  {mode:6}: ready in {f['ready']:.1f} s, RSS {f['rss']:.0f} MiB when ready, "
+                print(f"  {mode:8}: ready in {f['ready']:.1f} s, RSS {f['rss']:.0f} MiB when ready, "
                       f"start-up peak {f['start_peak']:.0f} MiB ({f['start_peak'] / f['rest']:.2f}x rest), "
                       f"{f['rest']:.0f} MiB at rest, peak of the list again {f['relist_peak']:.0f} MiB "
                       f"({f['relist_peak'] / f['rest']:.2f}x rest)")
