@@ -11,6 +11,7 @@
 # (every test, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+at() { echo "e2e: $1 done at $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 venv=.venv-e2e
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
@@ -19,6 +20,7 @@ fi
 if [[ -z ${E2E_KUBECONFIG:-} ]]; then
   tests/e2e/kube-testenv.sh build
 fi
+at "the control plane (built once, then cached)"
 command -v kubectl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null; }
 # promtool checks the chart's alerting rules (tests/e2e/test_monitoring.py): taken from Debian's
 # prometheus package, unpacked into target/tools rather than installed (only promtool is needed).
@@ -43,6 +45,7 @@ if tests/e2e/kube-testenv.sh node-check; then
   KUBEBUILDER_ASSETS=$newest tests/e2e/kube-testenv.sh build-node
   scripts/image.sh
 fi
+at "the node's binaries and the image"
 export HELM_LOCKER_BIN="$target"/debug/helm-locker
 # One test file at a time, each with its time, so the log says where CI's minutes go; every file
 # runs, and the suite fails at the end naming the files that failed.

@@ -14,9 +14,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build, never edited: incremental caches would only take disk (several GB on a cold run).
 export CARGO_INCREMENTAL=0
+# Each step's end is logged with the time since the start, so a CI log says where its minutes go.
+at() { echo "test.sh: $1 done at $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 echo "disk before the build: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+at "fmt and clippy"
 # The core crate stays pure: nothing that does I/O or parses command lines may reach it.
 if cargo tree -p helm-locker-core -e normal --prefix none --locked | grep -E '^(tokio|kube|kube-client|hyper|axum|clap|rustls) '; then
   echo "helm-locker-core must not depend on the crates above" >&2
@@ -34,7 +37,9 @@ fi
 # what the Linux build fetched, so fetch them all first.
 cargo fetch --locked
 cargo deny --offline check licenses bans
+at "cargo deny"
 cargo test --workspace --locked
+at "cargo test"
 # The book (docs/, an mdBook; README.md is the front page): built, then scripts/check-docs.py
 # checks every link and repository path it names, and its lists of what the code defines
 # against the code: the metrics (src/metrics.rs), the alerts (the chart's PrometheusRule), the
@@ -46,9 +51,11 @@ if ! command -v mdbook >/dev/null; then
 fi
 mdbook build docs
 python3 scripts/check-docs.py
+at "the book and its checks"
 # The README's no-cluster try and docs/try-it.md's blocks, run as written (the debug build above
 # is reused): each must print the denial the page shows.
 python3 scripts/run-doc-blocks.py
+at "the doc blocks"
 cargo build --workspace --locked --benches --examples
 # The fuzz targets (fuzz/, a workspace of its own) still build; core/tests/fuzz_corpus.rs has already
 # replayed their committed corpora. They share target/ so only what differs is compiled. Without
@@ -71,7 +78,9 @@ elsewhere=$(mktemp -d)
 ln -s "$(scripts/target-dir.sh)" "$elsewhere/target"
 CARGO_TARGET_DIR="$elsewhere/target" PROFILE=debug ./scripts/faults.sh
 rm -rf "$elsewhere"
+at "benches, examples, fuzz targets and faults"
 if [[ -z ${SKIP_E2E:-} ]]; then
   ./scripts/e2e.sh
+  at "end-to-end tests"
 fi
 echo "disk after the tests: $(df -h --output=avail . | tail -1 | tr -d ' ') free, build $(du -sh "$(scripts/target-dir.sh)" 2>/dev/null | cut -f1)"
