@@ -47,17 +47,44 @@ if tests/e2e/kube-testenv.sh node-check; then
 fi
 at "the node's binaries and the image"
 export HELM_LOCKER_BIN="$target"/debug/helm-locker
-# One test file at a time, each with its time, so the log says where CI's minutes go; every file
-# runs, and the suite fails at the end naming the files that failed.
-failed=""
-run_files() {
-  local file start
-  for file in "$@"; do
-    start=$SECONDS
-    (cd tests/e2e && "../../$venv/bin/python" -m unittest -v "${file%.py}") || failed+=" $file (${E2E_ON:-the given cluster})"
-    echo "e2e: $file took $((SECONDS - start)) s on ${E2E_ON:-the given cluster}"
-  done
+# E2E_JOBS test files at a time (default 2; 1 on a given cluster, which the files would share),
+# each against its own control plane: a file mostly waits on the API server and on its
+# controllers, so one alone takes as long as beside another (test_fights 104 s alone, 107 s in
+# two lanes) and two lanes halve the suite's time. A file's log is printed whole when it ends,
+# with its time, so the log says where CI's minutes go; every file runs, and the suite fails at
+# the end naming the files that failed. The files in ALONE run after the others, one at a time.
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+# run_file N FILE ON [ASSETS]: FILE on the control plane of ASSETS (the binaries' directory;
+# none: 1.20 built from Debian's source, or the given cluster), logged as run on ON.
+run_file() {
+  local n=$1 file=$2 on=$3 log="$results/$1.log" start=$SECONDS
+  if [[ $# -ge 4 ]]; then
+    (cd tests/e2e && KUBEBUILDER_ASSETS=$4 KUBE_TESTENV_BIN_DIR="" "../../$venv/bin/python" -m unittest -v "${file%.py}") >"$log" 2>&1 ||
+      echo " $file ($on)" >>"$results/failed"
+  else
+    (cd tests/e2e && "../../$venv/bin/python" -m unittest -v "${file%.py}") >"$log" 2>&1 || echo " $file ($on)" >>"$results/failed"
+  fi
+  echo "e2e: $file took $((SECONDS - start)) s on $on" >>"$log"
+  flock "$results/print" cat "$log"
 }
+# run_all ENTRIES...: each entry FILE|ON|ASSETS ("-" for none), E2E_JOBS at a time.
+run_all() {
+  local entry file on assets n=0 running=0
+  for entry in "$@"; do
+    IFS='|' read -r file on assets <<<"$entry"
+    if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
+    n=$((n + 1)); running=$((running + 1))
+    if [[ $assets == - ]]; then run_file "$n" "$file" "$on" & else run_file "$n" "$file" "$on" "$assets" & fi
+  done
+  wait
+}
+# The longest files (about 100 to 250 s each) start first, so the lanes end together.
+FIRST="test_history.py test_ownership.py test_scenarios.py test_fights.py test_authors.py
+  test_trust_stamps.py test_faults.py"
+# A memory peak compared with the chart's limit (trust_counts) and the node, with its
+# machine-wide bridge and iptables chains: alone.
+ALONE="test_trust_counts.py test_node.py"
 all=$(cd tests/e2e && ls test_*.py)
 # What proves the chart's `kubeVersion: >=1.20` on 1.20 itself, and runs on both versions: the
 # chart installed and run under its own RBAC (install), the README's bypass (bypass: 1.20 has
@@ -76,24 +103,30 @@ FLOOR="test_install.py test_bypass.py test_authors.py test_trust.py test_trust_l
 # (docs/subresources.md); what 1.36 persists would be another measurement (docs/testing.md,
 # "Versions").
 ONLY_ON_FLOOR="test_subresources.py"
+# Entries in order: FIRST's files on every version they run on, then the rest; ALONE's apart.
+ordered=$(for f in $FIRST; do if [[ " $(echo $all) " == *" $f "* ]]; then echo "$f"; fi; done
+  for f in $all; do if [[ " $(echo $FIRST) " != *" $f "* ]]; then echo "$f"; fi; done)
+pooled=() alone=()
+add() { if [[ " $(echo $ALONE) " == *" ${1%%|*} "* ]]; then alone+=("$1"); else pooled+=("$1"); fi; }
 if [[ -n ${E2E_KUBECONFIG:-} ]]; then
-  # shellcheck disable=SC2086
-  run_files $all
-elif [[ -n $newest ]]; then
-  on_newest="" on_floor=""
-  for file in $all; do
-    if [[ " $(echo $ONLY_ON_FLOOR) " == *" $file "* ]]; then on_floor+=" $file"; else on_newest+=" $file"; fi
-    if [[ " $(echo $FLOOR) " == *" $file "* ]]; then on_floor+=" $file"; fi
-  done
-  # shellcheck disable=SC2086
-  E2E_ON="$(KUBEBUILDER_ASSETS=$newest tests/e2e/kube-testenv.sh version)" KUBEBUILDER_ASSETS=$newest \
-    run_files $on_newest
-  # shellcheck disable=SC2086
-  E2E_ON="1.20 (Debian's source)" KUBEBUILDER_ASSETS="" KUBE_TESTENV_BIN_DIR="" run_files $on_floor
+  jobs=${E2E_JOBS:-1}
+  for file in $ordered; do add "$file|the given cluster|-"; done
 else
-  # shellcheck disable=SC2086
-  E2E_ON="1.20 (Debian's source)" run_files $all
+  jobs=${E2E_JOBS:-2}
+  floor_on="1.20 (Debian's source)"
+  if [[ -n $newest ]]; then
+    newest_on=$(KUBEBUILDER_ASSETS=$newest tests/e2e/kube-testenv.sh version)
+    for file in $ordered; do
+      [[ " $(echo $ONLY_ON_FLOOR) " == *" $file "* ]] || add "$file|$newest_on|$newest"
+      if [[ " $(echo $FLOOR) $(echo $ONLY_ON_FLOOR) " == *" $file "* ]]; then add "$file|$floor_on|"; fi
+    done
+  else
+    for file in $ordered; do add "$file|$floor_on|"; done
+  fi
 fi
+run_all "${pooled[@]}"
+jobs=1 run_all "${alone[@]}"
+failed=$(cat "$results/failed" 2>/dev/null || true)
 if [[ -n $failed ]]; then
   echo "e2e: failed:$failed" >&2
   exit 1
