@@ -251,8 +251,32 @@ def name_problems():
     return problems
 
 
+def sizing_problems():
+    """The memory sizing, fitted to a measured curve in docs/performance.md, is said in five
+    places: each says what the chart's comment on `resources` says (the share of the newest
+    manifests held at rest, the MiB on top, and how many releases of 30 objects the default
+    limit fits), so a new measurement cannot leave one behind."""
+    values = read(os.path.join("charts", "helm-locker", "values.yaml"))
+    rest = re.search(r"holds about ([\d.]+)x the bytes of every release's newest manifest, plus about (\d+) MiB", values)
+    fits = re.search(r"the defaults fit about ([\d,]+) such", values)
+    if not rest or not fits:
+        return ["charts/helm-locker/values.yaml: the comment on `resources` no longer says "
+                "\"holds about Nx the bytes ..., plus about N MiB\" and \"the defaults fit about N such\""]
+    share, base, reach = f"{rest.group(1)}x", f"{rest.group(2)} MiB", f"about {fits.group(1)}"
+    said = {"README.md": (share, base, reach), "docs/install.md": (share, base, reach),
+            "docs/troubleshooting.md": (reach,), "docs/performance.md": (share, base, reach)}
+    problems = []
+    for path, figures in said.items():
+        text = re.sub(r"\s+", " ", read(path))
+        for figure in figures:
+            if figure not in text:
+                problems.append(f"{path}: does not say the chart's sizing figure `{figure}` "
+                                "(charts/helm-locker/values.yaml, the comment on `resources`)")
+    return problems
+
+
 def main():
-    broken = list_problems() + module_problems() + file_problems() + name_problems()
+    broken = list_problems() + module_problems() + file_problems() + name_problems() + sizing_problems()
     for doc in documents():
         with open(doc) as f:
             text = f.read()

@@ -44,8 +44,9 @@ at "cargo test"
 # checks every link and repository path it names, and its lists of what the code defines
 # against the code: the metrics (src/metrics.rs), the alerts (the chart's PrometheusRule), the
 # serve flags and their variables (src/cli.rs), and the modules design.md's "Where the code
-# is" names (core/src/lib.rs, src/lib.rs, src/*/mod.rs). mdBook is installed once when
-# missing, like cargo-deny.
+# is" names (core/src/lib.rs, src/lib.rs, src/*/mod.rs); and that the memory sizing the
+# README, install.md, troubleshooting.md and performance.md state is the chart's comment's.
+# mdBook is installed once when missing, like cargo-deny.
 if ! command -v mdbook >/dev/null; then
   cargo install mdbook --locked --version 0.4.52 --no-default-features
 fi
