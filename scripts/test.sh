@@ -9,7 +9,7 @@
 #   3. transport faults under load: certificate rotation, SIGTERM, TLS versions, client
 #      certificates (scripts/faults.sh, on the dev build);
 #   4. end-to-end tests on a real control plane with real Helm and kubectl (scripts/e2e.sh).
-# Set SKIP_E2E=1 to run only 1 to 3 (the control plane is built once, ~15 min, then cached).
+# Set SKIP_E2E=1 to run only 1 to 3 (the control plane is built once, a few minutes, then cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build, never edited: incremental caches would only take disk (several GB on a cold run).
@@ -19,6 +19,9 @@ at() { echo "test.sh: $1 done at $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 echo "disk before the build: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The libraries and binaries alone too: with every target, the tests' features (core's
+# test-util) are on, and code only they use is not seen unused.
+cargo clippy --workspace --locked -- -D warnings
 at "fmt and clippy"
 # The core crate stays pure: nothing that does I/O or parses command lines may reach it.
 if cargo tree -p helm-locker-core -e normal --prefix none --locked | grep -E '^(tokio|kube|kube-client|hyper|axum|clap|rustls) '; then

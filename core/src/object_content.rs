@@ -73,7 +73,9 @@ impl ReleaseContents {
         })
     }
 
-    /// Heap bytes held: the frame and every packed tree.
+    /// Heap bytes held: the frame and every packed tree (for the memory figures of
+    /// `test_util`).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn heap_bytes(&self) -> usize {
         self.manifest.len()
             + self
@@ -162,6 +164,7 @@ impl ObjectContent {
     }
 
     /// The release's contents this object shares (to count their bytes once).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn shared(&self) -> &Arc<ReleaseContents> {
         &self.release
     }
