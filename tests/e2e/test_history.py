@@ -331,6 +331,9 @@ class History(unittest.TestCase):
         if BEFORE:
             runs.append(("previous", "list", BEFORE))
         lockers, figures = {}, {}
+        # Every release is in one namespace: past the default --max-namespace-objects (20,000), the
+        # bound is raised to hold them all, as a cluster of that size would set it.
+        bound = ["--max-namespace-objects", str(RELEASES * (OBJECTS + 1))] if RELEASES * (OBJECTS + 1) > 20000 else []
         # The first writes go to releases spread over the whole list, 100 allowed and 100 denied.
         sample = sorted({r * RELEASES // 200 for r in range(200)})
         try:
@@ -338,7 +341,7 @@ class History(unittest.TestCase):
             for run, mode, binary in runs:
                 started = time.time()
                 locker = Locker(self.plane, f"initial-{run}", "--lease-name", f"initial-{run}", "--revert=false",
-                                f"--initial-list={mode}", binary=binary).wait_ready(timeout=600)
+                                f"--initial-list={mode}", *bound, binary=binary).wait_ready(timeout=600)
                 ready = time.time() - started
                 lockers[run] = locker
                 self.assertTrue(eventually(lambda: locker.metric("helm_locker_releases_indexed") >= RELEASES, 30, 0.5))
