@@ -132,6 +132,12 @@ pub struct Index {
     /// The releases of each storage namespace in the order they are kept in, with their
     /// objects, and the sum of those.
     order: imbl::HashMap<String, (NamespaceOrder, usize)>,
+    /// How many releases of each storage namespace the bound refuses
+    /// ([`ReleaseState::refused`]), kept by [`Index::put_release`] and [`Index::take_release`]:
+    /// after a write to a namespace under its bound without any, there is nothing to settle,
+    /// known without a walk over the namespace's releases (one per write made a list of
+    /// 10,000 releases in one namespace quadratic).
+    refused_in: imbl::HashMap<String, usize>,
 }
 
 impl fmt::Debug for Index {
@@ -705,7 +711,7 @@ impl Index {
             report.conflicts = self.claim(&state);
         }
         let namespace = key.storage_namespace().to_string();
-        self.releases.insert(key, state);
+        self.put_release(key, state);
         self.settle(&namespace, &mut report);
         report
     }
@@ -753,7 +759,7 @@ impl Index {
         let namespace = key.storage_namespace().to_string();
         if revisions.is_empty() {
             self.unclaim(&previous);
-            self.releases.remove(&key);
+            self.take_release(&key);
             self.unplace(&key);
             report.reindexed = Some(key);
             self.settle(&namespace, &mut report);
@@ -789,7 +795,7 @@ impl Index {
                 previous.refused,
             )
         };
-        self.releases.insert(
+        self.put_release(
             key.clone(),
             Arc::new(ReleaseState {
                 key,
@@ -801,9 +807,43 @@ impl Index {
         );
     }
 
+    /// Sets `key`'s state, counting the namespace's refused releases ([`Index::refused_in`]).
+    fn put_release(&mut self, key: ReleaseKey, state: Arc<ReleaseState>) {
+        let refused = state.refused.is_some();
+        let namespace = key.storage_namespace().to_string();
+        let was = self
+            .releases
+            .insert(key, state)
+            .is_some_and(|s| s.refused.is_some());
+        self.count_refused(namespace, was, refused);
+    }
+
+    /// Takes `key`'s state out, counting the namespace's refused releases.
+    fn take_release(&mut self, key: &ReleaseKey) -> Option<Arc<ReleaseState>> {
+        let previous = self.releases.remove(key)?;
+        let namespace = key.storage_namespace().to_string();
+        self.count_refused(namespace, previous.refused.is_some(), false);
+        Some(previous)
+    }
+
+    fn count_refused(&mut self, namespace: String, was: bool, is: bool) {
+        match (was, is) {
+            (false, true) => *self.refused_in.entry(namespace).or_insert(0) += 1,
+            (true, false) => {
+                if let Some(n) = self.refused_in.get_mut(&namespace) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.refused_in.remove(&namespace);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Forgets a whole release.
     pub fn remove_release(&mut self, key: &ReleaseKey) {
-        if let Some(previous) = self.releases.remove(key) {
+        if let Some(previous) = self.take_release(key) {
             self.unclaim(&previous);
             self.unplace(key);
             let held: Vec<SecretRef> = self

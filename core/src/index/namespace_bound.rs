@@ -168,16 +168,8 @@ impl Index {
             .order
             .get(namespace)
             .is_some_and(|&(_, total)| total > bound);
-        let any_refused = || {
-            self.order.get(namespace).is_some_and(|(order, _)| {
-                order.keys().any(|(_, key)| {
-                    self.releases
-                        .get(key)
-                        .is_some_and(|state| state.refused.is_some())
-                })
-            })
-        };
-        if !over && !any_refused() {
+        let any_refused = self.refused_in.get(namespace).is_some_and(|&n| n > 0);
+        if !over && !any_refused {
             return;
         }
         for (key, before, fits) in self.verdicts(namespace) {
@@ -198,7 +190,7 @@ impl Index {
                             limit: bound,
                         });
                     }
-                    self.releases.insert(
+                    self.put_release(
                         key.clone(),
                         Arc::new(ReleaseState {
                             key,
@@ -250,6 +242,61 @@ mod tests {
 
     fn key(ns: &str, name: &str) -> ReleaseKey {
         ReleaseKey::new(ns.to_string(), name.to_string())
+    }
+
+    /// The index's count of refused releases per namespace is what its releases say.
+    fn assert_refused_counted(index: &Index) {
+        let mut counted = std::collections::BTreeMap::new();
+        for (key, state) in index.releases.iter() {
+            if state.refused.is_some() {
+                *counted
+                    .entry(key.storage_namespace().to_string())
+                    .or_insert(0usize) += 1;
+            }
+        }
+        let kept: std::collections::BTreeMap<String, usize> = index
+            .refused_in
+            .iter()
+            .map(|(ns, n)| (ns.clone(), *n))
+            .collect();
+        assert_eq!(kept, counted);
+    }
+
+    #[test]
+    fn the_refused_releases_of_each_namespace_are_counted_through_every_change() {
+        // Refused on arrival, pushed out by an upgrade, let back in, removed, listed again:
+        // the count that spares a walk over a namespace's releases follows each change.
+        let mut index = Index::new().with_namespace_bound(100);
+        index.upsert(release("t", "a", 1, 60, 100));
+        index.upsert(release("t", "b", 1, 60, 200));
+        index.upsert(release("u", "c", 1, 150, 300));
+        assert_refused_counted(&index);
+        assert_eq!(index.refused_in.get("t"), Some(&1));
+        assert_eq!(index.refused_in.get("u"), Some(&1));
+        index.upsert(release("t", "a", 2, 90, 400));
+        assert_refused_counted(&index);
+        let gone = index.remove_secret(&SecretRef::secret("t", "sh.helm.release.v1.a.v1"));
+        assert_refused_counted(&index);
+        let gone_too = index.remove_secret(&SecretRef::secret("t", "sh.helm.release.v1.a.v2"));
+        assert_refused_counted(&index);
+        assert!(
+            gone.room_for.contains(&key("t", "b")) || gone_too.room_for.contains(&key("t", "b"))
+        );
+        index.upsert(release("t", "b", 1, 60, 200));
+        assert_refused_counted(&index);
+        assert_eq!(index.refused_in.get("t"), None);
+        index.remove_release(&key("u", "c"));
+        assert_refused_counted(&index);
+        assert!(index.refused_in.is_empty());
+        let listed = vec![
+            release("t", "b", 1, 60, 200),
+            release("t", "d", 1, 60, 500),
+            release("t", "e", 1, 30, 600),
+        ];
+        let mut again = Index::new().with_namespace_bound(100);
+        again.upsert_many(listed);
+        assert_refused_counted(&again);
+        assert_eq!(again.refused_in.get("t"), Some(&1));
     }
 
     #[test]
