@@ -9,7 +9,8 @@
 //! - **parse**: its manifest to the objects the index keeps ([`Index::prepare`]): each document's
 //!   identity read on its lines and the manifest kept as one zstd frame (its documents parsed on
 //!   first need); a document the identity reader gives up on is parsed to a tree and packed;
-//! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]);
+//! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]),
+//!   and the same with every release in one namespace (under its bound);
 //! - **all three**, the figure to compare builds by;
 //! - **first read of every object**: after start, each object's content read once (its
 //!   document decompressed and parsed), in the order each kind's list gives them, as the
@@ -99,6 +100,30 @@ fn startup(c: &mut Criterion) {
         b.iter_batched(
             || Index::prepare(decoded.clone()),
             |p| Index::new().upsert_prepared(black_box(p)).len(),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    // The same releases stored in one namespace (a team's, or a tenant's many small ones):
+    // under the namespace's bound, each write settles nothing, known without a walk over the
+    // namespace's releases.
+    let in_one_namespace: Vec<_> = decoded
+        .iter()
+        .cloned()
+        .map(|mut secret| {
+            secret.secret.namespace = "one".into();
+            secret.release.namespace = "one".into();
+            secret
+        })
+        .collect();
+    group.bench_function("index, every release in one namespace", |b| {
+        b.iter_batched(
+            || Index::prepare(in_one_namespace.clone()),
+            |p| {
+                Index::new()
+                    .with_namespace_bound(usize::MAX)
+                    .upsert_prepared(black_box(p))
+                    .len()
+            },
             criterion::BatchSize::LargeInput,
         )
     });
