@@ -10,7 +10,8 @@
 //!   identity read on its lines and the manifest kept as one zstd frame (its documents parsed on
 //!   first need); a document the identity reader gives up on is parsed to a tree and packed;
 //! - **index**: the parsed releases upserted into an empty index ([`Index::upsert_prepared`]),
-//!   and the same with every release in one namespace (under its bound);
+//!   and the same with every release in one namespace, under its bound and far over it (a
+//!   tenant's flood of releases, all but ten refused);
 //! - **all three**, the figure to compare builds by;
 //! - **first read of every object**: after start, each object's content read once (its
 //!   document decompressed and parsed), in the order each kind's list gives them, as the
@@ -127,6 +128,30 @@ fn startup(c: &mut Criterion) {
             criterion::BatchSize::LargeInput,
         )
     });
+    // A tenant's namespace far over its bound (10 releases' worth): the list drops the rest
+    // before indexing, as the release watch does, and each refused release costs no walk
+    // over the namespace's releases.
+    group.bench_function(
+        "index, every release in one namespace, over its bound",
+        |b| {
+            b.iter_batched(
+                || {
+                    let mut prepared = Index::prepare(in_one_namespace.clone());
+                    Index::new()
+                        .with_namespace_bound(300)
+                        .bound_listing(&mut prepared);
+                    prepared
+                },
+                |p| {
+                    Index::new()
+                        .with_namespace_bound(300)
+                        .upsert_prepared(black_box(p))
+                        .len()
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        },
+    );
     // The reverter's first pass after start: every object's content read once, in the order
     // its kind's list gives them (kind, namespace, name), as drift() reads them.
     let mut in_list_order: Vec<_> = index

@@ -5,7 +5,7 @@
 //! update touches only the entries of the release it changes. The server reads snapshots from a
 //! shared snapshot on every request without locks while the one writer swaps in new ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -138,6 +138,9 @@ pub struct Index {
     /// known without a walk over the namespace's releases (one per write made a list of
     /// 10,000 releases in one namespace quadratic).
     refused_in: imbl::HashMap<String, usize>,
+    /// While a batch (a list) is upserted: the storage namespaces it changed, each settled once
+    /// when it ends ([`Index::settle_deferred`]) rather than after every release.
+    deferred: Option<std::collections::BTreeSet<String>>,
 }
 
 impl fmt::Debug for Index {
@@ -293,11 +296,17 @@ impl Index {
         for (i, objects) in objects {
             parsed[i] = Some(objects);
         }
-        secrets
+        let settles = self.defer_settling();
+        let mut reports: Vec<UpdateReport> = secrets
             .into_iter()
             .zip(parsed)
             .map(|(secret, objects)| self.upsert_parsed(secret, objects))
-            .collect()
+            .collect();
+        if settles {
+            self.settle_deferred(&mut reports);
+            self.settle_batch(&mut reports, Vec::new());
+        }
+        reports
     }
 
     /// Parses the manifests of a part of a list (a page as it arrives) on every core, for
@@ -320,7 +329,22 @@ impl Index {
 
     /// [`upsert_many`](Self::upsert_many) for a list read as [`prepare`](Self::prepare)d parts.
     /// The result is the same as upserting the Secrets one by one.
-    pub fn upsert_prepared(&mut self, mut prepared: Vec<PreparedSecret>) -> Vec<UpdateReport> {
+    pub fn upsert_prepared(&mut self, prepared: Vec<PreparedSecret>) -> Vec<UpdateReport> {
+        let settles = self.defer_settling();
+        let (mut reports, dropped) = self.upsert_each(prepared);
+        if settles {
+            self.settle_deferred(&mut reports);
+            self.settle_batch(&mut reports, dropped);
+        }
+        reports
+    }
+
+    /// Upserts each of `prepared`, with the releases the list dropped for their namespace's
+    /// bound (to report those still refused once the batch is settled).
+    fn upsert_each(
+        &mut self,
+        mut prepared: Vec<PreparedSecret>,
+    ) -> (Vec<UpdateReport>, Vec<ReleaseKey>) {
         // Newest revision first within a release: an older one's objects are not the release's.
         prepared.sort_by(|a, b| {
             let (a, b) = (&a.secret.release, &b.secret.release);
@@ -335,23 +359,31 @@ impl Index {
             .filter(|p| p.objects.dropped.is_some())
             .map(|p| p.secret.key())
             .collect();
-        let mut reports: Vec<UpdateReport> = prepared
+        let reports: Vec<UpdateReport> = prepared
             .into_iter()
             .map(|p| self.upsert_parsed(p.secret, Some(p.objects)))
             .collect();
-        self.settle_batch(&mut reports, dropped);
-        reports
+        (reports, dropped)
     }
 
     /// After a batch: only what still fits is read again (once), and a release the list dropped
     /// that does not fit is reported.
     fn settle_batch(&self, reports: &mut [UpdateReport], dropped: Vec<ReleaseKey>) {
-        let refused_now = |key: &ReleaseKey| -> Option<(usize, bool)> {
+        // Each namespace's verdicts, walked once (not once per release asked about).
+        type Verdicts<'a> = HashMap<&'a ReleaseKey, (usize, bool)>;
+        let mut walked: HashMap<String, Verdicts<'_>> = HashMap::new();
+        let mut refused_now = |key: &ReleaseKey| -> Option<(usize, bool)> {
             self.releases.get(key)?.refused?;
-            self.verdicts(key.storage_namespace())
-                .into_iter()
-                .find(|(held, _, _)| held == key)
-                .map(|(_, before, fits)| (before, fits))
+            let namespace = key.storage_namespace();
+            if !walked.contains_key(namespace) {
+                walked.insert(
+                    namespace.to_string(),
+                    self.verdicts(namespace)
+                        .map(|(held, before, fits)| (held, (before, fits)))
+                        .collect(),
+                );
+            }
+            walked.get(namespace)?.get(key).copied()
         };
         let mut asked = std::collections::HashSet::new();
         for report in reports.iter_mut() {
@@ -417,9 +449,14 @@ impl Index {
         // Removals first: a release whose newest Secret was replaced by a newer one is then
         // whole again once the list is upserted, and only a release still without objects
         // needs its remaining revisions read.
+        let settles = self.defer_settling();
         let mut reports: Vec<UpdateReport> = gone.iter().map(|s| self.remove_secret(s)).collect();
-        reports.extend(self.upsert_prepared(listed));
-        self.settle_batch(&mut reports, Vec::new());
+        let (upserted, dropped) = self.upsert_each(listed);
+        reports.extend(upserted);
+        if settles {
+            self.settle_deferred(&mut reports);
+            self.settle_batch(&mut reports, dropped);
+        }
         for report in &mut reports {
             let still_open = report
                 .needs_reload
@@ -673,10 +710,14 @@ impl Index {
             let count = parsed.dropped.unwrap_or(parsed.objects.len());
             self.place(&key, first_created, count);
             let newest = revisions.get(&release.revision).map(|r| r.secret.clone());
-            if parsed.dropped.is_some() && self.refusal(&key).is_none() {
-                // Dropped by the list, but it fits (the list did not know all the index
-                // holds): refused until read again, which `settle` asks for.
+            let deferred = self.deferred.is_some();
+            if parsed.dropped.is_some() && (deferred || self.refusal(&key).is_none()) {
+                // Dropped by the list: refused until read again, which `settle` asks for if it
+                // fits (the list did not know all the index holds); in a batch, reported when
+                // the batch is settled if it does not.
                 kept = false;
+            } else if deferred {
+                // Kept for now: the batch's settle pushes it out if it does not fit.
             } else if let Some(before) = self.refusal(&key) {
                 kept = false;
                 report.refused.push(Refused {
@@ -810,30 +851,33 @@ impl Index {
     /// Sets `key`'s state, counting the namespace's refused releases ([`Index::refused_in`]).
     fn put_release(&mut self, key: ReleaseKey, state: Arc<ReleaseState>) {
         let refused = state.refused.is_some();
-        let namespace = key.storage_namespace().to_string();
         let was = self
             .releases
-            .insert(key, state)
+            .insert(key.clone(), state)
             .is_some_and(|s| s.refused.is_some());
-        self.count_refused(namespace, was, refused);
+        self.count_refused(key.storage_namespace(), was, refused);
     }
 
     /// Takes `key`'s state out, counting the namespace's refused releases.
     fn take_release(&mut self, key: &ReleaseKey) -> Option<Arc<ReleaseState>> {
         let previous = self.releases.remove(key)?;
-        let namespace = key.storage_namespace().to_string();
-        self.count_refused(namespace, previous.refused.is_some(), false);
+        self.count_refused(key.storage_namespace(), previous.refused.is_some(), false);
         Some(previous)
     }
 
-    fn count_refused(&mut self, namespace: String, was: bool, is: bool) {
+    fn count_refused(&mut self, namespace: &str, was: bool, is: bool) {
         match (was, is) {
-            (false, true) => *self.refused_in.entry(namespace).or_insert(0) += 1,
+            (false, true) => match self.refused_in.get_mut(namespace) {
+                Some(n) => *n += 1,
+                None => {
+                    self.refused_in.insert(namespace.to_string(), 1);
+                }
+            },
             (true, false) => {
-                if let Some(n) = self.refused_in.get_mut(&namespace) {
+                if let Some(n) = self.refused_in.get_mut(namespace) {
                     *n = n.saturating_sub(1);
                     if *n == 0 {
-                        self.refused_in.remove(&namespace);
+                        self.refused_in.remove(namespace);
                     }
                 }
             }
@@ -846,9 +890,18 @@ impl Index {
         if let Some(previous) = self.take_release(key) {
             self.unclaim(&previous);
             self.unplace(key);
+            // Its revisions are kept in its storage namespace (whatever a Secret is named):
+            // a walk over that namespace's, not over every Secret the index holds.
+            let namespace = key.storage_namespace();
+            let from = SecretRef {
+                namespace: namespace.to_string(),
+                name: String::new(),
+                driver: Driver::Secret,
+            };
             let held: Vec<SecretRef> = self
                 .secrets
-                .iter()
+                .range(from..)
+                .take_while(|(place, _)| place.namespace == namespace)
                 .filter(|(_, (held, _))| held == key)
                 .map(|(place, _)| place.clone())
                 .collect();

@@ -122,25 +122,30 @@ impl Index {
     /// Which releases of `namespace` fit under the bound, in the order they are kept in: each
     /// with the objects kept before it, and whether it fits. The earliest-created are kept;
     /// one that would take the namespace over the bound is not, and one created after it may
-    /// still fit.
-    pub(super) fn verdicts(&self, namespace: &str) -> Vec<(ReleaseKey, usize, bool)> {
+    /// still fit. A walk over the namespace's releases that allocates nothing: a namespace may
+    /// hold as many releases as a tenant writes.
+    pub(super) fn verdicts<'a>(
+        &'a self,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&'a ReleaseKey, usize, bool)> + 'a {
         let bound = self.namespace_bound();
-        let Some((order, total)) = self.order.get(namespace) else {
-            return Vec::new();
+        let (order, total) = match self.order.get(namespace) {
+            Some((order, total)) => (Some(order), *total),
+            None => (None, 0),
         };
-        let everyone_fits = *total <= bound;
+        let everyone_fits = total <= bound;
         let mut before = 0usize;
         order
-            .iter()
-            .map(|((_, key), &count)| {
+            .into_iter()
+            .flat_map(|order| order.iter())
+            .map(move |((_, key), &count)| {
                 let fits = everyone_fits || before.saturating_add(count) <= bound;
                 let at = before;
                 if fits {
                     before += count;
                 }
-                (key.clone(), at, fits)
+                (key, at, fits)
             })
-            .collect()
     }
 
     /// `Some(objects kept before it)` when `key` does not fit under its namespace's bound.
@@ -155,14 +160,22 @@ impl Index {
             return None;
         }
         self.verdicts(key.storage_namespace())
-            .into_iter()
-            .find(|(held, _, _)| held == key)
+            .find(|(held, _, _)| *held == key)
             .and_then(|(_, before, fits)| (!fits).then_some(before))
     }
 
     /// After a change in `namespace`: a release kept that no longer fits (one created before it
     /// grew, or arrived) is pushed out, and one refused that fits now is named to be read again.
+    /// While a batch is upserted ([`Index::deferred`]), the namespace is only noted, to be
+    /// settled once when the batch ends: each settle walks the namespace's releases, and one per
+    /// release of a list made a tenant's N releases cost N squared.
     pub(super) fn settle(&mut self, namespace: &str, report: &mut UpdateReport) {
+        if let Some(deferred) = self.deferred.as_mut() {
+            if !deferred.contains(namespace) {
+                deferred.insert(namespace.to_string());
+            }
+            return;
+        }
         let bound = self.namespace_bound();
         let over = self
             .order
@@ -172,7 +185,20 @@ impl Index {
         if !over && !any_refused {
             return;
         }
-        for (key, before, fits) in self.verdicts(namespace) {
+        // What changes, found in one walk; most releases are already where they belong.
+        let changes: Vec<(ReleaseKey, usize, bool)> = self
+            .verdicts(namespace)
+            .filter(|&(key, _, fits)| {
+                self.releases.get(key).is_some_and(|state| {
+                    matches!(
+                        (fits, state.refused, &state.objects),
+                        (true, Some(_), _) | (false, None, Some(_))
+                    )
+                })
+            })
+            .map(|(key, before, fits)| (key.clone(), before, fits))
+            .collect();
+        for (key, before, fits) in changes {
             let Some(state) = self.releases.get(&key).cloned() else {
                 continue;
             };
@@ -203,6 +229,39 @@ impl Index {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Starts a batch: [`settle`](Self::settle) only notes the namespaces it is asked about
+    /// until [`settle_deferred`](Self::settle_deferred). `false` when one is already under way
+    /// (its caller settles).
+    pub(super) fn defer_settling(&mut self) -> bool {
+        if self.deferred.is_some() {
+            return false;
+        }
+        self.deferred = Some(std::collections::BTreeSet::new());
+        true
+    }
+
+    /// Ends a batch: each namespace it changed is settled once, what that refuses or makes room
+    /// for told in the last of `reports`.
+    pub(super) fn settle_deferred(&mut self, reports: &mut Vec<UpdateReport>) {
+        let Some(namespaces) = self.deferred.take() else {
+            return;
+        };
+        let mut settled = UpdateReport::default();
+        for namespace in namespaces {
+            self.settle(&namespace, &mut settled);
+        }
+        if settled.refused.is_empty() && settled.room_for.is_empty() {
+            return;
+        }
+        match reports.last_mut() {
+            Some(last) => {
+                last.refused.extend(settled.refused);
+                last.room_for.extend(settled.room_for);
+            }
+            None => reports.push(settled),
         }
     }
 }
@@ -260,6 +319,78 @@ mod tests {
             .map(|(ns, n)| (ns.clone(), *n))
             .collect();
         assert_eq!(kept, counted);
+    }
+
+    #[test]
+    fn a_list_far_over_the_bound_keeps_and_reports_what_upserts_one_by_one_do() {
+        // A tenant's 300 releases of 1 to 3 objects, created in an order unlike their names',
+        // against a bound of 50 objects; and an admin's release in another namespace. The list
+        // settles each namespace once, not after every release.
+        let releases: Vec<ReleaseSecret> = (0..300)
+            .map(|i| {
+                release(
+                    "t",
+                    &format!("r{i:03}"),
+                    1,
+                    1 + i % 3,
+                    (i * 7919 % 300) as i64,
+                )
+            })
+            .chain([release("admin", "a", 1, 5, 0)])
+            .collect();
+        // One by one, each release the bound makes room for read again (as the release watch
+        // follows `room_for`), until nothing changes.
+        let mut one_by_one = Index::new().with_namespace_bound(50);
+        let mut reported_one_by_one = std::collections::BTreeSet::new();
+        let mut queue: std::collections::VecDeque<ReleaseSecret> = releases.clone().into();
+        while let Some(secret) = queue.pop_front() {
+            let report = one_by_one.upsert(secret);
+            reported_one_by_one.extend(report.refused.into_iter().map(|r| r.release));
+            for key in report.room_for {
+                queue.extend(releases.iter().filter(|s| s.key() == key).cloned());
+            }
+        }
+        reported_one_by_one
+            .retain(|key| one_by_one.release(key).is_some_and(|s| s.refused.is_some()));
+        let kept = |index: &Index| -> Vec<(ReleaseKey, bool)> {
+            index
+                .releases()
+                .iter()
+                .map(|s| (s.key.clone(), s.refused.is_none()))
+                .collect()
+        };
+        for bound_listed in [false, true] {
+            let mut prepared = Index::prepare(releases.clone());
+            if bound_listed {
+                Index::new()
+                    .with_namespace_bound(50)
+                    .bound_listing(&mut prepared);
+            }
+            let mut listed = Index::new().with_namespace_bound(50);
+            let reports = listed.upsert_prepared(prepared);
+            let differ: Vec<_> = kept(&listed)
+                .into_iter()
+                .zip(kept(&one_by_one))
+                .filter(|(a, b)| a != b)
+                .collect();
+            assert!(
+                differ.is_empty(),
+                "bound_listing: {bound_listed}: {differ:?}"
+            );
+            assert_eq!(listed.object_count(), one_by_one.object_count());
+            assert!(listed.object_count() <= 50 + 5);
+            assert!(locked(&listed, "admin", "a"));
+            // Each release refused is reported once, and none is named to be read again.
+            let reported: Vec<ReleaseKey> = reports
+                .iter()
+                .flat_map(|r| r.refused.iter().map(|r| r.release.clone()))
+                .collect();
+            let unique: std::collections::BTreeSet<ReleaseKey> = reported.iter().cloned().collect();
+            assert_eq!(reported.len(), unique.len(), "a release reported twice");
+            assert_eq!(unique, reported_one_by_one);
+            assert!(reports.iter().all(|r| r.room_for.is_empty()));
+            assert_refused_counted(&listed);
+        }
     }
 
     #[test]
