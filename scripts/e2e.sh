@@ -80,7 +80,7 @@ run_all() {
   wait
 }
 # The longest files (about 100 to 250 s each) start first, so the lanes end together.
-FIRST="test_history.py test_ownership.py test_scenarios.py test_fights.py test_authors.py
+FIRST="test_history.py test_ownership.py test_scenarios.py test_fights.py test_authors.py test_trust_flood.py
   test_trust_stamps.py test_faults.py"
 # A memory peak compared with the chart's limit (trust_counts) and the node, with its
 # machine-wide bridge and iptables chains: alone.

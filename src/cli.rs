@@ -398,8 +398,9 @@ pub(crate) struct ServeArgs {
     pub(crate) max_release_objects: u64,
     /// Most objects the index keeps of the releases stored in one namespace: a release whose
     /// newest revision would take its namespace past it is not indexed (it locks nothing, its
-    /// objects are open) and reported (one log line, helm_locker_releases_over_namespace_bound_total,
-    /// a ReleaseTooLarge Warning Event on its Secret). The releases kept are the
+    /// objects are open) and reported (counted in helm_locker_releases_over_namespace_bound_total;
+    /// a log line and a ReleaseTooLarge Warning Event on its Secret, at most ten a minute a
+    /// namespace, the rest told in one line). The releases kept are the
     /// earliest-created (the API server's creationTimestamp of each one's earliest revision):
     /// a tenant's releases never push out one created before them. When a kept release leaves,
     /// a refused one that fits is read again and indexed.

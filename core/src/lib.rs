@@ -37,6 +37,7 @@ pub use release::{
     NOTES_KEPT_BYTES,
 };
 pub use release_driver::{counts_beside_its_release, driver_question, release_driver};
+pub use report_budget::ReportBudget;
 pub use storage::{speaks_for_its_namespace, storage_question, TrustedStorage};
 // A release's manifest, the YAML it is written in, and the tree chart content is kept in.
 pub use manifest::{api_version, parse_manifest, split_documents};
@@ -154,6 +155,7 @@ mod prune;
 mod quantity;
 mod release;
 mod release_driver;
+mod report_budget;
 mod revert_plan;
 mod review;
 mod scan;

@@ -171,7 +171,13 @@ async fn admit_part<K: ReleaseObject>(
     metrics: &Metrics,
 ) -> DecodedPart<K> {
     for (secret, note) in std::mem::take(&mut part.foreign) {
-        foreign.warn(&secret, note).await;
+        if foreign.may_report(
+            kube::ResourceExt::namespace(&secret)
+                .as_deref()
+                .unwrap_or_default(),
+        ) {
+            foreign.warn(&secret, note).await;
+        }
     }
     let mut admitted = Vec::new();
     for (secret, release) in std::mem::take(&mut part.crossing) {
@@ -421,7 +427,12 @@ impl IndexWriter {
     /// What updates of the index refused by the bound on a namespace's objects is reported
     /// (one log line per release, the metric, a `ReleaseTooLarge` Event on its Secret), and
     /// each release they made room for is read again and indexed, until nothing changes.
-    async fn follow(&mut self, mut reports: Vec<UpdateReport>) {
+    async fn follow(&mut self, reports: Vec<UpdateReport>) {
+        self.follow_rounds(reports).await;
+        self.foreign.summarize();
+    }
+
+    async fn follow_rounds(&mut self, mut reports: Vec<UpdateReport>) {
         // Each round reads again only releases the one before made room for; a release read
         // again fits, so rounds end at once in practice. Bounded all the same.
         for _ in 0..16 {
@@ -432,8 +443,10 @@ impl IndexWriter {
             for report in reports {
                 for refused in &report.refused {
                     self.metrics.releases_over_namespace_bound.inc();
-                    tracing::warn!(release = %refused.release, secret = %refused.secret, objects = refused.objects, kept_before = refused.before, limit = refused.limit, "release not indexed: its namespace's releases created before it keep too many objects; it locks nothing (--max-namespace-objects)");
-                    self.foreign.warn_over_bound(refused).await;
+                    if self.foreign.may_report(&refused.secret.namespace) {
+                        tracing::warn!(release = %refused.release, secret = %refused.secret, objects = refused.objects, kept_before = refused.before, limit = refused.limit, "release not indexed: its namespace's releases created before it keep too many objects; it locks nothing (--max-namespace-objects)");
+                        self.foreign.warn_over_bound(refused).await;
+                    }
                 }
                 for key in report.room_for {
                     tracing::info!(release = %key, "room in its namespace's bound: release read again (--max-namespace-objects)");

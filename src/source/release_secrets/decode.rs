@@ -8,7 +8,7 @@ use kube::Client;
 
 use crate::core::{
     authorship_seen, release_secret_from_parts, Authorship, DecodeError, ReleaseSecret,
-    SecretError, Stamping, StoredSecret,
+    ReportBudget, SecretError, Stamping, StoredSecret,
 };
 use crate::events::Reason;
 use crate::metrics::Metrics;
@@ -133,11 +133,14 @@ pub(super) fn unix_now() -> i64 {
 }
 
 /// Warning Events on release Secrets that are not indexed: a release stored in another
-/// namespace that may not speak for its own ([`StorageGate`]), a release too large to decode.
-/// One per Secret (by uid) for the life of the process.
+/// namespace that may not speak for its own ([`StorageGate`]), a release too large to decode,
+/// one over its namespace's bound. One per Secret (by uid) for the life of the process, and at
+/// most [`ReportBudget::per_minute`] a namespace with the log lines that go with them: whoever
+/// may create Secrets in a namespace decides how many are refused.
 pub(super) struct ForeignWarnings {
     recorder: Recorder,
     warned: HashSet<String>,
+    budget: ReportBudget,
 }
 
 impl ForeignWarnings {
@@ -151,6 +154,22 @@ impl ForeignWarnings {
                 },
             ),
             warned: HashSet::new(),
+            budget: ReportBudget::per_minute(),
+        }
+    }
+
+    /// Whether a report (its log line, its Event) on a Secret of `namespace` is written now;
+    /// one that is not is counted, told by [`summarize`](Self::summarize).
+    pub(super) fn may_report(&mut self, namespace: &str) -> bool {
+        self.budget
+            .allow(namespace, u64::try_from(unix_now()).unwrap_or(0))
+    }
+
+    /// One line for each namespace whose reports were held back since the last: how many.
+    pub(super) fn summarize(&mut self) {
+        let burst = self.budget.burst();
+        for (namespace, held_back) in self.budget.take_held_back() {
+            tracing::warn!(namespace = %namespace, held_back, "{held_back} more release Secrets of this namespace not indexed, not each logged and warned on (at most {burst} a minute a namespace); helm_locker_releases_over_namespace_bound_total, helm_locker_foreign_release_secrets_total and helm_locker_releases_too_large_total count every one");
         }
     }
 
@@ -186,14 +205,17 @@ impl ForeignWarnings {
             Ok(()) => Some(decoded),
             Err(note) => {
                 metrics.foreign_release_secrets.inc();
-                tracing::warn!(secret = %decoded.secret, error = %note, "release Secret ignored");
-                self.warn(secret, note).await;
+                if self.may_report(&decoded.secret.namespace) {
+                    tracing::warn!(secret = %decoded.secret, error = %note, "release Secret ignored");
+                    self.warn(secret, note).await;
+                }
                 None
             }
         }
     }
 
-    /// Warns once on the Secret (or ConfigMap) of a release refused by its namespace's bound.
+    /// Warns once on the Secret (or ConfigMap) of a release refused by its namespace's bound
+    /// (its caller asked [`may_report`](Self::may_report)).
     pub(super) async fn warn_over_bound(&mut self, refused: &crate::core::Refused) {
         let secret = &refused.secret;
         if !self
