@@ -38,11 +38,14 @@ pub(crate) enum ConfirmError {
 }
 
 /// Reads a release's newest revision and its status straight from the source of truth
-/// (rule 7); `None` when the release has no revision left.
+/// (rule 7); `None` when the release has no revision left. `known`: the newest revision the
+/// index holds, where the read begins (revisions above it are Helm's work it has not seen);
+/// the answer is the same with it or without, only cheaper.
 pub(crate) trait Confirm: Send + Sync {
     fn newest_revision<'a>(
         &'a self,
         release: &'a ReleaseKey,
+        known: Option<u64>,
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>>;
 
     /// The release the stored object's `meta.helm.sh/release-name`/`-namespace` annotations

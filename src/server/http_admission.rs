@@ -740,8 +740,16 @@ async fn confirm_if_needed(state: &AppState, decision: Decision) -> Decision {
         return decision;
     };
     let timeout: Duration = state.settings.confirm_timeout;
-    let (fresh, result) = match tokio::time::timeout(timeout, confirmer.newest_revision(&release))
-        .await
+    let known = state
+        .index
+        .current()
+        .release(&release)
+        .and_then(|held| held.newest().map(|revision| revision.revision));
+    let (fresh, result) = match tokio::time::timeout(
+        timeout,
+        confirmer.newest_revision(&release, known),
+    )
+    .await
     {
         Ok(Ok(newest)) => {
             let status = newest.map(|(_, status)| status);

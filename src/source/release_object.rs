@@ -31,6 +31,9 @@ pub(crate) trait ReleaseObject:
     /// Helm's layer of `data.release`: a Secret's after its own base64 (the client undid it),
     /// a ConfigMap's as it is.
     fn payload(&self) -> Option<&[u8]>;
+
+    /// Its `type` (a Secret's; a ConfigMap has none).
+    fn object_type(&self) -> Option<&str>;
 }
 
 impl ReleaseObject for Secret {
@@ -40,6 +43,10 @@ impl ReleaseObject for Secret {
     fn payload(&self) -> Option<&[u8]> {
         Some(self.data.as_ref()?.get("release")?.0.as_slice())
     }
+
+    fn object_type(&self) -> Option<&str> {
+        self.type_.as_deref()
+    }
 }
 
 impl ReleaseObject for ConfigMap {
@@ -48,6 +55,10 @@ impl ReleaseObject for ConfigMap {
 
     fn payload(&self) -> Option<&[u8]> {
         Some(self.data.as_ref()?.get("release")?.as_bytes())
+    }
+
+    fn object_type(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -172,6 +183,38 @@ pub(crate) async fn list_stored(
         }
     }
     with_kind(driver, List(client, namespace, labels)).await
+}
+
+/// Reads the object `secret` names, of its driver's kind, when it is one that a list of
+/// release `release`'s objects finds (labels `owner=helm,name=<release>`, and for a Secret its
+/// type, as [`list_params`] select them); `None` when there is none, or it is not.
+pub(crate) async fn read_listed(
+    client: &Client,
+    secret: &SecretRef,
+    release: &str,
+) -> Result<Option<StoredRevision>, kube::Error> {
+    struct Read<'a>(&'a Client, &'a SecretRef, &'a str);
+    impl<'a> KindVisitor for Read<'a> {
+        type Output = BoxFuture<'a, Result<Option<StoredRevision>, kube::Error>>;
+        fn visit<K: ReleaseObject>(self) -> Self::Output {
+            let Read(client, secret, release) = self;
+            Box::pin(async move {
+                let api: Api<K> = Api::namespaced(client.clone(), &secret.namespace);
+                let Some(found) = api.get_opt(&secret.name).await? else {
+                    return Ok(None);
+                };
+                let labels = found.labels();
+                let label = |key: &str| labels.get(key).map(String::as_str);
+                let listed = label("owner") == Some("helm")
+                    && label("name") == Some(release)
+                    && K::DRIVER.field_selector().is_none_or(|_| {
+                        K::DRIVER.stamps_as_revision(found.object_type(), Some("helm"), true)
+                    });
+                Ok(listed.then(|| stored(&found)))
+            })
+        }
+    }
+    with_kind(secret.driver, Read(client, secret, release)).await
 }
 
 /// Reads the object `secret` names, of its driver's kind; `None` when there is none.

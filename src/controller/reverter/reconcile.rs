@@ -248,7 +248,10 @@ impl Reconcile<'_> {
 /// Helm may be at work, or the index behind: the API server has the last word. On when the
 /// release's newest revision is the attempt's, deployed.
 async fn confirm_revision(confirm: &dyn Confirm, attempt: &Attempt<'_>) -> Step<()> {
-    match confirm.newest_revision(&attempt.object.release).await? {
+    match confirm
+        .newest_revision(&attempt.object.release, Some(attempt.revision))
+        .await?
+    {
         Some((fresh, Status::Deployed)) if fresh == attempt.revision => Ok(()),
         _ => Err(Outcome::Skipped(SkipReason::ReleaseChanged).into()),
     }

@@ -216,6 +216,7 @@ impl Confirm for FakeConfirm {
     fn newest_revision<'a>(
         &'a self,
         _release: &'a ReleaseKey,
+        _known: Option<u64>,
     ) -> BoxFuture<'a, Result<Option<(u64, Status)>, ConfirmError>> {
         Box::pin(async move { Ok(self.0) })
     }
