@@ -17,7 +17,9 @@ the newest `superseded`. On a real control plane, releases with their history:
 - a start that streams the stored releases (`--initial-list=stream`, sendInitialEvents, on a
   server with WatchList: 1.34 and later) indexes what a paged list does, at start-up and after a
   watch expiry, and `auto` streams there and lists before: the time to ready, the RSS and the
-  peaks of each are printed (docs/performance.md's table).
+  peaks of each are printed (docs/performance.md's table), beside the time the API server takes
+  to answer the same list alone (pages of 500, JSON, as kube's watcher asks; and from its watch
+  cache, `resourceVersion=0`).
 
 With E2E_HISTORY_BEFORE set to another helm-locker binary (a previous build), the sixth test
 starts it too, listed, one at a time with the others, and prints its figures beside them.
@@ -31,9 +33,11 @@ docs/performance.md).
 import http.client
 import json
 import os
+import re
 import ssl
 import time
 import unittest
+import urllib.parse
 
 from harness import CHART, DENIED, ControlPlane, CutProxy, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
@@ -93,6 +97,35 @@ def first_writes(locker, releases):
     finally:
         connection.close()
     return sorted(allowed), sorted(denied)
+
+
+def list_alone(plane, **params):
+    """The API server answering the locker's start-up list alone: the release Secrets of every
+    namespace not superseded, in pages of 500 as kube's watcher asks, JSON, each page read whole
+    and thrown away. Seconds, pages and bytes."""
+    config = json.loads(plane.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    token = config["users"][0]["user"]["token"]
+    connection = http.client.HTTPSConnection(server.hostname, server.port, timeout=600,
+                                             context=ssl._create_unverified_context())
+    query = {"labelSelector": "owner=helm,status!=superseded", "fieldSelector": "type=helm.sh/release.v1",
+             "limit": "500", **params}
+    started, pages, size, next_page = time.monotonic(), 0, 0, None
+    while True:
+        connection.request("GET", "/api/v1/secrets?" + urllib.parse.urlencode(
+            dict(query, **({"continue": next_page} if next_page else {}))),
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+        response = connection.getresponse()
+        body = response.read()
+        assert response.status == 200, body[:500]
+        pages, size = pages + 1, size + len(body)
+        # The list's metadata comes before its items.
+        found = re.search(rb'"continue":"([^"]+)"', body[:4096])
+        if not found:
+            break
+        next_page = found.group(1).decode()
+    connection.close()
+    return time.monotonic() - started, pages, size
 
 
 def percentile(sorted_values, p):
@@ -326,6 +359,12 @@ class History(unittest.TestCase):
             self.assertIn("streamed=false", log)
         print(f"\ninitial list: auto on kube-apiserver {self.plane.version}: "
               f"{'streamed' if streams else 'listed'}{' (the stream refused)' if refused else ''}")
+        # The API server alone, twice each (the first warms what it reads from).
+        for params, what in (({}, "consistent"), ({"resourceVersion": "0"}, "from its cache")):
+            for _ in range(2):
+                took, pages, size = list_alone(self.plane, **params)
+            print(f"\nthe API server's list alone, {what}: {took:.1f} s, {pages} pages, {size / 2**20:.0f} MiB",
+                  flush=True)
         # (name, list mode, binary): this build in each mode, and the previous build listed.
         runs = [(mode, mode, None) for mode in (["list", "stream"] if streams else ["list"])]
         if BEFORE:
