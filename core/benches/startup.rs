@@ -19,6 +19,9 @@
 //!
 //! The releases are `scripts/scale.sh`'s (1,000 of 30 objects, [`synthetic_manifest`], 21 kB
 //! each). Read a figure against `decode` in the same run: the machine's speed cancels out.
+//! - **list bound**: the namespace bound applied to a list part by part, as the watch does,
+//!   against the walk of the whole list after each part that it replaced.
+//!
 //! Printed once: the index's contents (frames and packed trees) against the manifests' bytes (what the index keeps at
 //! rest). `STARTUP_RELEASES=N` sets the count.
 
@@ -179,5 +182,61 @@ fn startup(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, startup);
+/// The namespace bound applied to a list as its parts arrive (256 Secrets a part, as the
+/// release watch decodes them): 50,000 releases of one object each in 100 namespaces, all under
+/// their bound. "walked each part" is what the watch did before [`ListingBound`]: the whole
+/// list so far walked after every part, quadratic in the list; "as parts arrive" walks only a
+/// namespace its part takes over its bound (here none).
+///
+/// [`ListingBound`]: helm_locker_core::ListingBound
+fn list_bound(c: &mut Criterion) {
+    let releases = 50_000;
+    let secrets: Vec<ReleaseSecret> = (0..releases)
+        .map(|i| {
+            let (ns, name) = (format!("ns{}", i % 100), format!("app-{i}"));
+            let manifest = synthetic_manifest(&name, 1);
+            let release = release_json(&ns, &name, 1, Status::Deployed, &manifest);
+            helm_locker_core::release_secret_from_parts(
+                SecretRef::secret(&ns, format!("sh.helm.release.v1.{name}.v1")),
+                Default::default(),
+                helm_payload(&release).as_bytes(),
+            )
+            .expect("a synthetic release decodes")
+        })
+        .collect();
+    let mut group = c.benchmark_group(format!("list bound {releases} releases, 256 a part"));
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(releases as u64));
+    let index = Index::new();
+    group.bench_function("walked each part", |b| {
+        b.iter_batched(
+            || Index::prepare(secrets.clone()),
+            |mut prepared| {
+                for end in (256..prepared.len()).step_by(256).chain([prepared.len()]) {
+                    index.bound_listing(black_box(&mut prepared[..end]));
+                }
+                prepared.len()
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("as parts arrive", |b| {
+        b.iter_batched(
+            || Index::prepare(secrets.clone()),
+            |mut prepared| {
+                let mut bound = index.listing_bound();
+                let mut from = 0;
+                for end in (256..prepared.len()).step_by(256).chain([prepared.len()]) {
+                    bound.add(black_box(&mut prepared[..end]), from);
+                    from = end;
+                }
+                prepared.len()
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, startup, list_bound);
 criterion_main!(benches);

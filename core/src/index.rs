@@ -22,7 +22,7 @@ mod objects;
 use claims::ClaimSet;
 pub use claims::Claims;
 use namespace_bound::NamespaceOrder;
-pub use namespace_bound::Refused;
+pub use namespace_bound::{ListingBound, Refused};
 pub use objects::PreparedSecret;
 use objects::{first_created, revision_of, Objects};
 

@@ -48,7 +48,8 @@ pub use yaml::{parse_document as parse_yaml, reference as parse_yaml_reference};
 // The index: every release's revisions and every object the newest one owns.
 pub use conflicts::{group_conflicts, ConflictGroup};
 pub use index::{
-    Index, LockedObject, PreparedSecret, Refused, ReleaseState, Revision, UpdateReport,
+    Index, ListingBound, LockedObject, PreparedSecret, Refused, ReleaseState, Revision,
+    UpdateReport,
 };
 
 // A review and its decision: the AdmissionReview in, the decision, the response out.

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use kube::runtime::watcher::{self, Event as WatchEvent};
 
 use crate::confirm::BoxFuture;
-use crate::core::{PreparedSecret, SecretRef, UpdateReport};
+use crate::core::{ListingBound, PreparedSecret, SecretRef, UpdateReport};
 use crate::source::initial_list::{self, InitialList};
 use crate::source::release_object::{resource_version, secret_ref, ReleaseObject};
 
@@ -90,6 +90,8 @@ struct Listing<K> {
     versions: Vec<(SecretRef, String)>,
     /// Objects found with the version the index holds them at.
     unchanged: HashSet<SecretRef>,
+    /// What a namespace's bound will not keep, let go as the list goes.
+    bound: ListingBound,
 }
 
 impl<K> Default for Listing<K> {
@@ -99,17 +101,20 @@ impl<K> Default for Listing<K> {
             prepared: Vec::new(),
             versions: Vec::new(),
             unchanged: HashSet::new(),
+            bound: crate::core::Index::default().listing_bound(),
         }
     }
 }
 
 impl<K> Listing<K> {
     fn add(&mut self, part: ListedPart) {
+        let from = self.prepared.len();
         self.prepared.extend(part.prepared);
         self.versions.extend(part.versions);
-        // What a namespace's bound will not keep is dropped as the list goes: a list holds at
-        // most a bound's worth of parsed objects per namespace (--max-namespace-objects).
-        crate::core::Index::default().bound_listing(&mut self.prepared);
+        // A list holds about a bound's worth of parsed objects per namespace
+        // (--max-namespace-objects), not all a tenant wrote, and walks only the namespaces
+        // this part takes over it.
+        self.bound.add(&mut self.prepared, from);
     }
 }
 

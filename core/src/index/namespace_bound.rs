@@ -2,10 +2,10 @@
 //! releases of a namespace are kept (the earliest created that fit), which are refused, and
 //! which fit again once room is made.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Index, Objects, PreparedSecret, ReleaseKey, ReleaseState, UpdateReport};
+use super::{Index, PreparedSecret, ReleaseKey, ReleaseState, UpdateReport};
 use crate::release::SecretRef;
 
 /// A release not indexed because the releases stored in its namespace would keep more objects
@@ -35,48 +35,26 @@ impl Index {
     /// wrote. The index decides again when the list is upserted: a release dropped here that
     /// fits there is named to be read again ([`UpdateReport::room_for`]).
     pub fn bound_listing(&self, prepared: &mut [PreparedSecret]) {
-        let bound = self.namespace_bound();
-        // The newest revision of each release, and when its earliest one was created.
-        let mut releases: BTreeMap<ReleaseKey, (u64, i64, usize, usize)> = BTreeMap::new();
+        let mut by_namespace: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, p) in prepared.iter().enumerate() {
-            let key = p.secret.key();
-            let created = p.secret.created.unwrap_or(i64::MAX);
-            let count = p.objects.dropped.unwrap_or(p.objects.objects.len());
-            let entry =
-                releases
-                    .entry(key)
-                    .or_insert((p.secret.release.revision, created, count, i));
-            entry.1 = entry.1.min(created);
-            if p.secret.release.revision > entry.0 {
-                (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
-            }
+            by_namespace.entry(p.storage_namespace()).or_default().push(i);
         }
-        let mut by_namespace: BTreeMap<String, Vec<(i64, ReleaseKey, usize, usize)>> =
-            BTreeMap::new();
-        for (key, (_, created, count, at)) in releases {
-            by_namespace
-                .entry(key.storage_namespace().to_string())
-                .or_default()
-                .push((created, key, count, at));
-        }
-        for (_, mut order) in by_namespace {
-            order.sort();
-            let mut before = 0usize;
-            for (_, _, count, at) in order {
-                if before.saturating_add(count) <= bound {
-                    before += count;
-                } else if prepared[at].objects.dropped.is_none() {
-                    prepared[at].objects = Objects {
-                        objects: Vec::new(),
-                        skipped: Vec::new(),
-                        dropped: Some(count),
-                    };
-                }
-            }
+        let bound = self.namespace_bound();
+        for positions in by_namespace.values() {
+            bound_namespace_listing(prepared, positions, bound);
         }
     }
 
-    /// The bound on the objects kept per storage namespace in force.
+    /// The bound of [`Index::bound_listing`] applied to a list as its parts arrive
+    /// ([`ListingBound::add`]).
+    pub fn listing_bound(&self) -> ListingBound {
+        ListingBound {
+            bound: self.namespace_bound(),
+            namespaces: HashMap::new(),
+            walks: 0,
+        }
+    }
+
     pub(super) fn namespace_bound(&self) -> usize {
         self.namespace_bound.unwrap_or_else(|| {
             usize::try_from(crate::limits::max_namespace_objects()).unwrap_or(usize::MAX)
@@ -266,6 +244,111 @@ impl Index {
     }
 }
 
+/// [`Index::bound_listing`] over one storage namespace's entries of a list (`positions` in
+/// `prepared`): the earliest created releases that fit keep their parsed objects, the others'
+/// newest revisions let theirs go.
+fn bound_namespace_listing(prepared: &mut [PreparedSecret], positions: &[usize], bound: usize) {
+    // The newest revision of each release, and when its earliest one was created.
+    let mut releases: HashMap<ReleaseKey, (u64, i64, usize, usize)> = HashMap::new();
+    for &i in positions {
+        let p = &prepared[i];
+        let created = p.secret.created.unwrap_or(i64::MAX);
+        let count = p.object_count();
+        let entry = releases
+            .entry(p.secret.key())
+            .or_insert((p.secret.release.revision, created, count, i));
+        entry.1 = entry.1.min(created);
+        if p.secret.release.revision > entry.0 {
+            (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
+        }
+    }
+    let mut order: Vec<(i64, ReleaseKey, usize, usize)> = releases
+        .into_iter()
+        .map(|(key, (_, created, count, at))| (created, key, count, at))
+        .collect();
+    order.sort_unstable();
+    let mut before = 0usize;
+    for (_, _, count, at) in order {
+        if before.saturating_add(count) <= bound {
+            before += count;
+        } else {
+            prepared[at].drop_objects();
+        }
+    }
+}
+
+/// The namespace bound applied to a list under way, part by part, in time proportional to the
+/// list: a namespace's entries are walked ([`Index::bound_listing`]) only once the parsed
+/// objects it holds exceed the bound by a bound's worth, or by an eighth of the entries at the
+/// walk before (so a namespace of many small releases is walked a logarithmic number of
+/// times, not once a part). A list so holds at most about twice a bound's worth of parsed
+/// objects per namespace, plus an eighth of its entries.
+pub struct ListingBound {
+    bound: usize,
+    namespaces: HashMap<String, ListedNamespace>,
+    /// The walks made.
+    walks: usize,
+}
+
+#[derive(Default)]
+struct ListedNamespace {
+    /// Where its entries are in the list.
+    positions: Vec<usize>,
+    /// The parsed objects its entries hold.
+    held: usize,
+    /// Its entries at the last walk.
+    walked: usize,
+}
+
+impl ListingBound {
+    /// How many times a namespace's entries were walked.
+    pub fn walks(&self) -> usize {
+        self.walks
+    }
+
+    /// `prepared[from..]` was added to the list: walks the namespaces it takes too far over
+    /// their bound.
+    pub fn add(&mut self, prepared: &mut [PreparedSecret], from: usize) {
+        let mut over: Vec<String> = Vec::new();
+        for (i, p) in prepared.iter().enumerate().skip(from) {
+            // Where its Secret is stored (as its release key's storage namespace says), read
+            // without building the key.
+            let namespace = match p.secret.secret.namespace.as_str() {
+                "" => p.secret.release.namespace.as_str(),
+                stored => stored,
+            };
+            if !self.namespaces.contains_key(namespace) {
+                self.namespaces
+                    .insert(namespace.to_string(), ListedNamespace::default());
+            }
+            let Some(listed) = self.namespaces.get_mut(namespace) else {
+                continue;
+            };
+            listed.positions.push(i);
+            listed.held = listed.held.saturating_add(p.objects.objects.len());
+            let slack = self.bound.max(listed.walked / 8);
+            if listed.held > self.bound.saturating_add(slack)
+                && !over.iter().any(|o| o == namespace)
+            {
+                over.push(namespace.to_string());
+            }
+        }
+        for namespace in over {
+            let Some(listed) = self.namespaces.get_mut(&namespace) else {
+                continue;
+            };
+            bound_namespace_listing(prepared, &listed.positions, self.bound);
+            self.walks += 1;
+            listed.held = listed
+                .positions
+                .iter()
+                .map(|&i| prepared[i].objects.objects.len())
+                .sum();
+            listed.walked = listed.positions.len();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +404,119 @@ mod tests {
         assert_eq!(kept, counted);
     }
 
+    /// `releases` upserted one by one into an index of `bound`, each release the bound makes
+    /// room for read again (as the release watch follows `room_for`) until nothing changes;
+    /// and the releases it reported refused that stay refused.
+    fn upserted_one_by_one(
+        releases: &[ReleaseSecret],
+        bound: usize,
+    ) -> (Index, std::collections::BTreeSet<ReleaseKey>) {
+        let mut one_by_one = Index::new().with_namespace_bound(bound);
+        let mut reported = std::collections::BTreeSet::new();
+        let mut queue: std::collections::VecDeque<ReleaseSecret> = releases.to_vec().into();
+        while let Some(secret) = queue.pop_front() {
+            let report = one_by_one.upsert(secret);
+            reported.extend(report.refused.into_iter().map(|r| r.release));
+            for key in report.room_for {
+                queue.extend(releases.iter().filter(|s| s.key() == key).cloned());
+            }
+        }
+        reported.retain(|key| one_by_one.release(key).is_some_and(|s| s.refused.is_some()));
+        (one_by_one, reported)
+    }
+
+    /// Each release of `index` and whether it is kept.
+    fn kept(index: &Index) -> Vec<(ReleaseKey, bool)> {
+        index
+            .releases()
+            .iter()
+            .map(|s| (s.key.clone(), s.refused.is_none()))
+            .collect()
+    }
+
+    /// The parsed objects a list's entries of `namespace` hold.
+    fn held_in(prepared: &[PreparedSecret], namespace: &str) -> usize {
+        prepared
+            .iter()
+            .filter(|p| p.storage_namespace() == namespace)
+            .map(|p| p.objects.objects.len())
+            .sum()
+    }
+
+    #[test]
+    fn a_list_bounded_part_by_part_holds_about_a_bound_walks_seldom_and_keeps_what_one_by_one_does(
+    ) {
+        // A tenant's 1,000 releases of 1 to 3 objects, created in an order unlike their names',
+        // against a bound of 50 objects, arriving 8 at a time as a list's parts do; and an
+        // admin's release in another namespace, under its bound, never touched.
+        let releases: Vec<ReleaseSecret> = (0..1000)
+            .map(|i| {
+                release(
+                    "t",
+                    &format!("r{i:04}"),
+                    1,
+                    1 + i % 3,
+                    (i * 7919 % 1000) as i64,
+                )
+            })
+            .chain([release("admin", "a", 1, 5, 0)])
+            .collect();
+        let mut bound = Index::new().with_namespace_bound(50).listing_bound();
+        let mut prepared: Vec<PreparedSecret> = Vec::new();
+        for part in releases.chunks(8) {
+            let from = prepared.len();
+            prepared.extend(Index::prepare(part.to_vec()));
+            bound.add(&mut prepared, from);
+            // At most the bound, plus the slack before a walk: a bound's worth, or an eighth
+            // of the namespace's entries.
+            let entries = prepared.len();
+            assert!(
+                held_in(&prepared, "t") <= 50 + 50.max(entries / 8),
+                "{} parsed objects held of {entries} entries",
+                held_in(&prepared, "t")
+            );
+        }
+        assert_eq!(held_in(&prepared, "admin"), 5);
+        // A walk a bound's worth of objects apart while that is more than an eighth of the
+        // entries (about 8 walks to 400 entries), then one an eighth more entries apart (about
+        // 8 more to 1,000): far fewer than one a part (125 parts), and growing with the log
+        // of the entries.
+        assert!(bound.walks() <= 40, "{} walks", bound.walks());
+        // The index decides; what it names to be read again is read, as the watch does.
+        let mut listed = Index::new().with_namespace_bound(50);
+        let mut reports: std::collections::VecDeque<UpdateReport> =
+            listed.upsert_prepared(prepared).into();
+        while let Some(report) = reports.pop_front() {
+            for key in report.room_for {
+                for secret in releases.iter().filter(|s| s.key() == key) {
+                    reports.push_back(listed.upsert(secret.clone()));
+                }
+            }
+        }
+        let (one_by_one, _) = upserted_one_by_one(&releases, 50);
+        assert_eq!(kept(&listed), kept(&one_by_one));
+        assert_eq!(listed.object_count(), one_by_one.object_count());
+        assert!(locked(&listed, "admin", "a"));
+        assert_refused_counted(&listed);
+    }
+
+    #[test]
+    fn a_list_under_its_bound_is_never_walked_and_keeps_every_object() {
+        let mut bound = Index::new().with_namespace_bound(1000).listing_bound();
+        let mut prepared: Vec<PreparedSecret> = Vec::new();
+        for part in (0..100)
+            .map(|i| release("t", &format!("r{i}"), 1, 10, i))
+            .collect::<Vec<_>>()
+            .chunks(10)
+        {
+            let from = prepared.len();
+            prepared.extend(Index::prepare(part.to_vec()));
+            bound.add(&mut prepared, from);
+        }
+        assert_eq!(bound.walks(), 0);
+        assert_eq!(held_in(&prepared, "t"), 1000);
+    }
+
     #[test]
     fn a_list_far_over_the_bound_keeps_and_reports_what_upserts_one_by_one_do() {
         // A tenant's 300 releases of 1 to 3 objects, created in an order unlike their names',
@@ -338,27 +534,7 @@ mod tests {
             })
             .chain([release("admin", "a", 1, 5, 0)])
             .collect();
-        // One by one, each release the bound makes room for read again (as the release watch
-        // follows `room_for`), until nothing changes.
-        let mut one_by_one = Index::new().with_namespace_bound(50);
-        let mut reported_one_by_one = std::collections::BTreeSet::new();
-        let mut queue: std::collections::VecDeque<ReleaseSecret> = releases.clone().into();
-        while let Some(secret) = queue.pop_front() {
-            let report = one_by_one.upsert(secret);
-            reported_one_by_one.extend(report.refused.into_iter().map(|r| r.release));
-            for key in report.room_for {
-                queue.extend(releases.iter().filter(|s| s.key() == key).cloned());
-            }
-        }
-        reported_one_by_one
-            .retain(|key| one_by_one.release(key).is_some_and(|s| s.refused.is_some()));
-        let kept = |index: &Index| -> Vec<(ReleaseKey, bool)> {
-            index
-                .releases()
-                .iter()
-                .map(|s| (s.key.clone(), s.refused.is_none()))
-                .collect()
-        };
+        let (one_by_one, reported_one_by_one) = upserted_one_by_one(&releases, 50);
         for bound_listed in [false, true] {
             let mut prepared = Index::prepare(releases.clone());
             if bound_listed {
