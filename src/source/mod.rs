@@ -6,6 +6,7 @@ pub(crate) mod folder;
 pub(crate) mod initial_list;
 pub(crate) mod lock_exceptions;
 pub(crate) mod openapi;
+pub(crate) mod read_ahead;
 pub(crate) mod release_object;
 pub(crate) mod release_secrets;
 pub(crate) mod release_watch;

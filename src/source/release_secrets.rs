@@ -28,7 +28,10 @@ use crate::source::initial_list::{self, InitialList};
 use crate::source::release_object::{
     resource_version, secret_ref, KindVisitor, ReleaseObject, StoredRevision,
 };
-use crate::source::release_watch::{ListedPart, ReleaseIndexWriter, ReleaseWatch, Step};
+use crate::source::read_ahead::read_ahead;
+use crate::source::release_watch::{
+    ListedPart, ReleaseIndexWriter, ReleaseWatch, Step, DECODED_TOGETHER,
+};
 use crate::source::storage_gate::StorageGate;
 
 mod decode;
@@ -297,7 +300,11 @@ fn start<K: ReleaseObject>(
     } else {
         config
     };
-    watcher::watcher(api, config).default_backoff().boxed()
+    // Read ahead by a part: the next page is asked for while this part is decoded.
+    read_ahead(
+        watcher::watcher(api, config).default_backoff().boxed(),
+        DECODED_TOGETHER,
+    )
 }
 
 /// The index as a release watch writes it: each object decoded (by name in any log, never its

@@ -21,8 +21,9 @@ the newest `superseded`. On a real control plane, releases with their history:
   to answer the same list alone (pages of 500, JSON, as kube's watcher asks; and from its watch
   cache, `resourceVersion=0`).
 
-With E2E_HISTORY_BEFORE set to another helm-locker binary (a previous build), the sixth test
-starts it too, listed, one at a time with the others, and prints its figures beside them.
+With E2E_HISTORY_BEFORE set to another helm-locker binary (a previous build), or to `label=binary`
+pairs split by commas, the sixth test starts each too, listed, one at a time with the others, and
+prints its figures beside them.
 
 Size: E2E_HISTORY_RELEASES releases (default 200) of E2E_HISTORY_REVISIONS revisions each
 (default 10), each revision of E2E_HISTORY_OBJECTS objects (default 1: a ~2 kB ConfigMap; each
@@ -45,7 +46,10 @@ RELEASES = int(os.environ.get("E2E_HISTORY_RELEASES", "200"))
 REVISIONS = int(os.environ.get("E2E_HISTORY_REVISIONS", "10"))
 OBJECTS = int(os.environ.get("E2E_HISTORY_OBJECTS", "1"))
 NAMESPACE = "fleet"
-BEFORE = os.environ.get("E2E_HISTORY_BEFORE")
+# Other builds to start beside this one, (binary, label): a binary ("previous"), or `label=binary`
+# pairs split by commas.
+BEFORE = [(entry.partition("=")[2], entry.partition("=")[0]) if "=" in entry else (entry, "previous")
+          for entry in os.environ.get("E2E_HISTORY_BEFORE", "").split(",") if entry]
 
 
 def config_map(name, revision):
@@ -367,8 +371,7 @@ class History(unittest.TestCase):
                   flush=True)
         # (name, list mode, binary): this build in each mode, and the previous build listed.
         runs = [(mode, mode, None) for mode in (["list", "stream"] if streams else ["list"])]
-        if BEFORE:
-            runs.append(("previous", "list", BEFORE))
+        runs += [(label, "list", binary) for binary, label in BEFORE]
         lockers, figures = {}, {}
         # Every release is in one namespace: past the default --max-namespace-objects (20,000), the
         # bound is raised to hold them all, as a cluster of that size would set it.
