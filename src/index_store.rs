@@ -18,6 +18,8 @@ pub(crate) struct IndexStore {
     /// Held across a whole update: one writer at a time.
     writer: Mutex<()>,
     updates: tokio::sync::watch::Sender<u64>,
+    /// The objects several releases claim, and the update it was counted at.
+    conflicts: Mutex<Option<(u64, usize)>>,
 }
 
 impl Default for IndexStore {
@@ -32,7 +34,27 @@ impl IndexStore {
             current: ArcSwap::from_pointee(index),
             writer: Mutex::new(()),
             updates: tokio::sync::watch::channel(0).0,
+            conflicts: Mutex::new(None),
         }
+    }
+
+    /// How many objects several releases claim in the current index
+    /// (`helm_locker_claim_conflicts`): a walk over every object, made once per update of the
+    /// index, not once per scrape (at 50,000 releases of 30 objects, a fifth of the CPU time of a
+    /// `test_history` run that read `/metrics` while it waited).
+    /// Blocking: async callers run it on the blocking pool.
+    pub(crate) fn conflict_count(&self) -> usize {
+        let generation = *self.updates.borrow();
+        // Held while counting: a second scrape waits for the first's count, not a walk of its own.
+        let mut counted = self.conflicts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, count)) = *counted {
+            if at == generation {
+                return count;
+            }
+        }
+        let count = self.snapshot().conflicts().len();
+        *counted = Some((generation, count));
+        count
     }
 
     /// A receiver that changes after every update (the value counts updates).
@@ -97,6 +119,33 @@ mod tests {
             Status::Deployed,
             &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"),
         )
+    }
+
+    #[test]
+    fn the_conflict_count_is_of_the_index_now_and_counted_once_per_update() {
+        let claiming = |release: &str| {
+            helm_locker_core::test_util::release_secret(
+                "a",
+                release,
+                1,
+                Status::Deployed,
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n",
+            )
+        };
+        let store = IndexStore::new(Index::new());
+        store.update_now(|index| index.upsert(claiming("one")));
+        assert_eq!(store.conflict_count(), 0);
+        store.update_now(|index| index.upsert(claiming("two")));
+        assert_eq!(store.conflict_count(), 1);
+        assert_eq!(*store.conflicts.lock().unwrap(), Some((2, 1)));
+        assert_eq!(store.conflict_count(), 1, "the count kept");
+        store.update_now(|index| {
+            index.remove_secret(&crate::core::SecretRef::secret(
+                "a",
+                "sh.helm.release.v1.two.v1",
+            ))
+        });
+        assert_eq!(store.conflict_count(), 0);
     }
 
     #[test]

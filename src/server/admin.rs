@@ -85,10 +85,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         .metrics
         .pending_release_oldest_seconds
         .set(oldest.as_secs() as i64);
-    state
-        .metrics
-        .claim_conflicts
-        .set(index.conflicts().len() as i64);
+    let store = state.index.clone();
+    if let Ok(conflicts) = tokio::task::spawn_blocking(move || store.conflict_count()).await {
+        state.metrics.claim_conflicts.set(conflicts as i64);
+    }
     (
         [(
             header::CONTENT_TYPE,
