@@ -489,10 +489,28 @@ def write_files(prefix, files, root=None):
     return path
 
 
-def release_secret(name, namespace, objects, status="deployed", revision=1):
+def block_yaml(value, indent=0):
+    """`value` (dicts of plain keys, lists, strings, numbers) as block YAML, as a chart's templates
+    render it: each string double-quoted (as `| quote` writes it)."""
+    pad = " " * indent
+    if isinstance(value, dict) and value:
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{key}:\n{block_yaml(item, indent + 2)}")
+            else:
+                lines.append(f"{pad}{key}: {block_yaml(item)}")
+        return "\n".join(lines)
+    if isinstance(value, list) and value:
+        return "\n".join(f"{pad}- {block_yaml(item, indent + 2).lstrip()}" for item in value)
+    return json.dumps(value)
+
+
+def release_secret(name, namespace, objects, status="deployed", revision=1, render=json.dumps):
     """A release Secret exactly as Helm stores it: JSON, gzip, base64, then the Secret's own base64.
-    The one encoder of the suite (the Rust side's is helm_locker_core::test_util)."""
-    manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{json.dumps(o)}\n" for i, o in enumerate(objects))
+    The one encoder of the suite (the Rust side's is helm_locker_core::test_util). Each object of
+    the manifest is one JSON document, or `render`'s text (`block_yaml`: as a chart renders it)."""
+    manifest = "".join(f"---\n# Source: bulk/templates/{i}.yaml\n{render(o)}\n" for i, o in enumerate(objects))
     release = {"name": name, "namespace": namespace, "version": revision,
                "info": {"status": status, "description": "Install complete"},
                "chart": {"metadata": {"name": "bulk", "version": "1.0.0"}}, "manifest": manifest}

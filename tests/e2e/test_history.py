@@ -40,7 +40,7 @@ import time
 import unittest
 import urllib.parse
 
-from harness import CHART, DENIED, ControlPlane, CutProxy, Locker, eventually, register_webhook, release_secret, unregister_webhook
+from harness import CHART, DENIED, block_yaml, ControlPlane, CutProxy, Locker, eventually, register_webhook, release_secret, unregister_webhook
 
 RELEASES = int(os.environ.get("E2E_HISTORY_RELEASES", "200"))
 REVISIONS = int(os.environ.get("E2E_HISTORY_REVISIONS", "10"))
@@ -162,9 +162,10 @@ class History(unittest.TestCase):
             name = f"app{r:05d}"
             for rev in range(1, REVISIONS + 1):
                 status = "deployed" if rev == REVISIONS else "superseded"
-                batch.append(release_secret(name, NAMESPACE, manifest(name, rev), status=status, revision=rev))
+                batch.append(release_secret(name, NAMESPACE, manifest(name, rev), status=status, revision=rev,
+                                            render=block_yaml))
             if r % 20 == 0:
-                batch.append(release_secret(name, NAMESPACE, manifest(name, REVISIONS + 1), status="failed",
+                batch.append(release_secret(name, NAMESPACE, manifest(name, REVISIONS + 1), status="failed", render=block_yaml,
                                             revision=REVISIONS + 1))
             if len(batch) >= 500:
                 cls.create(batch)
