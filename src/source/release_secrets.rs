@@ -25,10 +25,10 @@ use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::source::author_key::StampingRx;
 use crate::source::initial_list::{self, InitialList};
+use crate::source::read_ahead::read_ahead;
 use crate::source::release_object::{
     resource_version, secret_ref, KindVisitor, ReleaseObject, StoredRevision,
 };
-use crate::source::read_ahead::read_ahead;
 use crate::source::release_watch::{
     ListedPart, ReleaseIndexWriter, ReleaseWatch, Step, DECODED_TOGETHER,
 };

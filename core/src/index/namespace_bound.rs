@@ -37,7 +37,10 @@ impl Index {
     pub fn bound_listing(&self, prepared: &mut [PreparedSecret]) {
         let mut by_namespace: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, p) in prepared.iter().enumerate() {
-            by_namespace.entry(p.storage_namespace()).or_default().push(i);
+            by_namespace
+                .entry(p.storage_namespace())
+                .or_default()
+                .push(i);
         }
         let bound = self.namespace_bound();
         for positions in by_namespace.values() {
@@ -254,9 +257,12 @@ fn bound_namespace_listing(prepared: &mut [PreparedSecret], positions: &[usize],
         let p = &prepared[i];
         let created = p.secret.created.unwrap_or(i64::MAX);
         let count = p.object_count();
-        let entry = releases
-            .entry(p.secret.key())
-            .or_insert((p.secret.release.revision, created, count, i));
+        let entry = releases.entry(p.secret.key()).or_insert((
+            p.secret.release.revision,
+            created,
+            count,
+            i,
+        ));
         entry.1 = entry.1.min(created);
         if p.secret.release.revision > entry.0 {
             (entry.0, entry.2, entry.3) = (p.secret.release.revision, count, i);
@@ -444,8 +450,8 @@ mod tests {
     }
 
     #[test]
-    fn a_list_bounded_part_by_part_holds_about_a_bound_walks_seldom_and_keeps_what_one_by_one_does(
-    ) {
+    fn a_list_bounded_part_by_part_holds_about_a_bound_walks_seldom_and_keeps_what_one_by_one_does()
+    {
         // A tenant's 1,000 releases of 1 to 3 objects, created in an order unlike their names',
         // against a bound of 50 objects, arriving 8 at a time as a list's parts do; and an
         // admin's release in another namespace, under its bound, never touched.
