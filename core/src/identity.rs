@@ -27,7 +27,9 @@ pub(crate) struct Identity<'d> {
 /// `doc`'s identity, or `None` when this reader cannot be sure of it (the full parser then
 /// decides, with its reasons for a document it cannot use).
 pub(crate) fn identity(doc: &str) -> Option<Identity<'_>> {
-    if doc.contains(['\r', '\t']) || !crate::yaml::block::plain_characters(doc) {
+    if memchr::memchr2(b'\r', b'\t', doc.as_bytes()).is_some()
+        || !crate::yaml::block::plain_characters(doc)
+    {
         return None;
     }
     let (mut api_version, mut kind, mut name, mut namespace) = (None, None, None, None);
@@ -233,19 +235,31 @@ fn value_ends_on_line(value: &str) -> bool {
 }
 
 /// The text after a quoted scalar that starts `text` and ends on this line, else `None`.
+/// A quoted value can be long (a chart's `| quote`d config, a padding): the next quote or
+/// escape is found with `memchr`, not byte by byte.
 fn quoted_end(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
-    let quote = bytes[0];
     let mut i = 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' if quote == b'"' => i += 2,
-            b'\'' if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
-            b if b == quote => return Some(&text[i + 1..]),
-            _ => i += 1,
+    if bytes[0] == b'"' {
+        loop {
+            i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+            if bytes[i] == b'"' {
+                return Some(&text[i + 1..]);
+            }
+            // A backslash escapes the character after it: that one is not the end.
+            i += 2;
         }
     }
-    None
+    let quote = bytes[0];
+    loop {
+        i += memchr::memchr(quote, bytes.get(i..)?)?;
+        if quote == b'\'' && bytes.get(i + 1) == Some(&b'\'') {
+            // `''` is a quote inside a single-quoted scalar.
+            i += 2;
+            continue;
+        }
+        return Some(&text[i + 1..]);
+    }
 }
 
 /// A value that is a non-empty string to every YAML reader, without escapes: a plain scalar
@@ -338,6 +352,36 @@ mod tests {
             "",
         ] {
             assert_eq!(id(doc), None, "{doc:?}");
+        }
+    }
+
+    #[test]
+    fn a_quoted_value_ends_at_its_closing_quote_not_at_an_escaped_one() {
+        let long = "x".repeat(5000);
+        let head = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: real\n  annotations:\n";
+        for (value, ends) in [
+            (format!("\"{long}\""), true),
+            (format!("\"{long}\\\"kind: Secret\""), true),
+            (format!("\"{long}\\\\\""), true),
+            (format!("'{long}''s'"), true),
+            (format!("\"{long}\" # a comment"), true),
+            // Not closed on the line: an escaped quote last, a doubled one last.
+            (format!("\"{long}\\\""), false),
+            (format!("'{long}''"), false),
+            (format!("\"{long}"), false),
+        ] {
+            let doc = format!("{head}    note: {value}\ndata:\n  a: b\n");
+            let read = id(&doc);
+            assert_eq!(read.is_some(), ends, "{}", value.replace(&long, "<5000 x>"));
+            if ends {
+                assert_eq!(read, some("v1", "ConfigMap", "real", None));
+                let tree = crate::yaml::parse_document(&doc).unwrap();
+                assert_eq!(
+                    tree.pointer("/metadata/name")
+                        .and_then(crate::tree::Tree::as_str),
+                    Some("real")
+                );
+            }
         }
     }
 

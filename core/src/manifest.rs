@@ -70,11 +70,15 @@ pub fn split_documents(manifest: &str) -> impl Iterator<Item = &str> {
                 rest = &rest[line_end..];
                 return Some(doc);
             }
-            if line_end >= rest.len() {
-                done = true;
-                return Some(rest);
+            // Only a line that starts with `---` can be a separator: the next such line is
+            // found with `memmem`, not line by line.
+            match memchr::memmem::find(&rest.as_bytes()[offset..], b"\n---") {
+                Some(i) => offset += i + 1,
+                None => {
+                    done = true;
+                    return Some(rest);
+                }
             }
-            offset = line_end;
         }
     })
 }
@@ -261,6 +265,49 @@ mod tests {
             ["", "a: 1\n", "# Source: x\nb: 2\n", "c: 3\n----\nd: 4"]
         );
         assert_eq!(split_documents("").collect::<Vec<_>>(), [""]);
+    }
+
+    /// Helm's rule read literally, a line at a time: what [`split_documents`] must agree with.
+    fn split_line_by_line(manifest: &str) -> Vec<&str> {
+        let (mut docs, mut start, mut at) = (Vec::new(), 0, 0);
+        while at <= manifest.len() {
+            let end = manifest[at..]
+                .find('\n')
+                .map_or(manifest.len(), |i| at + i + 1);
+            let line = &manifest[at..end];
+            if line.starts_with("---") && line[3..].chars().next().is_none_or(char::is_whitespace) {
+                docs.push(&manifest[start..at]);
+                start = end;
+            }
+            if end == manifest.len() {
+                break;
+            }
+            at = end;
+        }
+        docs.push(&manifest[start..]);
+        docs
+    }
+
+    #[test]
+    fn splits_as_a_line_by_line_reading_does() {
+        for manifest in [
+            "",
+            "---",
+            "---\n",
+            "a\n---",
+            "a\n---\n",
+            "a: 1\n---x\nb: 2\n--- # c\nc: 3\n",
+            "----\n---\t\n---\u{a0}\nx\n",
+            "a: \"---\"\n  ---\n---\n---\n",
+            "\n---\n\n---",
+            "x---\n---y\n---",
+        ] {
+            assert_eq!(
+                split_documents(manifest).collect::<Vec<_>>(),
+                split_line_by_line(manifest),
+                "{manifest:?}"
+            );
+        }
     }
 
     #[test]
