@@ -494,6 +494,11 @@ impl Index {
     }
 
     /// Releases sorted by namespace and name.
+    /// Every release, in no order the caller may rely on: for a count, which needs no sort.
+    pub fn releases_unordered(&self) -> impl Iterator<Item = &Arc<ReleaseState>> {
+        self.releases.values()
+    }
+
     pub fn releases(&self) -> Vec<&Arc<ReleaseState>> {
         let mut all: Vec<_> = self.releases.values().collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));

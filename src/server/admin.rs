@@ -39,40 +39,29 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let index = state.index.snapshot();
     state.metrics.releases.set(index.release_count() as i64);
     state.metrics.objects.set(index.object_count() as i64);
+    let store = state.index.clone();
+    // Taken on the blocking pool: after a change of the index it walks every release and object.
+    let Ok(census) = tokio::task::spawn_blocking(move || store.census()).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "the census of the index failed\n".to_string(),
+        );
+    };
     // Every status is exported, 0 included, so an alert on `failed` never sees an absent series.
-    let mut by_status = [0i64; Status::ALL.len()];
-    let mut unknown_authors = 0;
-    for release in index.releases() {
-        if let Some(newest) = release.newest() {
-            if matches!(newest.author, crate::core::Authorship::Unknown(_)) {
-                unknown_authors += 1;
-            }
-            if let Some(i) = Status::ALL.iter().position(|s| *s == newest.status) {
-                by_status[i] += 1;
-            }
-        }
-    }
-    for (status, count) in Status::ALL.iter().zip(by_status) {
+    for (status, count) in Status::ALL.iter().zip(census.by_status) {
         state
             .metrics
             .releases_by_status
             .get_or_create(&StatusLabels {
                 status: status.as_str(),
             })
-            .set(count);
+            .set(count as i64);
     }
-    state.metrics.unknown_author_releases.set(unknown_authors);
-    let pending = index.releases().into_iter().filter_map(|release| {
-        let newest = release.newest()?;
-        newest.status.is_helm_at_work().then(|| {
-            (
-                release.key.clone(),
-                newest.revision,
-                newest.status,
-                newest.created,
-            )
-        })
-    });
+    state
+        .metrics
+        .unknown_author_releases
+        .set(census.unknown_authors as i64);
     let now_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -80,16 +69,18 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         .pending
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .oldest(pending, std::time::Instant::now(), now_unix);
+        .oldest(
+            census.pending.iter().cloned(),
+            std::time::Instant::now(),
+            now_unix,
+        );
     state
         .metrics
         .pending_release_oldest_seconds
         .set(oldest.as_secs() as i64);
-    let store = state.index.clone();
-    if let Ok(conflicts) = tokio::task::spawn_blocking(move || store.conflict_count()).await {
-        state.metrics.claim_conflicts.set(conflicts as i64);
-    }
+    state.metrics.claim_conflicts.set(census.conflicts as i64);
     (
+        StatusCode::OK,
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",

@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::{ReleaseKey, Status};
 
-/// A pending release as the index holds it: its key, newest revision and status, and when the
-/// API server created that revision's Secret (Unix seconds).
-pub(crate) type Pending = (ReleaseKey, u64, Status, Option<i64>);
+pub(crate) use crate::index_store::Pending;
 
 /// Since when each release has been pending-* or uninstalling. Helm creates a `pending-install`,
 /// `pending-upgrade` or `pending-rollback` revision's Secret as it begins, so its creation time
