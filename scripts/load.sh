@@ -81,9 +81,9 @@ for round in $(seq "$rounds"); do
         "locked h2") run "$1" "$2" "$3" "$4" "$kind" "$out/locked.txt" --connections 4 --http2 --streams 16 ;;
         "unowned h1") run "$1" "$2" "$3" "$4" "$kind" "$out/unowned.txt" --connections 32 ;;
         "denied h1") run "$1" "$2" "$3" "$4" "$kind" "$out/denied.txt" --connections 32 ;;
-        *) echo "load.sh: unknown kind of run \"$kind\" in LOAD_KINDS" >&2; exit 2 ;;
         "5000/s h1") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 16 --rate 5000 ;;
         "1000/s h1") run "$1" "$2" "$3" "$4" "$kind" "$out/mix.txt" --connections 8 --rate 1000 ;;
+        *) echo "load.sh: unknown kind of run \"$kind\" in LOAD_KINDS" >&2; exit 2 ;;
       esac
     done
   done
